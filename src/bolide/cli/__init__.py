@@ -1,0 +1,1 @@
+"""The ``bolide`` command line."""

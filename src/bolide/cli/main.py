@@ -1,0 +1,26 @@
+"""Entry point of the ``bolide`` command: one sub-group per module of this package."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from bolide import __version__
+from bolide.cli.store import store
+
+
+@click.group()
+@click.version_option(__version__, prog_name="bolide")
+@click.option("-v", "--verbose", is_flag=True, help="Log debug messages.")
+def cli(verbose: bool) -> None:
+    """Bolide: a RocketMQ-compatible message broker in Python."""
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+cli.add_command(store)
+
+
+def main() -> None:
+    cli()

@@ -1,0 +1,25 @@
+"""Socket addresses as RocketMQ stores them: address bytes followed by the port as an i32."""
+
+import ipaddress
+import struct
+from functools import lru_cache
+
+_PORT = struct.Struct(">i")
+
+
+@lru_cache(maxsize=1024)
+def encode_host(address: str) -> bytes:
+    """Encode ``"ip:port"`` (IPv6 as ``"[ip]:port"`` or ``"ip:port"``) into 8 or 20 bytes."""
+    host, _, port = address.rpartition(":")
+    if not host:
+        raise ValueError(f"address {address!r} has no port; write it as ip:port")
+    ip = ipaddress.ip_address(host.strip("[]"))
+    return ip.packed + _PORT.pack(int(port))
+
+
+def decode_host(data: bytes | memoryview) -> str:
+    """Decode 8 (IPv4) or 20 (IPv6) bytes into ``"ip:port"`` (IPv6 in brackets)."""
+    raw = bytes(data)
+    ip = ipaddress.ip_address(raw[:-4])
+    port = _PORT.unpack_from(raw, len(raw) - 4)[0]
+    return f"{ip}:{port}" if ip.version == 4 else f"[{ip}]:{port}"

@@ -1,0 +1,106 @@
+"""Messages: :class:`Message` as a producer builds it, :class:`MessageExt` as the store holds it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from bolide.common import properties as P
+from bolide.common.hosts import encode_host
+from bolide.common.msgid import create_offset_msg_id
+
+
+class Message:
+    """A message to send: topic, body, user flag and properties (tags and keys live there)."""
+
+    __slots__ = ("body", "flag", "properties", "topic")
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes = b"",
+        tags: str | None = None,
+        keys: str | Iterable[str] | None = None,
+        flag: int = 0,
+        properties: dict[str, str] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.body = body
+        self.flag = flag
+        self.properties: dict[str, str] = dict(properties) if properties else {}
+        if tags:
+            self.properties[P.TAGS] = tags
+        if keys:
+            self.properties[P.KEYS] = keys if isinstance(keys, str) else P.KEY_SEPARATOR.join(keys)
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(P.TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        raw = self.properties.get(P.KEYS, "")
+        return [k for k in raw.split(P.KEY_SEPARATOR) if k]
+
+    @property
+    def delay_time_level(self) -> int:
+        return int(self.properties.get(P.DELAY_TIME_LEVEL, "0") or 0)
+
+    def __repr__(self) -> str:
+        return f"Message(topic={self.topic!r}, body={len(self.body)} bytes, props={self.properties})"
+
+
+class MessageExt(Message):
+    """A stored message with every field of its CommitLog record."""
+
+    __slots__ = (
+        "body_crc",
+        "born_host",
+        "born_timestamp",
+        "commit_log_offset",
+        "magic",
+        "prepared_transaction_offset",
+        "queue_id",
+        "queue_offset",
+        "reconsume_times",
+        "store_host",
+        "store_size",
+        "store_timestamp",
+        "sys_flag",
+    )
+
+    def __init__(self, topic: str, body: bytes = b"", **fields: object) -> None:
+        props = fields.pop("properties", None)
+        flag = fields.pop("flag", 0)
+        super().__init__(topic, body, flag=flag, properties=props)  # type: ignore[arg-type]
+        self.queue_id = 0
+        self.queue_offset = 0
+        self.commit_log_offset = 0
+        self.store_size = 0
+        self.body_crc = 0
+        self.sys_flag = 0
+        self.born_timestamp = 0
+        self.born_host = ""
+        self.store_timestamp = 0
+        self.store_host = ""
+        self.reconsume_times = 0
+        self.prepared_transaction_offset = 0
+        self.magic = 0
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+    @property
+    def msg_id(self) -> str | None:
+        """The client message id (UNIQ_KEY) when the producer set one."""
+        return self.properties.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+    @property
+    def offset_msg_id(self) -> str:
+        """The broker-side id made of store host and CommitLog offset."""
+        return create_offset_msg_id(encode_host(self.store_host), self.commit_log_offset)
+
+    def __repr__(self) -> str:
+        return (
+            f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, "
+            f"queue_offset={self.queue_offset}, commit_log_offset={self.commit_log_offset}, "
+            f"body={len(self.body)} bytes, props={self.properties})"
+        )

@@ -1,0 +1,76 @@
+"""Message ids: the broker's offsetMsgId and the client's UNIQ_KEY."""
+
+import ipaddress
+import os
+import random
+import socket
+import struct
+import threading
+import time
+from datetime import datetime
+
+_OFFSET = struct.Struct(">q")
+
+
+def create_offset_msg_id(store_host: bytes, commit_log_offset: int) -> str:
+    """offsetMsgId: hex of store address, port (i32) and CommitLog offset (i64), uppercase."""
+    return (store_host + _OFFSET.pack(commit_log_offset)).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
+    """Split an offsetMsgId into ``("ip:port", commit_log_offset)``; raises ValueError."""
+    if len(msg_id) not in (32, 56):
+        raise ValueError(
+            f"{msg_id!r} is not an offsetMsgId: it must be 32 (IPv4) or 56 (IPv6) hex characters"
+        )
+    raw = bytes.fromhex(msg_id)
+    ip_len = 4 if len(raw) == 16 else 16
+    ip = ipaddress.ip_address(raw[:ip_len])
+    port = struct.unpack_from(">i", raw, ip_len)[0]
+    offset = _OFFSET.unpack_from(raw, ip_len + 4)[0]
+    host = f"{ip}:{port}" if ip.version == 4 else f"[{ip}]:{port}"
+    return host, offset
+
+
+def _local_ip_bytes() -> bytes:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks a source address
+            return socket.inet_aton(s.getsockname()[0])
+    except OSError:
+        return socket.inet_aton("127.0.0.1")
+
+
+class UniqKeyGenerator:
+    """Creates UNIQ_KEY ids laid out like ``MessageClientIDSetter``: ip, pid, salt, time, counter."""
+
+    def __init__(self, ip: bytes | None = None) -> None:
+        ip = ip if ip is not None else _local_ip_bytes()
+        prefix = ip + struct.pack(">hi", os.getpid() & 0x7FFF, random.getrandbits(31))
+        self._prefix = prefix.hex().upper()
+        self._lock = threading.Lock()
+        self._counter = 0
+        self._month_start_ms = 0.0
+        self._next_month_ms = 0.0
+        self._roll_month(time.time() * 1000)
+
+    def _roll_month(self, now_ms: float) -> None:
+        now = datetime.fromtimestamp(now_ms / 1000)
+        start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        nxt = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(
+            month=start.month + 1
+        )
+        self._month_start_ms = start.timestamp() * 1000
+        self._next_month_ms = nxt.timestamp() * 1000
+
+    def next_id(self) -> str:
+        """A new id: 32 uppercase hex characters for an IPv4 prefix."""
+        now = time.time() * 1000
+        if now >= self._next_month_ms:
+            self._roll_month(now)
+        with self._lock:
+            self._counter = (self._counter + 1) & 0xFFFF
+            counter = self._counter
+        elapsed = int(now - self._month_start_ms) & 0xFFFFFFFF
+        return f"{self._prefix}{elapsed:08X}{counter:04X}"
+

@@ -1,0 +1,28 @@
+"""Exception root of Bolide. Each layer subclasses :class:`BolideError`.
+
+Expected outcomes (a full disk, an offset out of range) are reported as status enums by the
+store; exceptions are for misuse and for conditions the caller must act on. Every message
+says what to do about the problem.
+"""
+
+
+class BolideError(Exception):
+    """Root of every error raised by Bolide."""
+
+    retriable: bool = False
+
+
+class ConfigError(BolideError):
+    """A configuration value or file is invalid."""
+
+
+class StoreError(BolideError):
+    """The message store cannot carry out an operation."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the store directory's lock."""
+
+
+class StoreFormatError(StoreError):
+    """Files in the store directory do not have the layout RocketMQ defines."""

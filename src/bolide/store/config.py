@@ -1,0 +1,200 @@
+"""Store configuration: RocketMQ's MessageStoreConfig with snake_case names and units.
+
+``StoreConfig.from_properties`` reads a RocketMQ ``broker.conf`` unchanged: its camelCase
+keys map onto the fields below; keys that belong to other components are ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bolide.errors import ConfigError
+
+
+class FlushDiskType(enum.StrEnum):
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+class BrokerRole(enum.StrEnum):
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+def _key(name: str, default: Any, **extra: Any) -> Any:
+    """A field whose RocketMQ property key is ``name``."""
+    return field(default=default, metadata={"key": name, **extra})
+
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """Settings of a :class:`~bolide.store.MessageStore`; defaults are RocketMQ's."""
+
+    store_path_root_dir: str = _key(
+        "storePathRootDir", str(Path.home() / "store")
+    )
+    store_path_commit_log: str | None = _key("storePathCommitLog", None)
+    mapped_file_size_commit_log: int = _key("mappedFileSizeCommitLog", 1024 * 1024 * 1024,
+                                            alias="mapedFileSizeCommitLog")
+    mapped_file_size_consume_queue: int = _key("mappedFileSizeConsumeQueue", 300000 * 20,
+                                               alias="mapedFileSizeConsumeQueue")
+    flush_disk_type: FlushDiskType = _key("flushDiskType", FlushDiskType.ASYNC_FLUSH)
+    broker_role: BrokerRole = _key("brokerRole", BrokerRole.ASYNC_MASTER)
+    flush_interval_commit_log_ms: int = _key("flushIntervalCommitLog", 500)
+    flush_commit_log_least_pages: int = _key("flushCommitLogLeastPages", 4)
+    flush_commit_log_thorough_interval_ms: int = _key("flushCommitLogThoroughInterval", 10000)
+    flush_commit_log_timed: bool = _key("flushCommitLogTimed", True)
+    flush_interval_consume_queue_ms: int = _key("flushIntervalConsumeQueue", 1000)
+    flush_consume_queue_least_pages: int = _key("flushConsumeQueueLeastPages", 2)
+    flush_consume_queue_thorough_interval_ms: int = _key(
+        "flushConsumeQueueThoroughInterval", 60000
+    )
+    sync_flush_timeout_ms: int = _key("syncFlushTimeout", 5000)
+    max_message_size: int = _key("maxMessageSize", 4 * 1024 * 1024)
+    check_crc_on_recover: bool = _key("checkCRCOnRecover", True)
+    message_index_enable: bool = _key("messageIndexEnable", True)
+    message_index_safe: bool = _key("messageIndexSafe", False)
+    max_hash_slot_num: int = _key("maxHashSlotNum", 5_000_000)
+    max_index_num: int = _key("maxIndexNum", 20_000_000)
+    max_msgs_num_batch: int = _key("maxMsgsNumBatch", 64)
+    max_transfer_bytes_on_message_in_memory: int = _key(
+        "maxTransferBytesOnMessageInMemory", 256 * 1024
+    )
+    max_transfer_count_on_message_in_memory: int = _key("maxTransferCountOnMessageInMemory", 32)
+    max_transfer_bytes_on_message_in_disk: int = _key("maxTransferBytesOnMessageInDisk", 64 * 1024)
+    max_transfer_count_on_message_in_disk: int = _key("maxTransferCountOnMessageInDisk", 8)
+    access_message_in_memory_max_ratio: int = _key("accessMessageInMemoryMaxRatio", 40)
+    delete_when: str = _key("deleteWhen", "04")
+    file_reserved_time_hours: int = _key("fileReservedTime", 72)
+    disk_max_used_space_ratio: int = _key("diskMaxUsedSpaceRatio", 75)
+    clean_resource_interval_ms: int = _key("cleanResourceInterval", 10000)
+    destroy_mapped_file_interval_forcibly_ms: int = _key(
+        "destroyMapedFileIntervalForcibly", 120000
+    )
+    message_delay_level: str = _key("messageDelayLevel", DEFAULT_DELAY_LEVELS)
+    store_host: str = _key("brokerIP1", "127.0.0.1", kind="ip")
+    listen_port: int = _key("listenPort", 10911)
+    dispatch_batch_bytes: int = _key("bolideDispatchBatchBytes", 4 * 1024 * 1024)
+    preallocate_next_segment: bool = _key("bolidePreallocateNextSegment", True)
+
+    def __post_init__(self) -> None:
+        if self.mapped_file_size_consume_queue % 20:
+            rounded = (self.mapped_file_size_consume_queue // 20 + 1) * 20
+            object.__setattr__(self, "mapped_file_size_consume_queue", rounded)
+        if self.mapped_file_size_commit_log < 4096:
+            raise ConfigError(
+                f"mappedFileSizeCommitLog={self.mapped_file_size_commit_log} is too small; "
+                "use at least 4096 bytes (RocketMQ's default is 1073741824)"
+            )
+
+    # -- derived paths -------------------------------------------------------------------
+    @property
+    def root(self) -> Path:
+        return Path(self.store_path_root_dir)
+
+    @property
+    def commit_log_dir(self) -> Path:
+        return Path(self.store_path_commit_log) if self.store_path_commit_log else self.root / "commitlog"
+
+    @property
+    def consume_queue_dir(self) -> Path:
+        return self.root / "consumequeue"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.root / "index"
+
+    @property
+    def config_dir(self) -> Path:
+        return self.root / "config"
+
+    @property
+    def store_address(self) -> str:
+        """``ip:port`` written as the store host of every record."""
+        return f"{self.store_host}:{self.listen_port}"
+
+    @property
+    def sync_flush(self) -> bool:
+        return self.flush_disk_type == FlushDiskType.SYNC_FLUSH
+
+    # -- loading ------------------------------------------------------------------------
+    @classmethod
+    def from_properties(cls, path: str | os.PathLike[str], **overrides: Any) -> StoreConfig:
+        """Load a RocketMQ ``broker.conf``-style properties file; ``overrides`` win."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        return cls.from_mapping(parse_properties(text), **overrides)
+
+    @classmethod
+    def from_mapping(cls, props: dict[str, str], **overrides: Any) -> StoreConfig:
+        """Build a config from RocketMQ camelCase keys (unknown keys are ignored)."""
+        by_key: dict[str, dataclasses.Field[Any]] = {}
+        for f in dataclasses.fields(cls):
+            by_key[f.metadata["key"]] = f
+            if "alias" in f.metadata:
+                by_key[f.metadata["alias"]] = f
+        values: dict[str, Any] = {}
+        for key, raw in props.items():
+            f = by_key.get(key)
+            if f is not None:
+                values[f.name] = _convert(f, raw)
+        values.update(overrides)
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> StoreConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text (``key=value`` or ``key: value``, ``#``/``!`` comments)."""
+    result: dict[str, str] = {}
+    lines = iter(text.splitlines())
+    for line in lines:
+        line = line.strip()
+        while line.endswith("\\"):
+            line = line[:-1] + next(lines, "").strip()
+        if not line or line[0] in "#!":
+            continue
+        for i, ch in enumerate(line):
+            if ch in "=:" or ch.isspace():
+                key, value = line[:i], line[i + 1 :].strip()
+                if ch.isspace() and value[:1] in ("=", ":"):
+                    value = value[1:].strip()
+                break
+        else:
+            key, value = line, ""
+        result[key.strip()] = value
+    return result
+
+
+def _convert(f: dataclasses.Field[Any], raw: str) -> Any:
+    name = f.metadata["key"]
+    default = f.default
+    try:
+        if isinstance(default, bool):
+            if raw.lower() not in ("true", "false"):
+                raise ValueError
+            return raw.lower() == "true"
+        if isinstance(default, enum.Enum):
+            return type(default)(raw.strip().upper())
+        if isinstance(default, int):
+            return int(raw)
+        return raw
+    except ValueError:
+        expected = (
+            "true or false" if isinstance(default, bool)
+            else " or ".join(e.value for e in type(default)) if isinstance(default, enum.Enum)
+            else "an integer" if isinstance(default, int) else "a string"
+        )
+        raise ConfigError(f"{name}={raw!r} is not valid: expected {expected}") from None

@@ -1,0 +1,215 @@
+"""ConsumeQueue: the per topic/queue index of 20-byte entries {offset i64, size i32, tags i64}."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from bolide.store.mapped_file import MappedFile
+from bolide.store.mapped_file_queue import MappedFileQueue
+
+ENTRY_SIZE = 20
+ENTRY = struct.Struct(">qiq")
+PRE_BLANK = ENTRY.pack(0, 0x7FFFFFFF, 0)
+
+
+class ConsumeQueue:
+    """Entries of one (topic, queue id), in files named by logical byte offset."""
+
+    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size
+        self.files = MappedFileQueue(root / topic / str(queue_id), file_size)
+        self.min_logic_offset = 0  # bytes
+        self.max_physic_offset = -1  # end (offset + size) of the last entry's record
+        self.last_store_timestamp = 0
+
+    # -- offsets (in entries) -----------------------------------------------------------
+    @property
+    def max_offset(self) -> int:
+        """Index of the next entry to write."""
+        return self.files.max_offset // ENTRY_SIZE
+
+    @property
+    def min_offset(self) -> int:
+        return self.min_logic_offset // ENTRY_SIZE
+
+    # -- writing ------------------------------------------------------------------------
+    def put(self, phys_offset: int, size: int, tags_code: int, queue_offset: int) -> bool:
+        """Write the entry for ``queue_offset``; False when it is a duplicate or out of order."""
+        if phys_offset + size <= self.max_physic_offset:
+            return False  # already dispatched
+        expected = queue_offset * ENTRY_SIZE
+        mf = self.files.last_file()
+        if mf is None or mf.is_full:
+            start = expected - expected % self.file_size
+            if mf is None:
+                mf = self.files.new_file(start)
+                if expected > start or start > 0:
+                    self._pre_blank(mf, expected - start)
+                    self.min_logic_offset = expected
+            else:
+                mf = self.files.new_file(mf.file_from_offset + self.file_size)
+        current = mf.end_offset
+        if expected < current:
+            return False
+        if expected > current:
+            # a gap: fill with pre-blank entries so the logical position lines up
+            while mf.end_offset < expected:
+                if mf.is_full:
+                    mf = self.files.new_file(mf.file_from_offset + self.file_size)
+                self._pre_blank(mf, min(expected, mf.file_from_offset + self.file_size)
+                                - mf.file_from_offset)
+        ENTRY.pack_into(mf.view, mf.wrote_position, phys_offset, size, tags_code)
+        mf.wrote_position += ENTRY_SIZE
+        self.max_physic_offset = phys_offset + size
+        return True
+
+    @staticmethod
+    def _pre_blank(mf: MappedFile, up_to: int) -> None:
+        view = mf.view
+        pos = mf.wrote_position
+        while pos < up_to:
+            view[pos : pos + ENTRY_SIZE] = PRE_BLANK
+            pos += ENTRY_SIZE
+        mf.wrote_position = pos
+
+    # -- reading ------------------------------------------------------------------------
+    def entries_from(self, index: int) -> tuple[memoryview, int] | None:
+        """Readable entries from ``index`` to the end of that file: (view, first index)."""
+        byte_offset = index * ENTRY_SIZE
+        if byte_offset < self.min_logic_offset:
+            return None
+        mf = self.files.find(byte_offset)
+        if mf is None:
+            return None
+        pos = byte_offset - mf.file_from_offset
+        if pos >= mf.wrote_position:
+            return None
+        return mf.view[pos : mf.wrote_position], index
+
+    def entry(self, index: int) -> tuple[int, int, int] | None:
+        """``(phys_offset, size, tags_code)`` of one entry, or None."""
+        found = self.entries_from(index)
+        if found is None:
+            return None
+        return ENTRY.unpack_from(found[0], 0)
+
+    # -- recovery -----------------------------------------------------------------------
+    def load(self) -> None:
+        self.files.load()
+
+    def recover(self) -> None:
+        """Find the end of valid entries, scanning from the third-to-last file."""
+        files = self.files.files
+        if not files:
+            return
+        index = max(0, len(files) - 3)
+        while True:
+            mf = files[index]
+            pos = _valid_prefix(mf.view[: mf.file_size])
+            if pos and (last := _last_real_entry(mf.view[:pos])) is not None:
+                self.max_physic_offset = last
+            if pos == mf.file_size and index + 1 < len(files):
+                index += 1
+                continue
+            break
+        self.truncate_positions(mf.file_from_offset + pos)
+
+    def truncate_positions(self, logical_end: int) -> int:
+        """Drop entries at or after byte ``logical_end``; returns entries removed."""
+        removed = 0
+        first = self.files.files[0] if self.files.files else None
+        for mf in list(self.files.files):
+            if mf.file_from_offset >= logical_end and mf is not first:
+                removed += _valid_prefix(mf.view[: mf.file_size]) // ENTRY_SIZE
+                self.files.files.remove(mf)
+                mf.destroy()
+            elif mf.file_from_offset + mf.file_size > logical_end:
+                pos = max(0, logical_end - mf.file_from_offset)
+                removed += _valid_prefix(mf.view[pos : mf.file_size]) // ENTRY_SIZE
+                mf.zero_from(pos)
+                mf.wrote_position = mf.flushed_position = pos
+        self.files.flushed_where = min(self.files.flushed_where, logical_end)
+        return removed
+
+    def truncate_dirty(self, phys_end: int) -> int:
+        """Remove entries whose record starts at or after CommitLog offset ``phys_end``."""
+        logical_end = None
+        for mf in reversed(self.files.files):
+            pos = 0
+            for off, size, _ in ENTRY.iter_unpack(mf.view[: mf.wrote_position]):
+                if off < 0 or size <= 0 or (off >= phys_end and size != 0x7FFFFFFF):
+                    break
+                pos += ENTRY_SIZE
+            logical_end = mf.file_from_offset + pos
+            if pos > 0:
+                break
+        if logical_end is None or logical_end >= self.files.max_offset:
+            return 0
+        removed = self.truncate_positions(logical_end)
+        self._recompute_max_physic()
+        return removed
+
+    def _recompute_max_physic(self) -> None:
+        self.max_physic_offset = -1
+        last = self.max_offset - 1
+        while last >= self.min_offset:
+            entry = self.entry(last)
+            if entry is None:
+                break
+            if entry[1] != 0x7FFFFFFF:
+                self.max_physic_offset = entry[0] + entry[1]
+                break
+            last -= 1
+
+    def correct_min_offset(self, commit_log_min: int) -> None:
+        """Set the min offset to the first entry whose record is still in the CommitLog."""
+        files = self.files.files
+        if not files:
+            return
+        mf = files[0]
+        view = mf.view
+        pos = max(0, self.min_logic_offset - mf.file_from_offset)
+        while pos < mf.wrote_position:
+            off, size, _ = ENTRY.unpack_from(view, pos)
+            if size != 0x7FFFFFFF and off >= commit_log_min:
+                self.min_logic_offset = mf.file_from_offset + pos
+                return
+            pos += ENTRY_SIZE
+        self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset + pos)
+
+    def flush(self, least_pages: int = 0) -> bool:
+        return self.files.flush(least_pages)
+
+    def close(self) -> None:
+        self.files.close()
+
+    def destroy(self) -> None:
+        for mf in self.files.files:
+            mf.destroy()
+        self.files.files = []
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+
+
+def _valid_prefix(view: memoryview) -> int:
+    """Bytes of ``view`` up to the first invalid entry (offset < 0 or size <= 0)."""
+    pos = 0
+    for off, size, _ in ENTRY.iter_unpack(view):
+        if off < 0 or size <= 0:
+            break
+        pos += ENTRY_SIZE
+    return pos
+
+
+def _last_real_entry(view: memoryview) -> int | None:
+    """End (offset + size) of the last non-pre-blank entry in ``view``."""
+    pos = len(view) - ENTRY_SIZE
+    while pos >= 0:
+        off, size, _ = ENTRY.unpack_from(view, pos)
+        if size != 0x7FFFFFFF:
+            return off + size
+        pos -= ENTRY_SIZE
+    return None

@@ -1,0 +1,138 @@
+"""Dispatch (RocketMQ's ReputMessageService): re-reads new CommitLog records in batches and
+appends their ConsumeQueue entries, off the send path. Under SYNC_FLUSH it never passes the
+flushed offset, so no consumer sees a message a crash could take back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from bolide.common import sysflag
+from bolide.store.commitlog import CommitLog
+from bolide.store.consume_queue import ConsumeQueue
+from bolide.store.record import RecordInfo, compute_tags_code, parse_record
+
+log = logging.getLogger(__name__)
+
+DispatchListener = Callable[[set[tuple[str, int]]], None]
+
+
+class Dispatcher:
+    """Turns CommitLog records into ConsumeQueue entries, from ``reput_from`` onward."""
+
+    def __init__(self, commit_log: CommitLog, queue_for: Callable[[str, int], ConsumeQueue],
+                 limit: Callable[[], int], delay_millis: dict[int, int]) -> None:
+        self.commit_log = commit_log
+        self.queue_for = queue_for
+        self.limit = limit
+        self.delay_millis = delay_millis
+        self.reput_from = 0
+        self.last_store_timestamp = 0
+        self.listeners: list[DispatchListener] = []
+        self.extra: list[Callable[[RecordInfo], None]] = []  # further dispatchers (index)
+        self.dispatched = 0
+
+    def behind(self) -> int:
+        """Bytes written (and readable) but not yet dispatched."""
+        return max(0, self.limit() - self.reput_from)
+
+    def dispatch_available(self, max_bytes: int = 1 << 62) -> int:
+        """Dispatch what is readable now (up to about ``max_bytes``); returns bytes consumed."""
+        commit_log = self.commit_log
+        limit = self.limit()
+        start = self.reput_from
+        touched: set[tuple[str, int]] = set()
+        queue_for = self.queue_for
+        extra = self.extra
+        while self.reput_from < limit and self.reput_from - start < max_bytes:
+            if self.reput_from < commit_log.min_offset:
+                self.reput_from = commit_log.min_offset
+            found = commit_log.readable_from(self.reput_from, limit)
+            if found is None:
+                break
+            view, pos = found
+            base = self.reput_from - pos
+            end = len(view)
+            while pos < end:
+                info = parse_record(view, pos, False)
+                if type(info) is RecordInfo:
+                    if info.size == 0:  # BLANK: continue in the next segment
+                        pos = end
+                        self.reput_from = commit_log.roll_next_file(base)
+                        break
+                    if sysflag.gets_queue_entry(info.sys_flag):
+                        cq = queue_for(info.topic, info.queue_id)
+                        if cq.put(info.commit_log_offset, info.size,
+                                  compute_tags_code(info, self.delay_millis), info.queue_offset):
+                            touched.add((info.topic, info.queue_id))
+                            self.dispatched += 1
+                    for fn in extra:
+                        fn(info)
+                    self.last_store_timestamp = info.store_timestamp
+                    pos += info.size
+                    self.reput_from = base + pos
+                elif info.size > 0:
+                    log.error("skipping bad record at %d: %s", base + pos, info.reason)
+                    pos += info.size
+                    self.reput_from = base + pos
+                else:
+                    log.error("unreadable record at %d (%s); skipping to %d",
+                              base + pos, info.reason, base + end)
+                    self.reput_from = base + end
+                    break
+            else:
+                continue
+        if touched:
+            for listener in self.listeners:
+                listener(touched)
+        return self.reput_from - start
+
+
+class DispatchService(threading.Thread):
+    """Runs a :class:`Dispatcher` whenever new data is readable."""
+
+    def __init__(self, dispatcher: Dispatcher, batch_bytes: int) -> None:
+        super().__init__(name="dispatch", daemon=True)
+        self.dispatcher = dispatcher
+        self.batch_bytes = batch_bytes
+        self._event = threading.Event()
+        self._idle = threading.Condition()
+        self._stopping = False
+        self.idle = False
+
+    def wakeup(self) -> None:
+        if self.idle:
+            self._event.set()
+
+    def run(self) -> None:
+        d = self.dispatcher
+        while not self._stopping:
+            try:
+                n = d.dispatch_available(self.batch_bytes)
+            except Exception:  # keep dispatching other data; the error is reported
+                log.exception("dispatch failed at offset %d", d.reput_from)
+                n = 0
+                self._event.wait(0.1)
+            if n == 0:
+                self.idle = True
+                with self._idle:
+                    self._idle.notify_all()
+                if d.behind() == 0:
+                    self._event.wait(0.005)
+                self._event.clear()
+                self.idle = False
+
+    def wait_caught_up(self, timeout: float) -> bool:
+        """Block until everything readable now is dispatched; False on timeout."""
+        target = self.dispatcher.limit()
+        with self._idle:
+            return self._idle.wait_for(
+                lambda: self.dispatcher.reput_from >= target or self._stopping, timeout
+            )
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._event.set()
+        self.join()

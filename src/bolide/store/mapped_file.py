@@ -1,0 +1,141 @@
+"""One fixed-size memory-mapped segment file, named by the global offset of its first byte."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import mmap
+import os
+from pathlib import Path
+
+from bolide.errors import StoreFormatError
+
+PAGE_SIZE = 4096
+_ZERO_CHUNK = bytes(1 << 20)
+
+
+def file_name(offset: int) -> str:
+    """RocketMQ's segment name: the start offset, zero-padded to 20 digits."""
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """A segment: its mapping, how far it is written and how far it is durable.
+
+    Positions are relative to the file. Writes go through :attr:`view` (the mapping);
+    durability comes from ``fdatasync`` on the descriptor, which releases the GIL.
+    """
+
+    __slots__ = ("fd", "file_from_offset", "file_size", "flushed_position", "mm", "path",
+                 "view", "wrote_position")
+
+    def __init__(self, path: Path, file_size: int, fd: int) -> None:
+        self.path = path
+        self.file_size = file_size
+        self.file_from_offset = int(path.name)
+        self.fd = fd
+        self.mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self.view = memoryview(self.mm)
+        self.wrote_position = 0
+        self.flushed_position = 0
+
+    @classmethod
+    def create(cls, path: Path, file_size: int) -> MappedFile:
+        """Create (or reuse an all-allocated) file of exactly ``file_size`` bytes.
+
+        Space is reserved with ``posix_fallocate`` so a full disk fails here with
+        ``OSError(ENOSPC)`` instead of a SIGBUS in the middle of a write.
+        """
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            if size not in (0, file_size):
+                raise StoreFormatError(
+                    f"{path} exists with {size} bytes, expected {file_size}; remove it or set "
+                    "the segment size it was written with"
+                )
+            os.posix_fallocate(fd, 0, file_size)
+            return cls(path, file_size, fd)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno == errno.ENOSPC:
+                _remove_quietly(path)
+            raise
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @classmethod
+    def open(cls, path: Path, file_size: int) -> MappedFile:
+        """Open an existing segment; its length must be exactly ``file_size``."""
+        size = path.stat().st_size
+        if size != file_size:
+            raise StoreFormatError(
+                f"{path} has {size} bytes but segments here are {file_size} bytes; "
+                "set the segment size the store was written with (mappedFileSizeCommitLog / "
+                "mappedFileSizeConsumeQueue), or move the file away"
+            )
+        fd = os.open(path, os.O_RDWR)
+        try:
+            return cls(path, file_size, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    @property
+    def end_offset(self) -> int:
+        """Global offset just past the written bytes."""
+        return self.file_from_offset + self.wrote_position
+
+    def flush(self) -> int:
+        """Make everything written so far durable; returns the new flushed position."""
+        target = self.wrote_position
+        if target > self.flushed_position:
+            os.fdatasync(self.fd)
+            self.flushed_position = target
+        return target
+
+    def zero_from(self, position: int) -> int:
+        """Zero every non-zero byte from ``position`` to the end; returns bytes cleared."""
+        cleared = 0
+        pos = position
+        mm = self.mm
+        while pos < self.file_size:
+            end = min(pos + len(_ZERO_CHUNK), self.file_size)
+            n = end - pos
+            if mm[pos:end] != _ZERO_CHUNK[:n]:
+                mm[pos:end] = _ZERO_CHUNK[:n]
+                cleared += n
+            pos = end
+        if cleared:
+            os.fdatasync(self.fd)
+        return cleared
+
+    def close(self) -> None:
+        """Unmap and close. Views still held by readers keep the mapping alive until dropped."""
+        if self.fd < 0:
+            return
+        try:
+            self.view.release()
+            self.mm.close()
+        except BufferError:
+            pass  # a reader still holds a slice; the mapping goes when it is collected
+        os.close(self.fd)
+        self.fd = -1
+
+    def destroy(self) -> None:
+        """Close and delete the file."""
+        self.close()
+        _remove_quietly(self.path)
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path.name}, wrote={self.wrote_position})"
+
+
+def _remove_quietly(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()

@@ -1,0 +1,228 @@
+"""CommitLog record codec: write v1 records, read v1 and v2, and the parser used by recovery
+and dispatch (RocketMQ's ``checkMessageAndReturnSize``). Layout: docs/storage-format.md.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import NamedTuple
+
+from bolide.common import sysflag
+from bolide.common.hashing import tags_code as _tags_code
+from bolide.common.hosts import decode_host
+from bolide.common.message import MessageExt
+from bolide.common.properties import decode_properties
+
+MAGIC_V1 = -626843481  # 0xDAA320A7
+MAGIC_V2 = -626843477  # 0xDAA320AB
+BLANK_MAGIC = -875286124  # 0xCBD43194
+BLANK_SIZE = 8
+MIN_FREE_AFTER_RECORD = 8
+
+# TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTIMESTAMP
+_PREFIX = struct.Struct(">iiiiiqqiq")  # 48 bytes, up to the born host
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_I16 = struct.Struct(">h")
+_BLANK = struct.Struct(">ii")
+PREFIX_SIZE = _PREFIX.size
+
+
+def _header(born_len: int, store_len: int) -> struct.Struct:
+    # prefix, BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES, PREPAREDTXOFFSET, BODYLENGTH
+    return struct.Struct(f">iiiiiqqiq{born_len}sq{store_len}siqi")
+
+
+HEADERS = {(b, s): _header(b, s) for b in (8, 20) for s in (8, 20)}
+HEADER_V4 = HEADERS[(8, 8)]  # 88 bytes
+
+
+def body_crc(body: bytes | memoryview) -> int:
+    """BODYCRC: CRC-32 of the stored body, masked to 31 bits."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def record_size(body_len: int, topic_len: int, props_len: int,
+                born_len: int = 8, store_len: int = 8, topic_field: int = 1) -> int:
+    """TOTALSIZE of a record (91 + body + topic + properties for IPv4 hosts and v1)."""
+    return 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born_len + 8 + store_len + 4 + 8 + 4 \
+        + body_len + topic_field + topic_len + 2 + props_len
+
+
+def write_blank(buf: memoryview | bytearray, pos: int, size: int) -> None:
+    """Write the 8-byte end-of-segment header at ``pos`` covering ``size`` bytes."""
+    _BLANK.pack_into(buf, pos, size, BLANK_MAGIC)
+
+
+class RecordInfo(NamedTuple):
+    """What recovery and dispatch need from one record (RocketMQ's DispatchRequest)."""
+
+    size: int
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    sys_flag: int
+    store_timestamp: int
+    properties: bytes
+    prepared_transaction_offset: int
+
+
+class RecordError(NamedTuple):
+    """A record that failed to parse: ``size`` > 0 when its length is known but wrong."""
+
+    size: int
+    reason: str
+
+
+BLANK = RecordInfo(0, "", 0, 0, 0, 0, 0, b"", 0)
+
+
+def parse_record(buf: memoryview | bytes, pos: int, check_crc: bool) -> RecordInfo | RecordError:
+    """Parse the record at ``pos``: :data:`BLANK` at a segment's end, else info or an error.
+
+    ``buf`` must end where the readable data ends.
+    """
+    limit = len(buf)
+    if pos + 8 > limit:
+        return RecordError(-1, "fewer than 8 bytes left for a record header")
+    total, magic = _BLANK.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC:
+        return BLANK
+    if magic != MAGIC_V1 and magic != MAGIC_V2:
+        if total == 0 and magic == 0:
+            return RecordError(-1, "end of data (zero bytes)")
+        return RecordError(-1, f"bad magic code 0x{magic & 0xFFFFFFFF:08X}")
+    if total < 91 or pos + total > limit:
+        return RecordError(-1, f"TOTALSIZE {total} runs past the end of the data")
+    (_, _, crc, queue_id, _flag, queue_offset, phys, sys_flag, _born_ts) = _PREFIX.unpack_from(
+        buf, pos
+    )
+    born_len = 20 if sys_flag & sysflag.BORNHOST_V6 else 8
+    store_len = 20 if sys_flag & sysflag.STOREHOST_V6 else 8
+    p = pos + 48 + born_len
+    store_ts = _I64.unpack_from(buf, p)[0]
+    p += 8 + store_len + 4
+    prepared = _I64.unpack_from(buf, p)[0]
+    p += 8
+    body_len = _I32.unpack_from(buf, p)[0]
+    p += 4
+    if body_len < 0 or p + body_len > pos + total:
+        return RecordError(-1, f"BODYLENGTH {body_len} does not fit in the record")
+    if check_crc and body_len > 0 and zlib.crc32(buf[p : p + body_len]) & 0x7FFFFFFF != crc:
+        return RecordError(-1, "body CRC mismatch")
+    p += body_len
+    if magic == MAGIC_V1:
+        topic_len = buf[p]
+        if topic_len > 127:
+            topic_len -= 256
+        p += 1
+        topic_field = 1
+    else:
+        topic_len = _I16.unpack_from(buf, p)[0]
+        p += 2
+        topic_field = 2
+    if topic_len < 0 or p + topic_len + 2 > pos + total:
+        return RecordError(-1, f"TOPICLENGTH {topic_len} does not fit in the record")
+    topic = bytes(buf[p : p + topic_len]).decode("utf-8", "replace")
+    p += topic_len
+    props_len = _I16.unpack_from(buf, p)[0]
+    p += 2
+    if props_len < 0 or p + props_len > pos + total:
+        return RecordError(-1, f"PROPERTIESLENGTH {props_len} does not fit in the record")
+    props = bytes(buf[p : p + props_len])
+    expected = record_size(body_len, topic_len, props_len, born_len, store_len, topic_field)
+    if expected != total:
+        return RecordError(total, f"TOTALSIZE {total} differs from the fields' sum {expected}")
+    return RecordInfo(total, topic, queue_id, queue_offset, phys, sys_flag, store_ts, props,
+                      prepared)
+
+
+def compute_tags_code(info: RecordInfo, delay_millis: dict[int, int]) -> int:
+    """ConsumeQueue tags code: hash of TAGS, or the delivery time for SCHEDULE_TOPIC_XXXX."""
+    props = info.properties
+    if not props:
+        return 0
+    if info.topic == "SCHEDULE_TOPIC_XXXX":
+        level_text = _property(props, b"DELAY\x01")
+        if level_text and level_text.isdigit() and int(level_text) > 0:
+            level = min(int(level_text), max(delay_millis, default=1))
+            return info.store_timestamp + delay_millis.get(level, 1000)
+    return _tags_code(_property(props, b"TAGS\x01"))
+
+
+def _property(props: bytes, needle: bytes) -> str | None:
+    i = props.find(needle)
+    while i > 0 and props[i - 1] != 2:
+        i = props.find(needle, i + 1)
+    if i < 0:
+        return None
+    start = i + len(needle)
+    end = props.find(b"\x02", start)
+    return props[start : end if end >= 0 else len(props)].decode("utf-8", "replace")
+
+
+def decode_record(buf: memoryview | bytes, pos: int = 0) -> MessageExt:
+    """Decode the full record at ``pos`` (v1 or v2) into a :class:`MessageExt`."""
+    (total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts) = (
+        _PREFIX.unpack_from(buf, pos)
+    )
+    if magic != MAGIC_V1 and magic != MAGIC_V2:
+        raise ValueError(f"no message record at {pos}: magic 0x{magic & 0xFFFFFFFF:08X}")
+    born_len = 20 if sys_flag & sysflag.BORNHOST_V6 else 8
+    store_len = 20 if sys_flag & sysflag.STOREHOST_V6 else 8
+    p = pos + 48
+    born_host = decode_host(buf[p : p + born_len])
+    p += born_len
+    store_ts = _I64.unpack_from(buf, p)[0]
+    p += 8
+    store_host = decode_host(buf[p : p + store_len])
+    p += store_len
+    reconsume = _I32.unpack_from(buf, p)[0]
+    prepared = _I64.unpack_from(buf, p + 4)[0]
+    body_len = _I32.unpack_from(buf, p + 12)[0]
+    p += 16
+    body = bytes(buf[p : p + body_len])
+    p += body_len
+    if magic == MAGIC_V1:
+        topic_len = buf[p]
+        p += 1
+    else:
+        topic_len = _I16.unpack_from(buf, p)[0]
+        p += 2
+    topic = bytes(buf[p : p + topic_len]).decode("utf-8")
+    p += topic_len
+    props_len = _I16.unpack_from(buf, p)[0]
+    props = decode_properties(buf[p + 2 : p + 2 + props_len]) if props_len > 0 else {}
+    return MessageExt(
+        topic, body, flag=flag, properties=props, queue_id=queue_id, queue_offset=queue_offset,
+        commit_log_offset=phys, store_size=total, body_crc=crc, sys_flag=sys_flag,
+        born_timestamp=born_ts, born_host=born_host, store_timestamp=store_ts,
+        store_host=store_host, reconsume_times=reconsume, prepared_transaction_offset=prepared,
+        magic=magic,
+    )
+
+
+def record_property(buf: memoryview | bytes, needle: bytes) -> str | None:
+    """One property of the record at the start of ``buf``; ``needle`` is ``b"KEY\\x01"``."""
+    sys_flag = _I32.unpack_from(buf, 36)[0]
+    p = 48 + (20 if sys_flag & sysflag.BORNHOST_V6 else 8) + 8
+    p += (20 if sys_flag & sysflag.STOREHOST_V6 else 8) + 12
+    p += 4 + _I32.unpack_from(buf, p)[0]
+    if _I32.unpack_from(buf, 4)[0] == MAGIC_V1:
+        p += 1 + buf[p]
+    else:
+        p += 2 + _I16.unpack_from(buf, p)[0]
+    props_len = _I16.unpack_from(buf, p)[0]
+    return _property(bytes(buf[p + 2 : p + 2 + props_len]), needle) if props_len > 0 else None
+
+
+def read_store_timestamp(buf: memoryview | bytes, pos: int) -> int:
+    """STORETIMESTAMP of the record at ``pos`` (at 48 + born host length)."""
+    sys_flag = _I32.unpack_from(buf, pos + 36)[0]
+    return _I64.unpack_from(buf, pos + (68 if sys_flag & sysflag.BORNHOST_V6 else 56))[0]
+
+
+def read_total_size(buf: memoryview | bytes, pos: int) -> int:
+    return _I32.unpack_from(buf, pos)[0]

@@ -1,0 +1,550 @@
+"""MessageStore: the embedded RocketMQ-compatible store (RocketMQ's DefaultMessageStore).
+
+    with MessageStore(StoreConfig(store_path_root_dir="./store")) as store:
+        store.put_message(Message("TopicTest", b"hi", tags="TagA"), queue_id=0)
+        store.get_message("group", "TopicTest", 0, offset=0)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+
+from bolide.common import properties as P
+from bolide.common import sysflag
+from bolide.common.hashing import java_string_hash
+from bolide.common.hosts import encode_host
+from bolide.common.message import Message, MessageExt
+from bolide.common.msgid import UniqKeyGenerator
+from bolide.common.topic import SCHEDULE_TOPIC, validate_topic
+from bolide.errors import StoreError
+from bolide.store import checkpoint as files
+from bolide.store.checkpoint import Checkpoint, StoreLock
+from bolide.store.commitlog import CommitLog, Entry
+from bolide.store.config import BrokerRole, StoreConfig
+from bolide.store.consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue
+from bolide.store.delay import parse_delay_levels
+from bolide.store.dispatch import Dispatcher, DispatchListener, DispatchService
+from bolide.store.flush import CommitLogFlusher, ConsumeQueueFlusher
+from bolide.store.mapped_file_queue import SegmentAllocator
+from bolide.store.record import (
+    body_crc,
+    decode_record,
+    read_store_timestamp,
+    read_total_size,
+    record_property,
+)
+from bolide.store.recovery import recover
+from bolide.store.results import (
+    GetMessageResult,
+    GetStatus,
+    PutMessageResult,
+    PutStatus,
+    RecoveryReport,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_SCAN_ENTRIES = 16_000
+_PRE_BLANK_SIZE = 0x7FFFFFFF
+_TOTAL_RAM = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+class MessageStore:
+    """CommitLog + ConsumeQueues + dispatch + flush + recovery, in this process."""
+
+    def __init__(self, config: StoreConfig | None = None, **overrides: object) -> None:
+        config = config or StoreConfig()
+        if overrides:
+            config = config.replace(**overrides)
+        self.config = config
+        self.root = config.root
+        self.delay_millis = parse_delay_levels(config.message_delay_level)
+        self.recovery_report = RecoveryReport()
+        self._lock: StoreLock | None = None
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._queues_lock = threading.Lock()
+        self._uniq = UniqKeyGenerator()
+        self._store_host = encode_host(config.store_address)
+        self._default_born_host = self._store_host
+        self._running = False
+        self._read_only_reason: str | None = None
+        self._allocator: SegmentAllocator | None = None
+        self.commit_log: CommitLog
+        self.checkpoint: Checkpoint
+        self.dispatcher: Dispatcher
+        self._dispatch_service: DispatchService | None = None
+        self._flusher: CommitLogFlusher | None = None
+        self._cq_flusher: ConsumeQueueFlusher | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def open(self) -> MessageStore:
+        """Lock the directory, load and recover the files, start the services."""
+        if self._running:
+            return self
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = StoreLock(self.root)
+        self._lock.acquire()
+        try:
+            self._load_and_start()
+        except BaseException:
+            self._close_files()
+            self._lock.release()
+            raise
+        return self
+
+    def _load_and_start(self) -> None:
+        cfg = self.config
+        abnormal = files.abort_file_exists(self.root)
+        self._allocator = SegmentAllocator() if cfg.preallocate_next_segment else None
+        self.commit_log = CommitLog(cfg, self._allocator)
+        self.commit_log.files.load()
+        self._load_queues()
+        self.checkpoint = Checkpoint(self.root / "checkpoint")
+        for cq in self._queues.values():
+            cq.recover()
+        resume, report = recover(self.commit_log, self._queues, self.checkpoint, abnormal,
+                                 cfg.check_crc_on_recover, cfg.message_index_safe)
+        self.commit_log.files.flushed_where = self.commit_log.max_offset
+        self.dispatcher = Dispatcher(self.commit_log, self.find_consume_queue,
+                                     self._dispatch_limit, self.delay_millis)
+        self.dispatcher.reput_from = resume
+        before = sum(cq.max_offset for cq in self._queues.values())
+        while self.dispatcher.dispatch_available():
+            pass
+        report.queue_entries_rebuilt = sum(cq.max_offset for cq in self._queues.values()) - before
+        self.recovery_report = report
+        if not report.clean:
+            log.warning("store %s: %s", self.root, report.summary())
+        cl_min = self.commit_log.min_offset
+        for key, cq in self._queues.items():
+            cq.correct_min_offset(cl_min)
+            self.commit_log.queue_offsets[key] = cq.max_offset
+        files.create_abort_file(self.root)
+        self._flusher = CommitLogFlusher(cfg, self.commit_log, self.checkpoint,
+                                         self._on_flushed, self._on_flush_error)
+        self._cq_flusher = ConsumeQueueFlusher(cfg, self._queue_snapshot, self.checkpoint,
+                                               lambda: self.dispatcher.last_store_timestamp)
+        self._dispatch_service = DispatchService(self.dispatcher, cfg.dispatch_batch_bytes)
+        self._flusher.start()
+        self._cq_flusher.start()
+        self._dispatch_service.start()
+        self._running = True
+
+    def _load_queues(self) -> None:
+        base = self.config.consume_queue_dir
+        if not base.is_dir():
+            return
+        for topic_dir in sorted(base.iterdir()):
+            if not topic_dir.is_dir():
+                continue
+            for queue_dir in sorted(topic_dir.iterdir()):
+                if queue_dir.is_dir() and queue_dir.name.lstrip("-").isdigit():
+                    cq = ConsumeQueue(base, topic_dir.name, int(queue_dir.name),
+                                      self.config.mapped_file_size_consume_queue)
+                    cq.load()
+                    self._queues[(cq.topic, cq.queue_id)] = cq
+
+    def close(self) -> None:
+        """Flush everything, remove the abort file (clean shutdown) and unlock."""
+        if not self._running:
+            return
+        self._running = False
+        assert self._dispatch_service and self._flusher and self._cq_flusher
+        self._flusher.stop()
+        self._dispatch_service.stop()
+        while self.dispatcher.dispatch_available():
+            pass
+        self._cq_flusher.stop()
+        caught_up = self.dispatcher.behind() == 0
+        if self._read_only_reason is None and caught_up:
+            self.checkpoint.flush()
+            files.delete_abort_file(self.root)
+        self._close_files()
+        assert self._lock is not None
+        self._lock.release()
+
+    shutdown = close
+
+    def _close_files(self) -> None:
+        if self._allocator is not None:
+            self._allocator.close()
+        if hasattr(self, "commit_log"):
+            self.commit_log.close()
+        for cq in self._queues.values():
+            cq.close()
+        if hasattr(self, "checkpoint"):
+            self.checkpoint.close()
+
+    def __enter__(self) -> MessageStore:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    # -- services' callbacks ------------------------------------------------------------
+    def _dispatch_limit(self) -> int:
+        if self.config.sync_flush and self._running:
+            return self.commit_log.flushed_offset
+        return self.commit_log.max_offset
+
+    def _on_flushed(self, offset: int) -> None:
+        if self.config.sync_flush and self._dispatch_service is not None:
+            self._dispatch_service.wakeup()
+
+    def _on_flush_error(self, exc: OSError) -> None:
+        self._read_only_reason = str(exc)
+
+    def _queue_snapshot(self) -> list[ConsumeQueue]:
+        with self._queues_lock:
+            return list(self._queues.values())
+
+    def add_dispatch_listener(self, listener: DispatchListener) -> None:
+        """Call ``listener(set of (topic, queue_id))`` after new entries are dispatched."""
+        self.dispatcher.listeners.append(listener)
+
+    # -- writing ------------------------------------------------------------------------
+    def put_message(
+        self,
+        msg: Message,
+        queue_id: int = 0,
+        *,
+        sys_flag: int = 0,
+        born_timestamp: int | None = None,
+        born_host: str | None = None,
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+        wait_store: bool = True,
+    ) -> PutMessageResult:
+        """Append one message. Under SYNC_FLUSH, waits until it is durable (group commit)."""
+        refused = self._refuse_writes()
+        if refused is not None:
+            return refused
+        entry, uniq, bad = self._entry(msg, queue_id, sys_flag, born_timestamp, born_host,
+                                       reconsume_times, prepared_transaction_offset)
+        if bad is not None:
+            return bad
+        r = self.commit_log.append(entry)
+        if r.status is not PutStatus.PUT_OK:
+            return PutMessageResult(r.status, remark=r.remark)
+        result = PutMessageResult(PutStatus.PUT_OK, r.wrote_offset, r.wrote_bytes,
+                                  r.queue_offset, uniq, r.store_timestamp, 1, [uniq])
+        self._after_append(result, wait_store)
+        return result
+
+    def put_messages(self, msgs: Sequence[Message], queue_id: int = 0, *,
+                     born_timestamp: int | None = None, born_host: str | None = None,
+                     wait_store: bool = True) -> PutMessageResult:
+        """Append a batch to one topic and queue: consecutive queue offsets, one segment."""
+        if not msgs:
+            return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, remark="the batch is empty")
+        refused = self._refuse_writes()
+        if refused is not None:
+            return refused
+        topic = msgs[0].topic
+        entries: list[Entry] = []
+        ids: list[str] = []
+        for m in msgs:
+            if m.topic != topic:
+                return PutMessageResult(
+                    PutStatus.MESSAGE_ILLEGAL,
+                    remark=f"a batch goes to one topic; got {topic!r} and {m.topic!r}",
+                )
+            if m.properties.get(P.DELAY_TIME_LEVEL, "0") not in ("", "0"):
+                return PutMessageResult(PutStatus.MESSAGE_ILLEGAL,
+                                        remark="delayed messages cannot be sent in a batch")
+            entry, uniq, bad = self._entry(m, queue_id, 0, born_timestamp, born_host, 0, 0)
+            if bad is not None:
+                return bad
+            entries.append(entry)
+            ids.append(uniq)
+        total = sum(self.commit_log.record_size_for(len(e.body), len(e.topic), len(e.properties))
+                    for e in entries)
+        if total > self.commit_log.max_record_size():
+            return PutMessageResult(
+                PutStatus.MESSAGE_ILLEGAL,
+                remark=f"the batch needs {total} bytes but a CommitLog segment holds at most "
+                f"{self.commit_log.max_record_size()}; send smaller batches",
+            )
+        r = self.commit_log.append_batch(entries)
+        if r.status is not PutStatus.PUT_OK:
+            return PutMessageResult(r.status, remark=r.remark)
+        result = PutMessageResult(PutStatus.PUT_OK, r.wrote_offset, r.wrote_bytes,
+                                  r.queue_offset, ids[0], r.store_timestamp, len(ids), ids)
+        self._after_append(result, wait_store)
+        return result
+
+    def _refuse_writes(self) -> PutMessageResult | None:
+        if not self._running:
+            return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE,
+                                    remark="the store is not open; call open() first")
+        if self._read_only_reason is not None:
+            return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self._read_only_reason)
+        if self.config.broker_role is BrokerRole.SLAVE:
+            return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE,
+                                    remark="this store is a SLAVE; send to the master")
+        return None
+
+    def _entry(self, msg: Message, queue_id: int, sys_flag: int, born_timestamp: int | None,
+               born_host: str | None, reconsume_times: int, prepared: int,
+               ) -> tuple[Entry, str, PutMessageResult | None]:
+        props = msg.properties
+        topic = msg.topic
+        uniq = props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if uniq is None:
+            uniq = self._uniq.next_id()
+            props = {**props, P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: uniq}
+        level_text = props.get(P.DELAY_TIME_LEVEL)
+        if level_text and sysflag.gets_queue_entry(sys_flag) and level_text != "0":
+            level = int(level_text) if level_text.isdigit() else 0
+            if level > 0:
+                level = min(level, len(self.delay_millis))
+                props = {**props, P.REAL_TOPIC: topic, P.REAL_QUEUE_ID: str(queue_id),
+                         P.DELAY_TIME_LEVEL: str(level)}
+                topic, queue_id = SCHEDULE_TOPIC, level - 1
+        topic_bytes = topic.encode()
+        props_bytes = P.encode_properties(props)
+        body = msg.body
+        entry = Entry(topic_bytes, queue_id, body, props_bytes, msg.flag, sys_flag,
+                      born_timestamp if born_timestamp is not None else int(time.time() * 1000),
+                      encode_host(born_host) if born_host else self._default_born_host,
+                      reconsume_times, prepared, body_crc(body))
+        bad = self._check(topic, queue_id, body, props_bytes)
+        return entry, uniq, bad
+
+    def _check(self, topic: str, queue_id: int, body: bytes, props: bytes,
+               ) -> PutMessageResult | None:
+        why = validate_topic(topic)
+        if why is not None and topic != SCHEDULE_TOPIC:
+            return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, remark=why)
+        if queue_id < 0:
+            return PutMessageResult(PutStatus.MESSAGE_ILLEGAL,
+                                    remark=f"queue id {queue_id} is negative; use 0 or more")
+        if len(body) > self.config.max_message_size:
+            return PutMessageResult(
+                PutStatus.MESSAGE_ILLEGAL,
+                remark=f"the body has {len(body)} bytes, over maxMessageSize="
+                f"{self.config.max_message_size}; send a smaller body or raise maxMessageSize",
+            )
+        if len(props) > P.MAX_PROPERTIES_BYTES:
+            return PutMessageResult(
+                PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                remark=f"the properties take {len(props)} bytes encoded, over the limit of "
+                f"{P.MAX_PROPERTIES_BYTES}; use fewer or shorter properties",
+            )
+        size = self.commit_log.record_size_for(len(body), len(topic), len(props))
+        if size > self.commit_log.max_record_size():
+            return PutMessageResult(
+                PutStatus.MESSAGE_ILLEGAL,
+                remark=f"the record needs {size} bytes but a CommitLog segment holds at most "
+                f"{self.commit_log.max_record_size()}; raise mappedFileSizeCommitLog",
+            )
+        return None
+
+    def _after_append(self, result: PutMessageResult, wait_store: bool) -> None:
+        result.store_host = self._store_host
+        if self.config.sync_flush:
+            assert self._flusher is not None
+            if not wait_store:
+                self._flusher.wakeup()
+                return
+            fut = self._flusher.request(result.end_offset)
+            try:
+                fut.result(self.config.sync_flush_timeout_ms / 1000)
+            except TimeoutError:
+                result.status = PutStatus.FLUSH_DISK_TIMEOUT
+                result.remark = (f"the disk did not confirm the write within syncFlushTimeout="
+                                 f"{self.config.sync_flush_timeout_ms} ms; the message is "
+                                 "written but may not be durable")
+            except OSError as exc:
+                result.status = PutStatus.SERVICE_NOT_AVAILABLE
+                result.remark = str(exc)
+        else:
+            svc = self._dispatch_service
+            if svc is not None and svc.idle:
+                svc.wakeup()
+
+    # -- reading ------------------------------------------------------------------------
+    def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """The ConsumeQueue of (topic, queue_id), created when missing."""
+        key = (topic, queue_id)
+        cq = self._queues.get(key)
+        if cq is None:
+            with self._queues_lock:
+                cq = self._queues.get(key)
+                if cq is None:
+                    cq = ConsumeQueue(self.config.consume_queue_dir, topic, queue_id,
+                                      self.config.mapped_file_size_consume_queue)
+                    self._queues[key] = cq
+        return cq
+
+    def consume_queues(self) -> list[ConsumeQueue]:
+        return self._queue_snapshot()
+
+    def topics(self) -> dict[str, list[int]]:
+        """Topics with ConsumeQueues, and their queue ids."""
+        result: dict[str, list[int]] = {}
+        for topic, qid in sorted(self._queues):
+            result.setdefault(topic, []).append(qid)
+        return result
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        return cq.max_offset if cq is not None else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        return cq.min_offset if cq is not None else 0
+
+    def get_message(self, group: str, topic: str, queue_id: int, offset: int,
+                    max_count: int = 32, tags: Iterable[str] | None = None) -> GetMessageResult:
+        """Read up to ``max_count`` messages from ``offset``; ``tags`` filters by exact tag."""
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            return GetMessageResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
+        min_offset, max_offset = cq.min_offset, cq.max_offset
+        if max_offset == 0:
+            return GetMessageResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+        if offset < min_offset:
+            return GetMessageResult(GetStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+        if offset == max_offset:
+            return GetMessageResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
+        if offset > max_offset:
+            return GetMessageResult(GetStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset,
+                                    max_offset)
+        found = cq.entries_from(offset)
+        if found is None:
+            per_file = cq.file_size // ENTRY_SIZE
+            return GetMessageResult(GetStatus.OFFSET_FOUND_NULL,
+                                    offset + per_file - offset % per_file, min_offset, max_offset)
+        view = found[0]
+        n = min(len(view) // ENTRY_SIZE, MAX_SCAN_ENTRIES)
+        tag_set = set(tags) if tags is not None else None
+        if tag_set is not None and ("*" in tag_set or not tag_set):
+            tag_set = None
+        codes = {java_string_hash(t) for t in tag_set} if tag_set is not None else None
+        cfg = self.config
+        cl = self.commit_log
+        cl_max = cl.max_offset
+        memory_limit = _TOTAL_RAM * cfg.access_message_in_memory_max_ratio // 100
+        buffers: list[memoryview] = []
+        qoffsets: list[int] = []
+        total_bytes = 0
+        scanned = 0
+        removed = False
+        max_phy = 0
+        for phys, size, code in ENTRY.iter_unpack(view[: n * ENTRY_SIZE]):
+            if size == _PRE_BLANK_SIZE:
+                scanned += 1
+                continue
+            max_phy = phys
+            if buffers:
+                in_disk = cl_max - phys > memory_limit
+                if len(buffers) >= max_count:
+                    break
+                if in_disk:
+                    if (total_bytes + size > cfg.max_transfer_bytes_on_message_in_disk
+                            or len(buffers) >= cfg.max_transfer_count_on_message_in_disk):
+                        break
+                elif (total_bytes + size > cfg.max_transfer_bytes_on_message_in_memory
+                        or len(buffers) >= cfg.max_transfer_count_on_message_in_memory):
+                    break
+            scanned += 1
+            if codes is not None and code not in codes:
+                continue
+            buf = cl.read(phys, size)
+            if buf is None:
+                removed = True
+                continue
+            if tag_set is not None and record_property(buf, b"TAGS\x01") not in tag_set:
+                continue
+            buffers.append(buf)
+            qoffsets.append(offset + scanned - 1)
+            total_bytes += size
+        if buffers:
+            status = GetStatus.FOUND
+        elif removed:
+            status = GetStatus.MESSAGE_WAS_REMOVING
+        else:
+            status = GetStatus.NO_MATCHED_MESSAGE
+        return GetMessageResult(
+            status, offset + scanned, min_offset, max_offset, buffers, qoffsets, total_bytes,
+            cl_max - max_phy > memory_limit,
+        )
+
+    def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
+        """Decode the record at a CommitLog offset, or None when there is none."""
+        head = self.commit_log.read(commit_log_offset, 8)
+        if head is None:
+            return None
+        size = read_total_size(head, 0)
+        buf = self.commit_log.read(commit_log_offset, size) if size > 0 else None
+        if buf is None:
+            return None
+        try:
+            return decode_record(buf, 0)
+        except ValueError:
+            return None
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """First queue offset whose message was stored at or after ``timestamp_ms``.
+
+        Returns the max offset when every message is older, and the min offset when the
+        queue is empty or every message is newer.
+        """
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            return 0
+        lo, hi = cq.min_offset, cq.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._stored_at(cq, mid) < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def _stored_at(self, cq: ConsumeQueue, index: int) -> int:
+        """Store time of a queue entry's message; -1 when unreadable (treated as too early)."""
+        entry = cq.entry(index)
+        if entry is None or entry[1] == _PRE_BLANK_SIZE:
+            return -1
+        buf = self.commit_log.read(entry[0], entry[1])
+        return read_store_timestamp(buf, 0) if buf is not None else -1
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        if cq is None or cq.max_offset == cq.min_offset:
+            return -1
+        return self._stored_at(cq, cq.min_offset)
+
+    def wait_dispatched(self, timeout: float = 10.0) -> bool:
+        """Block until every readable record has its ConsumeQueue entry (tests, tools)."""
+        svc = self._dispatch_service
+        if svc is None:
+            return self.dispatcher.behind() == 0
+        return svc.wait_caught_up(timeout)
+
+    def flush(self) -> None:
+        """Flush the CommitLog now (both modes); returns when durable."""
+        if self._flusher is None:
+            raise StoreError("the store is not open")
+        self._flusher.request(self.commit_log.max_offset).result(
+            self.config.sync_flush_timeout_ms / 1000
+        )
+
+    @property
+    def max_phy_offset(self) -> int:
+        return self.commit_log.max_offset
+
+    @property
+    def min_phy_offset(self) -> int:
+        return self.commit_log.min_offset
+
