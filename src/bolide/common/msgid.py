@@ -1,11 +1,11 @@
 """Message ids: the broker's offsetMsgId and the client's UNIQ_KEY."""
 
 import ipaddress
+import itertools
 import os
 import random
 import socket
 import struct
-import threading
 import time
 from datetime import datetime
 
@@ -48,8 +48,7 @@ class UniqKeyGenerator:
         ip = ip if ip is not None else _local_ip_bytes()
         prefix = ip + struct.pack(">hi", os.getpid() & 0x7FFF, random.getrandbits(31))
         self._prefix = prefix.hex().upper()
-        self._lock = threading.Lock()
-        self._counter = 0
+        self._counter = itertools.count(1)
         self._month_start_ms = 0.0
         self._next_month_ms = 0.0
         self._roll_month(time.time() * 1000)
@@ -68,9 +67,6 @@ class UniqKeyGenerator:
         now = time.time() * 1000
         if now >= self._next_month_ms:
             self._roll_month(now)
-        with self._lock:
-            self._counter = (self._counter + 1) & 0xFFFF
-            counter = self._counter
-        elapsed = int(now - self._month_start_ms) & 0xFFFFFFFF
-        return f"{self._prefix}{elapsed:08X}{counter:04X}"
+        counter = next(self._counter) & 0xFFFF  # itertools.count is atomic under the GIL
+        return f"{self._prefix}{int(now - self._month_start_ms) & 0xFFFFFFFF:08X}{counter:04X}"
 

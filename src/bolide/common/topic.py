@@ -3,7 +3,7 @@
 import re
 
 MAX_TOPIC_LENGTH = 127
-_VALID = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_VALID = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 AUTO_CREATE_TOPIC_KEY = "TBW102"
@@ -22,7 +22,7 @@ def validate_topic(topic: str) -> str | None:
             f"the topic is {len(topic)} characters long; RocketMQ allows at most "
             f"{MAX_TOPIC_LENGTH}: use a shorter name"
         )
-    if not _VALID.match(topic):
+    if not _VALID.fullmatch(topic):
         return (
             f"the topic {topic!r} has characters RocketMQ does not allow; use only ASCII "
             "letters, digits, '%', '|', '_' and '-'"

@@ -7,9 +7,10 @@ a BLANK header and the record goes to the next segment.
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from bolide.common import sysflag
 from bolide.common.hosts import encode_host
@@ -18,39 +19,21 @@ from bolide.store.config import StoreConfig
 from bolide.store.mapped_file import MappedFile
 from bolide.store.mapped_file_queue import MappedFileQueue, SegmentAllocator
 from bolide.store.record import HEADERS, MAGIC_V1, MIN_FREE_AFTER_RECORD, record_size, write_blank
-from bolide.store.results import PutStatus
+
+_I16 = struct.Struct(">h")
 
 
 class SegmentUnavailable(StoreError):
     """No segment could be created for the next record (usually a full disk)."""
 
 
-@dataclass(slots=True)
-class Entry:
-    """One message to append, already encoded where it can be."""
+class BatchItem(NamedTuple):
+    """One message of a batch: what differs between the records of a batch."""
 
-    topic: bytes
-    queue_id: int
     body: bytes
     properties: bytes
-    flag: int = 0
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    born_host: bytes = b""
-    reconsume_times: int = 0
-    prepared_transaction_offset: int = 0
-    body_crc: int = 0
-
-
-@dataclass(slots=True)
-class AppendResult:
-    status: PutStatus
-    wrote_offset: int = -1
-    wrote_bytes: int = 0
-    queue_offset: int = -1
-    store_timestamp: int = 0
-    offsets: list[int] | None = None  # per message of a batch
-    remark: str = ""
+    flag: int
+    body_crc: int
 
 
 class CommitLog:
@@ -65,97 +48,98 @@ class CommitLog:
         self.put_lock = threading.Lock()
         self.queue_offsets: dict[tuple[str, int], int] = {}
         self.last_store_timestamp = 0
+        self._topic_fields: dict[str, bytes] = {}
+
+    def topic_field(self, topic: str) -> bytes:
+        """TOPICLENGTH (1 byte, v1) followed by the topic's UTF-8 bytes, cached per topic."""
+        field = self._topic_fields.get(topic)
+        if field is None:
+            raw = topic.encode()
+            if len(raw) > 127:
+                raise ValueError(f"topic {topic!r} is over 127 bytes; v1 records cannot hold it")
+            field = self._topic_fields[topic] = bytes((len(raw),)) + raw
+        return field
 
     # -- writing ------------------------------------------------------------------------
-    def append(self, e: Entry) -> AppendResult:
-        """Append one record; the caller validated sizes and encoded the properties."""
-        sys_flag = e.sys_flag | (sysflag.STOREHOST_V6 if self.store_v6 else 0)
-        born_len = len(e.born_host)
-        if born_len == 20:
+    def append(self, topic: str, queue_id: int, body: bytes, props: bytes, flag: int,
+               sys_flag: int, born_timestamp: int, born_host: bytes, reconsume_times: int,
+               prepared_offset: int, crc: int) -> tuple[int, int, int, int]:
+        """Append one record; returns ``(wrote_offset, wrote_bytes, queue_offset, store_ts)``.
+
+        The caller validated sizes. A ``born_timestamp`` of 0 means "now". Raises
+        :class:`SegmentUnavailable` when no segment can be created.
+        """
+        if self.store_v6:
+            sys_flag |= sysflag.STOREHOST_V6
+        if len(born_host) == 20:
             sys_flag |= sysflag.BORNHOST_V6
-        body_len = len(e.body)
-        topic_len = len(e.topic)
-        header = HEADERS[(born_len, len(self.store_host))]
+            header = HEADERS[(20, len(self.store_host))]
+        else:
+            header = HEADERS[(8, len(self.store_host))]
+        tail = self.topic_field(topic) + _I16.pack(len(props)) + props
+        body_len = len(body)
         hsize = header.size
-        total = hsize + body_len + 1 + topic_len + 2 + len(e.properties)
-        gets_entry = sysflag.gets_queue_entry(sys_flag)
-        key = (e.topic.decode(), e.queue_id)
+        total = hsize + body_len + len(tail)
+        gets_entry = not sys_flag & 0x4  # transaction NOT_TYPE (0) and COMMIT (8)
+        key = (topic, queue_id)
         with self.put_lock:
-            try:
-                mf, pos = self._reserve(total)
-            except SegmentUnavailable as exc:
-                return AppendResult(PutStatus.CREATE_MAPEDFILE_FAILED, remark=str(exc))
+            mf, pos = self._reserve(total)
             store_ts = int(time.time() * 1000)
             queue_offset = self.queue_offsets.get(key, 0) if gets_entry else 0
             phys = mf.file_from_offset + pos
             view = mf.view
             header.pack_into(
-                view, pos, total, MAGIC_V1, e.body_crc, e.queue_id, e.flag, queue_offset, phys,
-                sys_flag, e.born_timestamp, e.born_host, store_ts, self.store_host,
-                e.reconsume_times, e.prepared_transaction_offset, body_len,
+                view, pos, total, MAGIC_V1, crc, queue_id, flag, queue_offset, phys, sys_flag,
+                born_timestamp or store_ts, born_host, store_ts, self.store_host,
+                reconsume_times, prepared_offset, body_len,
             )
             p = pos + hsize
-            view[p : p + body_len] = e.body
-            p += body_len
-            view[p] = topic_len
-            view[p + 1 : p + 1 + topic_len] = e.topic
-            p += 1 + topic_len
-            props = e.properties
-            view[p] = len(props) >> 8
-            view[p + 1] = len(props) & 0xFF
-            view[p + 2 : p + 2 + len(props)] = props
+            view[p : p + body_len] = body
+            view[p + body_len : pos + total] = tail
             mf.wrote_position = pos + total
             if gets_entry:
                 self.queue_offsets[key] = queue_offset + 1
             self.last_store_timestamp = store_ts
-        return AppendResult(PutStatus.PUT_OK, phys, total, queue_offset, store_ts)
+        return phys, total, queue_offset, store_ts
 
-    def append_batch(self, entries: list[Entry]) -> AppendResult:
-        """Append records of one topic and queue contiguously, in one segment."""
-        first = entries[0]
-        sys_flag = first.sys_flag | (sysflag.STOREHOST_V6 if self.store_v6 else 0)
-        born_len = len(first.born_host)
+    def append_batch(self, topic: str, queue_id: int, items: list[BatchItem], sys_flag: int,
+                     born_timestamp: int, born_host: bytes) -> tuple[int, int, int, int]:
+        """Append records of one topic and queue contiguously, in one segment.
+
+        Returns ``(first offset, total bytes, first queue offset, store_ts)``.
+        """
+        if self.store_v6:
+            sys_flag |= sysflag.STOREHOST_V6
+        born_len = len(born_host)
         if born_len == 20:
             sys_flag |= sysflag.BORNHOST_V6
         header = HEADERS[(born_len, len(self.store_host))]
         hsize = header.size
-        topic = first.topic
-        topic_len = len(topic)
-        sizes = [hsize + len(e.body) + 1 + topic_len + 2 + len(e.properties) for e in entries]
+        prefix = self.topic_field(topic)
+        tails = [prefix + _I16.pack(len(it.properties)) + it.properties for it in items]
+        sizes = [hsize + len(it.body) + len(t) for it, t in zip(items, tails, strict=True)]
         total = sum(sizes)
-        key = (topic.decode(), first.queue_id)
-        gets_entry = sysflag.gets_queue_entry(sys_flag)
+        key = (topic, queue_id)
+        gets_entry = not sys_flag & 0x4
         store_host = self.store_host
         with self.put_lock:
-            try:
-                mf, pos = self._reserve(total)
-            except SegmentUnavailable as exc:
-                return AppendResult(PutStatus.CREATE_MAPEDFILE_FAILED, remark=str(exc))
+            mf, pos = self._reserve(total)
             store_ts = int(time.time() * 1000)
+            born = born_timestamp or store_ts
             base_qoff = self.queue_offsets.get(key, 0) if gets_entry else 0
             qoff = base_qoff
-            start_pos = pos
+            start = mf.file_from_offset + pos
             view = mf.view
             base = mf.file_from_offset
-            offsets = []
-            for e, size in zip(entries, sizes, strict=True):
-                offsets.append(base + pos)
-                body = e.body
+            for it, tail, size in zip(items, tails, sizes, strict=True):
+                body = it.body
                 header.pack_into(
-                    view, pos, size, MAGIC_V1, e.body_crc, e.queue_id, e.flag, qoff, base + pos,
-                    sys_flag, e.born_timestamp, e.born_host, store_ts, store_host,
-                    e.reconsume_times, 0, len(body),
+                    view, pos, size, MAGIC_V1, it.body_crc, queue_id, it.flag, qoff, base + pos,
+                    sys_flag, born, born_host, store_ts, store_host, 0, 0, len(body),
                 )
                 p = pos + hsize
                 view[p : p + len(body)] = body
-                p += len(body)
-                view[p] = topic_len
-                view[p + 1 : p + 1 + topic_len] = topic
-                p += 1 + topic_len
-                props = e.properties
-                view[p] = len(props) >> 8
-                view[p + 1] = len(props) & 0xFF
-                view[p + 2 : p + 2 + len(props)] = props
+                view[p + len(body) : pos + size] = tail
                 pos += size
                 if gets_entry:
                     qoff += 1
@@ -163,7 +147,7 @@ class CommitLog:
             if gets_entry:
                 self.queue_offsets[key] = qoff
             self.last_store_timestamp = store_ts
-        return AppendResult(PutStatus.PUT_OK, base + start_pos, total, base_qoff, store_ts, offsets)
+        return start, total, base_qoff, store_ts
 
     def _reserve(self, total: int) -> tuple[MappedFile, int]:
         """Segment and position for ``total`` bytes, rolling to a new segment when needed."""

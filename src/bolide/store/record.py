@@ -35,6 +35,12 @@ def _header(born_len: int, store_len: int) -> struct.Struct:
 
 
 HEADERS = {(b, s): _header(b, s) for b in (8, 20) for s in (8, 20)}
+# From offset 48, by SYSFLAG host bits: STORETIMESTAMP, RECONSUMETIMES, PREPARED..., BODYLENGTH
+_MIDDLE = {
+    bits: struct.Struct(f">{20 if bits & 0x10 else 8}xq{20 if bits & 0x20 else 8}xiqi")
+    for bits in (0, 0x10, 0x20, 0x30)
+}
+_TOPICS: dict[bytes, str] = {}
 HEADER_V4 = HEADERS[(8, 8)]  # 88 bytes
 
 
@@ -48,6 +54,51 @@ def record_size(body_len: int, topic_len: int, props_len: int,
     """TOTALSIZE of a record (91 + body + topic + properties for IPv4 hosts and v1)."""
     return 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born_len + 8 + store_len + 4 + 8 + 4 \
         + body_len + topic_field + topic_len + 2 + props_len
+
+
+def encode_record(
+    topic: str | bytes, queue_id: int, body: bytes, properties: bytes, *,
+    born_timestamp: int, born_host: bytes, store_timestamp: int, store_host: bytes,
+    flag: int = 0, queue_offset: int = 0, physical_offset: int = 0, sys_flag: int = 0,
+    reconsume_times: int = 0, prepared_transaction_offset: int = 0,
+    body_crc_value: int | None = None, magic: int = MAGIC_V1,
+) -> bytes:
+    """One complete record as bytes, laid out exactly as ``CommitLog.append`` writes it.
+
+    Hosts are encoded addresses (8 bytes IPv4, 20 IPv6); the two IPv6 bits of ``sys_flag``
+    are set from their lengths. ``magic`` selects v1 (1-byte topic length) or v2 (2 bytes).
+    BODYCRC is computed from ``body`` unless ``body_crc_value`` is given.
+    """
+    topic_bytes = topic.encode() if isinstance(topic, str) else topic
+    header = HEADERS.get((len(born_host), len(store_host)))
+    if header is None:
+        raise ValueError(
+            f"hosts must be 8 (IPv4) or 20 (IPv6) bytes; got {len(born_host)} and {len(store_host)}"
+        )
+    if magic == MAGIC_V1:
+        if len(topic_bytes) > 127:
+            raise ValueError(f"a v1 record holds topics of at most 127 bytes, not {len(topic_bytes)}; "
+                             "use MAGIC_V2")
+        topic_field = bytes([len(topic_bytes)])
+    elif magic == MAGIC_V2:
+        topic_field = _I16.pack(len(topic_bytes))
+    else:
+        raise ValueError(f"magic 0x{magic & 0xFFFFFFFF:08X} is neither MAGIC_V1 nor MAGIC_V2")
+    if len(properties) > 32767:
+        raise ValueError(f"properties take {len(properties)} bytes; at most 32767 fit")
+    sys_flag &= ~(sysflag.BORNHOST_V6 | sysflag.STOREHOST_V6)
+    if len(born_host) == 20:
+        sys_flag |= sysflag.BORNHOST_V6
+    if len(store_host) == 20:
+        sys_flag |= sysflag.STOREHOST_V6
+    crc = body_crc(body) if body_crc_value is None else body_crc_value
+    total = header.size + len(body) + len(topic_field) + len(topic_bytes) + 2 + len(properties)
+    head = header.pack(
+        total, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+        born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
+        prepared_transaction_offset, len(body),
+    )
+    return b"".join((head, body, topic_field, topic_bytes, _I16.pack(len(properties)), properties))
 
 
 def write_blank(buf: memoryview | bytearray, pos: int, size: int) -> None:
@@ -99,15 +150,11 @@ def parse_record(buf: memoryview | bytes, pos: int, check_crc: bool) -> RecordIn
     (_, _, crc, queue_id, _flag, queue_offset, phys, sys_flag, _born_ts) = _PREFIX.unpack_from(
         buf, pos
     )
-    born_len = 20 if sys_flag & sysflag.BORNHOST_V6 else 8
-    store_len = 20 if sys_flag & sysflag.STOREHOST_V6 else 8
-    p = pos + 48 + born_len
-    store_ts = _I64.unpack_from(buf, p)[0]
-    p += 8 + store_len + 4
-    prepared = _I64.unpack_from(buf, p)[0]
-    p += 8
-    body_len = _I32.unpack_from(buf, p)[0]
-    p += 4
+    hosts = sys_flag & 0x30
+    store_ts, _reconsume, prepared, body_len = _MIDDLE[hosts].unpack_from(buf, pos + 48)
+    born_len = 20 if hosts & sysflag.BORNHOST_V6 else 8
+    store_len = 20 if hosts & sysflag.STOREHOST_V6 else 8
+    p = pos + 48 + born_len + 8 + store_len + 16
     if body_len < 0 or p + body_len > pos + total:
         return RecordError(-1, f"BODYLENGTH {body_len} does not fit in the record")
     if check_crc and body_len > 0 and zlib.crc32(buf[p : p + body_len]) & 0x7FFFFFFF != crc:
@@ -125,7 +172,12 @@ def parse_record(buf: memoryview | bytes, pos: int, check_crc: bool) -> RecordIn
         topic_field = 2
     if topic_len < 0 or p + topic_len + 2 > pos + total:
         return RecordError(-1, f"TOPICLENGTH {topic_len} does not fit in the record")
-    topic = bytes(buf[p : p + topic_len]).decode("utf-8", "replace")
+    raw_topic = bytes(buf[p : p + topic_len])
+    topic = _TOPICS.get(raw_topic)
+    if topic is None:
+        topic = raw_topic.decode("utf-8", "replace")
+        if len(_TOPICS) < 65536:
+            _TOPICS[raw_topic] = topic
     p += topic_len
     props_len = _I16.unpack_from(buf, p)[0]
     p += 2

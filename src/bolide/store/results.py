@@ -51,10 +51,17 @@ class PutMessageResult:
     queue_offset: int = -1
     msg_id: str | None = None
     store_timestamp: int = 0
-    msg_num: int = 0
-    msg_ids: list[str] = field(default_factory=list)
+    msg_num: int = 1
+    batch_ids: list[str] | None = None
     remark: str = ""
     store_host: bytes = b""
+
+    @property
+    def msg_ids(self) -> list[str]:
+        """UNIQ_KEYs of every message written (one for a single put)."""
+        if self.batch_ids is not None:
+            return self.batch_ids
+        return [self.msg_id] if self.msg_id else []
 
     @property
     def ok(self) -> bool:

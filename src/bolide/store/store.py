@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
+import zlib
 from collections.abc import Iterable, Sequence
 
 from bolide.common import properties as P
@@ -23,7 +23,7 @@ from bolide.common.topic import SCHEDULE_TOPIC, validate_topic
 from bolide.errors import StoreError
 from bolide.store import checkpoint as files
 from bolide.store.checkpoint import Checkpoint, StoreLock
-from bolide.store.commitlog import CommitLog, Entry
+from bolide.store.commitlog import BatchItem, CommitLog, SegmentUnavailable
 from bolide.store.config import BrokerRole, StoreConfig
 from bolide.store.consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue
 from bolide.store.delay import parse_delay_levels
@@ -31,7 +31,6 @@ from bolide.store.dispatch import Dispatcher, DispatchListener, DispatchService
 from bolide.store.flush import CommitLogFlusher, ConsumeQueueFlusher
 from bolide.store.mapped_file_queue import SegmentAllocator
 from bolide.store.record import (
-    body_crc,
     decode_record,
     read_store_timestamp,
     read_total_size,
@@ -69,8 +68,9 @@ class MessageStore:
         self._queues_lock = threading.Lock()
         self._uniq = UniqKeyGenerator()
         self._store_host = encode_host(config.store_address)
-        self._default_born_host = self._store_host
+        self._topic_errors: dict[str, str | None] = {}
         self._running = False
+        self._writable = False
         self._read_only_reason: str | None = None
         self._allocator: SegmentAllocator | None = None
         self.commit_log: CommitLog
@@ -101,6 +101,7 @@ class MessageStore:
         abnormal = files.abort_file_exists(self.root)
         self._allocator = SegmentAllocator() if cfg.preallocate_next_segment else None
         self.commit_log = CommitLog(cfg, self._allocator)
+        self._max_record = self.commit_log.max_record_size()
         self.commit_log.files.load()
         self._load_queues()
         self.checkpoint = Checkpoint(self.root / "checkpoint")
@@ -133,6 +134,7 @@ class MessageStore:
         self._cq_flusher.start()
         self._dispatch_service.start()
         self._running = True
+        self._update_writable()
 
     def _load_queues(self) -> None:
         base = self.config.consume_queue_dir
@@ -153,6 +155,7 @@ class MessageStore:
         if not self._running:
             return
         self._running = False
+        self._update_writable()
         assert self._dispatch_service and self._flusher and self._cq_flusher
         self._flusher.stop()
         self._dispatch_service.stop()
@@ -201,6 +204,7 @@ class MessageStore:
 
     def _on_flush_error(self, exc: OSError) -> None:
         self._read_only_reason = str(exc)
+        self._update_writable()
 
     def _queue_snapshot(self) -> list[ConsumeQueue]:
         with self._queues_lock:
@@ -217,40 +221,60 @@ class MessageStore:
         queue_id: int = 0,
         *,
         sys_flag: int = 0,
-        born_timestamp: int | None = None,
+        born_timestamp: int = 0,
         born_host: str | None = None,
         reconsume_times: int = 0,
         prepared_transaction_offset: int = 0,
         wait_store: bool = True,
     ) -> PutMessageResult:
-        """Append one message. Under SYNC_FLUSH, waits until it is durable (group commit)."""
-        refused = self._refuse_writes()
-        if refused is not None:
-            return refused
-        entry, uniq, bad = self._entry(msg, queue_id, sys_flag, born_timestamp, born_host,
-                                       reconsume_times, prepared_transaction_offset)
+        """Append one message. Under SYNC_FLUSH, waits until it is durable (group commit).
+
+        A ``born_timestamp`` of 0 means the store time; ``born_host`` defaults to the store host.
+        """
+        if not self._writable:
+            return self._refusal()
+        topic = msg.topic
+        props = msg.properties
+        if "DELAY" in props and sysflag.gets_queue_entry(sys_flag):
+            bad = self._check(topic, queue_id, 0, 0)  # the real destination, before the rewrite
+            if bad is not None:
+                return bad
+            topic, queue_id, props = self._delayed(topic, queue_id, props)
+        encoded = P.encode_properties(props)
+        uniq = props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if uniq is None:
+            uniq = self._uniq.next_id()
+            encoded += b"UNIQ_KEY\x01" + uniq.encode() + b"\x02"
+        body = msg.body
+        born = encode_host(born_host) if born_host else self._store_host
+        bad = self._check(topic, queue_id, len(body), len(encoded), len(born))
         if bad is not None:
             return bad
-        r = self.commit_log.append(entry)
-        if r.status is not PutStatus.PUT_OK:
-            return PutMessageResult(r.status, remark=r.remark)
-        result = PutMessageResult(PutStatus.PUT_OK, r.wrote_offset, r.wrote_bytes,
-                                  r.queue_offset, uniq, r.store_timestamp, 1, [uniq])
+        try:
+            phys, size, qoff, store_ts = self.commit_log.append(
+                topic, queue_id, body, encoded, msg.flag, sys_flag, born_timestamp, born,
+                reconsume_times,
+                prepared_transaction_offset, zlib.crc32(body) & 0x7FFFFFFF,
+            )
+        except SegmentUnavailable as exc:
+            return PutMessageResult(PutStatus.CREATE_MAPEDFILE_FAILED, remark=str(exc))
+        result = PutMessageResult(PutStatus.PUT_OK, phys, size, qoff, uniq, store_ts,
+                                  store_host=self._store_host)
         self._after_append(result, wait_store)
         return result
 
-    def put_messages(self, msgs: Sequence[Message], queue_id: int = 0, *,
-                     born_timestamp: int | None = None, born_host: str | None = None,
-                     wait_store: bool = True) -> PutMessageResult:
+    def put_messages(self, msgs: Sequence[Message], queue_id: int = 0, *, born_timestamp: int = 0,
+                     born_host: str | None = None, wait_store: bool = True) -> PutMessageResult:
         """Append a batch to one topic and queue: consecutive queue offsets, one segment."""
         if not msgs:
             return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, remark="the batch is empty")
-        refused = self._refuse_writes()
-        if refused is not None:
-            return refused
+        if not self._writable:
+            return self._refusal()
         topic = msgs[0].topic
-        entries: list[Entry] = []
+        items: list[BatchItem] = []
         ids: list[str] = []
+        total = 0
+        born = encode_host(born_host) if born_host else self._store_host
         for m in msgs:
             if m.topic != topic:
                 return PutMessageResult(
@@ -260,96 +284,97 @@ class MessageStore:
             if m.properties.get(P.DELAY_TIME_LEVEL, "0") not in ("", "0"):
                 return PutMessageResult(PutStatus.MESSAGE_ILLEGAL,
                                         remark="delayed messages cannot be sent in a batch")
-            entry, uniq, bad = self._entry(m, queue_id, 0, born_timestamp, born_host, 0, 0)
+            encoded = P.encode_properties(m.properties)
+            uniq = m.properties.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            if uniq is None:
+                uniq = self._uniq.next_id()
+                encoded += b"UNIQ_KEY\x01" + uniq.encode() + b"\x02"
+            bad = self._check(topic, queue_id, len(m.body), len(encoded), len(born))
             if bad is not None:
                 return bad
-            entries.append(entry)
+            items.append(BatchItem(m.body, encoded, m.flag, zlib.crc32(m.body) & 0x7FFFFFFF))
             ids.append(uniq)
-        total = sum(self.commit_log.record_size_for(len(e.body), len(e.topic), len(e.properties))
-                    for e in entries)
+            total += self.commit_log.record_size_for(len(m.body), len(topic), len(encoded),
+                                                     len(born))
         if total > self.commit_log.max_record_size():
             return PutMessageResult(
                 PutStatus.MESSAGE_ILLEGAL,
                 remark=f"the batch needs {total} bytes but a CommitLog segment holds at most "
                 f"{self.commit_log.max_record_size()}; send smaller batches",
             )
-        r = self.commit_log.append_batch(entries)
-        if r.status is not PutStatus.PUT_OK:
-            return PutMessageResult(r.status, remark=r.remark)
-        result = PutMessageResult(PutStatus.PUT_OK, r.wrote_offset, r.wrote_bytes,
-                                  r.queue_offset, ids[0], r.store_timestamp, len(ids), ids)
+        try:
+            phys, size, qoff, store_ts = self.commit_log.append_batch(
+                topic, queue_id, items, 0, born_timestamp, born,
+            )
+        except SegmentUnavailable as exc:
+            return PutMessageResult(PutStatus.CREATE_MAPEDFILE_FAILED, remark=str(exc))
+        result = PutMessageResult(PutStatus.PUT_OK, phys, size, qoff, ids[0], store_ts,
+                                  len(ids), ids, store_host=self._store_host)
         self._after_append(result, wait_store)
         return result
 
-    def _refuse_writes(self) -> PutMessageResult | None:
+    def _update_writable(self) -> None:
+        self._writable = (self._running and self._read_only_reason is None
+                          and self.config.broker_role is not BrokerRole.SLAVE)
+
+    def _refusal(self) -> PutMessageResult:
         if not self._running:
-            return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE,
-                                    remark="the store is not open; call open() first")
-        if self._read_only_reason is not None:
-            return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self._read_only_reason)
-        if self.config.broker_role is BrokerRole.SLAVE:
-            return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE,
-                                    remark="this store is a SLAVE; send to the master")
-        return None
+            why = "the store is not open; call open() first"
+        elif self._read_only_reason is not None:
+            why = self._read_only_reason
+        else:
+            why = "this store is a SLAVE; send to the master"
+        return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=why)
 
-    def _entry(self, msg: Message, queue_id: int, sys_flag: int, born_timestamp: int | None,
-               born_host: str | None, reconsume_times: int, prepared: int,
-               ) -> tuple[Entry, str, PutMessageResult | None]:
-        props = msg.properties
-        topic = msg.topic
-        uniq = props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-        if uniq is None:
-            uniq = self._uniq.next_id()
-            props = {**props, P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: uniq}
-        level_text = props.get(P.DELAY_TIME_LEVEL)
-        if level_text and sysflag.gets_queue_entry(sys_flag) and level_text != "0":
-            level = int(level_text) if level_text.isdigit() else 0
-            if level > 0:
-                level = min(level, len(self.delay_millis))
-                props = {**props, P.REAL_TOPIC: topic, P.REAL_QUEUE_ID: str(queue_id),
-                         P.DELAY_TIME_LEVEL: str(level)}
-                topic, queue_id = SCHEDULE_TOPIC, level - 1
-        topic_bytes = topic.encode()
-        props_bytes = P.encode_properties(props)
-        body = msg.body
-        entry = Entry(topic_bytes, queue_id, body, props_bytes, msg.flag, sys_flag,
-                      born_timestamp if born_timestamp is not None else int(time.time() * 1000),
-                      encode_host(born_host) if born_host else self._default_born_host,
-                      reconsume_times, prepared, body_crc(body))
-        bad = self._check(topic, queue_id, body, props_bytes)
-        return entry, uniq, bad
+    def _delayed(self, topic: str, queue_id: int, props: dict[str, str],
+                 ) -> tuple[str, int, dict[str, str]]:
+        """Rewrite a delayed message to SCHEDULE_TOPIC_XXXX, queue level - 1 (RocketMQ 4.9)."""
+        text = props.get(P.DELAY_TIME_LEVEL, "")
+        level = int(text) if text.isdigit() else 0
+        if level <= 0:
+            return topic, queue_id, props
+        level = min(level, len(self.delay_millis))
+        props = {**props, P.REAL_TOPIC: topic, P.REAL_QUEUE_ID: str(queue_id),
+                 P.DELAY_TIME_LEVEL: str(level)}
+        return SCHEDULE_TOPIC, level - 1, props
 
-    def _check(self, topic: str, queue_id: int, body: bytes, props: bytes,
-               ) -> PutMessageResult | None:
-        why = validate_topic(topic)
-        if why is not None and topic != SCHEDULE_TOPIC:
+    def _check(self, topic: str, queue_id: int, body_len: int, props_len: int,
+               born_len: int = 8) -> PutMessageResult | None:
+        """Why a message cannot be stored, as a result; None when it can."""
+        why = self._topic_errors.get(topic, "?")
+        if why == "?":
+            why = None if topic == SCHEDULE_TOPIC else validate_topic(topic)
+            if len(self._topic_errors) < 100_000:
+                self._topic_errors[topic] = why
+        if why is not None:
             return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, remark=why)
         if queue_id < 0:
             return PutMessageResult(PutStatus.MESSAGE_ILLEGAL,
                                     remark=f"queue id {queue_id} is negative; use 0 or more")
-        if len(body) > self.config.max_message_size:
+        if body_len > self.config.max_message_size:
             return PutMessageResult(
                 PutStatus.MESSAGE_ILLEGAL,
-                remark=f"the body has {len(body)} bytes, over maxMessageSize="
+                remark=f"the body has {body_len} bytes, over maxMessageSize="
                 f"{self.config.max_message_size}; send a smaller body or raise maxMessageSize",
             )
-        if len(props) > P.MAX_PROPERTIES_BYTES:
+        if props_len > P.MAX_PROPERTIES_BYTES:
             return PutMessageResult(
                 PutStatus.PROPERTIES_SIZE_EXCEEDED,
-                remark=f"the properties take {len(props)} bytes encoded, over the limit of "
+                remark=f"the properties take {props_len} bytes encoded, over the limit of "
                 f"{P.MAX_PROPERTIES_BYTES}; use fewer or shorter properties",
             )
-        size = self.commit_log.record_size_for(len(body), len(topic), len(props))
-        if size > self.commit_log.max_record_size():
-            return PutMessageResult(
-                PutStatus.MESSAGE_ILLEGAL,
-                remark=f"the record needs {size} bytes but a CommitLog segment holds at most "
-                f"{self.commit_log.max_record_size()}; raise mappedFileSizeCommitLog",
-            )
+        if body_len + props_len + 300 > self._max_record:
+            size = self.commit_log.record_size_for(body_len, len(topic.encode()), props_len,
+                                                   born_len)
+            if size > self._max_record:
+                return PutMessageResult(
+                    PutStatus.MESSAGE_ILLEGAL,
+                    remark=f"the record needs {size} bytes but a CommitLog segment holds at most "
+                    f"{self._max_record}; raise mappedFileSizeCommitLog",
+                )
         return None
 
     def _after_append(self, result: PutMessageResult, wait_store: bool) -> None:
-        result.store_host = self._store_host
         if self.config.sync_flush:
             assert self._flusher is not None
             if not wait_store:
