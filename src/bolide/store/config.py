@@ -87,6 +87,11 @@ class StoreConfig:
     preallocate_next_segment: bool = _key("bolidePreallocateNextSegment", True)
 
     def __post_init__(self) -> None:
+        if self.mapped_file_size_consume_queue <= 0:
+            raise ConfigError(
+                f"mappedFileSizeConsumeQueue={self.mapped_file_size_consume_queue} is not positive; "
+                "use a multiple of 20 bytes (RocketMQ's default is 6000000)"
+            )
         if self.mapped_file_size_consume_queue % 20:
             rounded = (self.mapped_file_size_consume_queue // 20 + 1) * 20
             object.__setattr__(self, "mapped_file_size_consume_queue", rounded)
@@ -162,10 +167,10 @@ def parse_properties(text: str) -> dict[str, str]:
     lines = iter(text.splitlines())
     for line in lines:
         line = line.strip()
+        if not line or line[0] in "#!":
+            continue  # a comment line is never continued onto the next line
         while line.endswith("\\"):
             line = line[:-1] + next(lines, "").strip()
-        if not line or line[0] in "#!":
-            continue
         for i, ch in enumerate(line):
             if ch in "=:" or ch.isspace():
                 key, value = line[:i], line[i + 1 :].strip()

@@ -12,7 +12,7 @@ def parse_delay_levels(text: str) -> dict[int, int]:
     levels: dict[int, int] = {}
     for i, item in enumerate(text.split(), start=1):
         unit = _UNITS.get(item[-1:])
-        if unit is None or not item[:-1].isdigit():
+        if unit is None or not item[:-1].isdecimal():
             raise ConfigError(
                 f"messageDelayLevel item {item!r} is not valid: write numbers with a unit "
                 "s, m, h or d, separated by spaces"

@@ -11,9 +11,9 @@ import threading
 from collections.abc import Callable
 
 from bolide.common import sysflag
+from bolide.common.hashing import java_string_hash
 from bolide.store.commitlog import CommitLog
 from bolide.store.consume_queue import ConsumeQueue
-from bolide.common.hashing import java_string_hash
 from bolide.store.record import MAGIC_V1, RecordInfo, compute_tags_code, parse_record
 
 # TOTALSIZE, MAGIC, QUEUEID, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, STORETIMESTAMP,
@@ -83,7 +83,10 @@ class Dispatcher:
                             and pos + total <= end):
                         p = pos + 88 + body_len
                         topic_len = view[p]
-                        props_len = (view[p + 1 + topic_len] << 8) | view[p + 2 + topic_len]
+                        props_len = (
+                            (view[p + 1 + topic_len] << 8) | view[p + 2 + topic_len]
+                            if topic_len <= 127 and 91 + body_len + topic_len <= total else -1
+                        )
                         if 91 + body_len + topic_len + props_len == total:
                             raw_topic = view[p + 1 : p + 1 + topic_len].tobytes()
                             props = view[p + 3 + topic_len : p + 3 + topic_len + props_len].tobytes()
@@ -172,6 +175,7 @@ class DispatchService(threading.Thread):
                 n = d.dispatch_available(self.batch_bytes)
             except Exception:  # keep dispatching other data; the error is reported
                 log.exception("dispatch failed at offset %d", d.reput_from)
+                self._event.wait(0.1)
                 n = 0
             if n:
                 idle_rounds = 0

@@ -145,17 +145,23 @@ def parse_record(buf: memoryview | bytes, pos: int, check_crc: bool) -> RecordIn
         if total == 0 and magic == 0:
             return RecordError(-1, "end of data (zero bytes)")
         return RecordError(-1, f"bad magic code 0x{magic & 0xFFFFFFFF:08X}")
-    if total < 91 or pos + total > limit:
+    if total < 91:
+        return RecordError(-1, f"TOTALSIZE {total} is below the 91 bytes every record needs")
+    if pos + total > limit:
         return RecordError(-1, f"TOTALSIZE {total} runs past the end of the data")
     (_, _, crc, queue_id, _flag, queue_offset, phys, sys_flag, _born_ts) = _PREFIX.unpack_from(
         buf, pos
     )
     hosts = sys_flag & 0x30
-    store_ts, _reconsume, prepared, body_len = _MIDDLE[hosts].unpack_from(buf, pos + 48)
     born_len = 20 if hosts & sysflag.BORNHOST_V6 else 8
     store_len = 20 if hosts & sysflag.STOREHOST_V6 else 8
     p = pos + 48 + born_len + 8 + store_len + 16
-    if body_len < 0 or p + body_len > pos + total:
+    topic_field = 1 if magic == MAGIC_V1 else 2
+    if p + topic_field + 2 > pos + total:
+        return RecordError(-1, f"TOTALSIZE {total} is too small for the fixed fields "
+                           f"(SYSFLAG 0x{sys_flag & 0xFFFFFFFF:X})")
+    store_ts, _reconsume, prepared, body_len = _MIDDLE[hosts].unpack_from(buf, pos + 48)
+    if body_len < 0 or p + body_len + topic_field + 2 > pos + total:
         return RecordError(-1, f"BODYLENGTH {body_len} does not fit in the record")
     if check_crc and body_len > 0 and zlib.crc32(buf[p : p + body_len]) & 0x7FFFFFFF != crc:
         return RecordError(-1, "body CRC mismatch")
@@ -165,11 +171,9 @@ def parse_record(buf: memoryview | bytes, pos: int, check_crc: bool) -> RecordIn
         if topic_len > 127:
             topic_len -= 256
         p += 1
-        topic_field = 1
     else:
         topic_len = _I16.unpack_from(buf, p)[0]
         p += 2
-        topic_field = 2
     if topic_len < 0 or p + topic_len + 2 > pos + total:
         return RecordError(-1, f"TOPICLENGTH {topic_len} does not fit in the record")
     raw_topic = bytes(buf[p : p + topic_len])
@@ -198,7 +202,7 @@ def compute_tags_code(info: RecordInfo, delay_millis: dict[int, int]) -> int:
         return 0
     if info.topic == "SCHEDULE_TOPIC_XXXX":
         level_text = _property(props, b"DELAY\x01")
-        if level_text and level_text.isdigit() and int(level_text) > 0:
+        if level_text and level_text.isdecimal() and int(level_text) > 0:
             level = min(int(level_text), max(delay_millis, default=1))
             return info.store_timestamp + delay_millis.get(level, 1000)
     return _tags_code(_property(props, b"TAGS\x01"))

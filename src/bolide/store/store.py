@@ -47,7 +47,7 @@ from bolide.store.results import (
 
 log = logging.getLogger(__name__)
 
-MAX_SCAN_ENTRIES = 16_000
+MAX_SCAN_BYTES = 16_000  # ConsumeQueue bytes one get scans at least (maxFilterMessageSize)
 _PRE_BLANK_SIZE = 0x7FFFFFFF
 _TOTAL_RAM = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
@@ -450,7 +450,7 @@ class MessageStore:
             return GetMessageResult(GetStatus.OFFSET_FOUND_NULL,
                                     offset + per_file - offset % per_file, min_offset, max_offset)
         view = found[0]
-        n = min(len(view) // ENTRY_SIZE, MAX_SCAN_ENTRIES)
+        n = min(len(view), max(MAX_SCAN_BYTES, max_count * ENTRY_SIZE)) // ENTRY_SIZE
         tag_set = set(tags) if tags is not None else None
         if tag_set is not None and ("*" in tag_set or not tag_set):
             tag_set = None

@@ -87,8 +87,8 @@ def verify_store(root: str | os.PathLike[str], config: StoreConfig | None = None
     queues: dict[tuple[str, int], _Segments] = {}
     try:
         _load_queues(cfg, queues, report)
-        records = _check_commit_log(log, report, progress)
-        _check_queues(log, queues, records, report)
+        _check_commit_log(log, queues, report, progress)
+        _check_queues(log, queues, report)
     finally:
         log.close()
         for q in queues.values():
@@ -109,15 +109,14 @@ def _load_queues(cfg: StoreConfig, queues: dict[tuple[str, int], _Segments],
                                         f"consumequeue/{key[0]}/{key[1]}")
 
 
-def _check_commit_log(log: _Segments, report: VerifyReport,
-                      progress: Callable[[int], None] | None,
-                      ) -> dict[tuple[str, int], list[tuple[int, int, int]]]:
-    """Walk the record chain; returns per queue (queue_offset, phys, size) of each record."""
-    records: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+def _check_commit_log(log: _Segments, queues: dict[tuple[str, int], _Segments],
+                      report: VerifyReport, progress: Callable[[int], None] | None) -> None:
+    """Walk the record chain; each record that needs a ConsumeQueue entry must have it."""
     if not log.maps:
-        return records
+        return
     report.commit_log_min = log.maps[0][0]
     end = log.maps[0][0]
+    missing_queues: dict[tuple[str, int], int] = {}
     for index, (start, m) in enumerate(log.maps):
         view = memoryview(m)
         pos = 0
@@ -136,21 +135,25 @@ def _check_commit_log(log: _Segments, report: VerifyReport,
                         break
                     report.records += 1
                     if sysflag.gets_queue_entry(info.sys_flag):
-                        records.setdefault((info.topic, info.queue_id), []).append(
-                            (info.queue_offset, start + pos, info.size))
+                        key = (info.topic, info.queue_id)
+                        segs = queues.get(key)
+                        if segs is None:
+                            missing_queues[key] = missing_queues.get(key, 0) + 1
+                        elif _entry(segs, info.queue_offset) != (start + pos, info.size):
+                            report.problems.append(Problem(
+                                f"consumequeue/{key[0]}/{key[1]}", info.queue_offset,
+                                f"missing entry for the record at CommitLog offset {start + pos}"))
                     pos += info.size
                 else:
                     if info.reason != "end of data (zero bytes)":
                         report.problems.append(Problem("commitlog", start + pos, info.reason))
                     break
             end = start + pos
-            if pos < log.size and not last and _nonzero(view, pos):
+            if pos < log.size and _nonzero(view, pos):
                 report.problems.append(Problem(
                     "commitlog", start + pos,
+                    "non-zero bytes after the last valid record" if last else
                     "segment ends without a BLANK record but later segments follow"))
-            elif pos < log.size and last and _nonzero(view, pos):
-                report.problems.append(Problem(
-                    "commitlog", start + pos, "non-zero bytes after the last valid record"))
         finally:
             view.release()
         report.bytes_checked += pos
@@ -159,7 +162,17 @@ def _check_commit_log(log: _Segments, report: VerifyReport,
         if pos < log.size and not last:
             break
     report.commit_log_end = end
-    return records
+    for key, count in missing_queues.items():
+        report.problems.append(Problem(f"consumequeue/{key[0]}/{key[1]}", 0,
+                                       f"queue missing for {count} records"))
+
+
+def _entry(segs: _Segments, qoff: int) -> tuple[int, int] | None:
+    found = segs.find(qoff * ENTRY_SIZE)
+    if found is None:
+        return None
+    phys, size, _ = ENTRY.unpack_from(found[1], qoff * ENTRY_SIZE - found[0])
+    return phys, size
 
 
 def _nonzero(view: memoryview, pos: int) -> bool:
@@ -174,40 +187,33 @@ def _nonzero(view: memoryview, pos: int) -> bool:
 
 
 def _check_queues(log: _Segments, queues: dict[tuple[str, int], _Segments],
-                  records: dict[tuple[str, int], list[tuple[int, int, int]]],
                   report: VerifyReport) -> None:
+    """Every ConsumeQueue entry must point at its own queue's record with that offset."""
     report.queues = len(queues)
     for key, segs in queues.items():
         where = f"consumequeue/{key[0]}/{key[1]}"
-        entries: dict[int, tuple[int, int]] = {}
         for start, m in segs.maps:
             view = memoryview(m)
             try:
                 for i, (phys, size, _tags) in enumerate(ENTRY.iter_unpack(view)):
                     if phys < 0 or size <= 0:
                         break
-                    if size != _PRE_BLANK:
-                        entries[(start + i * ENTRY_SIZE) // ENTRY_SIZE] = (phys, size)
+                    if size == _PRE_BLANK:
+                        continue
+                    report.queue_entries += 1
+                    qoff = (start + i * ENTRY_SIZE) // ENTRY_SIZE
+                    if phys + size > report.commit_log_end:
+                        report.problems.append(Problem(
+                            where, qoff, f"entry points past the CommitLog end ({phys})"))
+                    elif phys >= report.commit_log_min:
+                        found = log.find(phys)
+                        info = (parse_record(memoryview(found[1]), phys - found[0], False)
+                                if found else None)
+                        if (type(info) is not RecordInfo or info.size != size
+                                or info.topic != key[0] or info.queue_id != key[1]
+                                or info.queue_offset != qoff):
+                            report.problems.append(Problem(
+                                where, qoff, f"entry ({phys}, {size}) does not point at this "
+                                f"queue's record number {qoff}"))
             finally:
                 view.release()
-        report.queue_entries += len(entries)
-        for qoff, (phys, size) in entries.items():
-            if phys + size > report.commit_log_end:
-                report.problems.append(Problem(where, qoff,
-                                               f"entry points past the CommitLog end ({phys})"))
-            elif phys >= report.commit_log_min:
-                found = log.find(phys)
-                info = parse_record(memoryview(found[1]), phys - found[0], False) if found else None
-                if (type(info) is not RecordInfo or info.size != size or info.topic != key[0]
-                        or info.queue_id != key[1] or info.queue_offset != qoff):
-                    report.problems.append(Problem(
-                        where, qoff, f"entry ({phys}, {size}) does not point at this queue's "
-                        f"record number {qoff}"))
-        for qoff, phys, size in records.get(key, []):
-            if entries.get(qoff) != (phys, size):
-                report.problems.append(Problem(
-                    where, qoff, f"missing entry for the record at CommitLog offset {phys}"))
-    for key, recs in records.items():
-        if key not in queues and recs:
-            report.problems.append(Problem(f"consumequeue/{key[0]}/{key[1]}", recs[0][0],
-                                           f"queue missing for {len(recs)} records"))
