@@ -61,6 +61,8 @@ class ConsumeQueue:
                     mf = self.files.new_file(mf.file_from_offset + self.file_size)
                 self._pre_blank(mf, min(expected, mf.file_from_offset + self.file_size)
                                 - mf.file_from_offset)
+            if mf.is_full:  # the gap ended at a file boundary: the entry starts the next file
+                mf = self.files.new_file(mf.file_from_offset + self.file_size)
         ENTRY.pack_into(mf.view, mf.wrote_position, phys_offset, size, tags_code)
         mf.wrote_position += ENTRY_SIZE
         self.max_physic_offset = phys_offset + size

@@ -6,19 +6,13 @@ flushed offset, so no consumer sees a message a crash could take back.
 from __future__ import annotations
 
 import logging
-import struct
 import threading
 from collections.abc import Callable
 
-from bolide.common import sysflag
 from bolide.common.hashing import java_string_hash
 from bolide.store.commitlog import CommitLog
 from bolide.store.consume_queue import ConsumeQueue
-from bolide.store.record import MAGIC_V1, RecordInfo, compute_tags_code, parse_record
-
-# TOTALSIZE, MAGIC, QUEUEID, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, STORETIMESTAMP,
-# PREPAREDTRANSACTIONOFFSET, BODYLENGTH of a record with IPv4 hosts (88 bytes).
-_FAST = struct.Struct(">ii4xi4xqqi8x8xq8x4xqi")
+from bolide.store.record import RecordInfo, compute_tags_code, parse_record
 
 
 def _tags_code_of(props: bytes) -> int:
@@ -64,7 +58,7 @@ class Dispatcher:
         touched: set[tuple[str, int]] = set()
         queue_for = self.queue_for
         extra = self.extra
-        queues: dict[tuple[bytes, int], ConsumeQueue] = {}
+        queues: dict[tuple[str, int], ConsumeQueue] = {}
         while self.reput_from < limit and self.reput_from - start < max_bytes:
             if self.reput_from < commit_log.min_offset:
                 self.reput_from = commit_log.min_offset
@@ -75,56 +69,23 @@ class Dispatcher:
             base = self.reput_from - pos
             end = len(view)
             while pos < end:
-                # Fast path: a v1 record with IPv4 hosts, the common case, in one unpack.
-                if end - pos >= 91:
-                    (total, magic, queue_id, queue_offset, phys, sys_flag, store_ts, _prepared,
-                     body_len) = _FAST.unpack_from(view, pos)
-                    if (magic == MAGIC_V1 and not sys_flag & 0x30 and 91 + body_len <= total
-                            and pos + total <= end):
-                        p = pos + 88 + body_len
-                        topic_len = view[p]
-                        props_len = (
-                            (view[p + 1 + topic_len] << 8) | view[p + 2 + topic_len]
-                            if topic_len <= 127 and 91 + body_len + topic_len <= total else -1
-                        )
-                        if 91 + body_len + topic_len + props_len == total:
-                            raw_topic = view[p + 1 : p + 1 + topic_len].tobytes()
-                            props = view[p + 3 + topic_len : p + 3 + topic_len + props_len].tobytes()
-                            if not sys_flag & 0x4:
-                                key = (raw_topic, queue_id)
-                                cq = queues.get(key)
-                                if cq is None:
-                                    cq = queues[key] = queue_for(raw_topic.decode(), queue_id)
-                                if raw_topic == b"SCHEDULE_TOPIC_XXXX":
-                                    code = compute_tags_code(
-                                        RecordInfo(total, "SCHEDULE_TOPIC_XXXX", queue_id,
-                                                   queue_offset, phys, sys_flag, store_ts, props,
-                                                   _prepared), self.delay_millis)
-                                else:
-                                    code = _tags_code_of(props)
-                                if cq.put(phys, total, code, queue_offset):
-                                    touched.add((cq.topic, queue_id))
-                                    self.dispatched += 1
-                            if extra:
-                                info = RecordInfo(total, raw_topic.decode(), queue_id, queue_offset,
-                                                  phys, sys_flag, store_ts, props, _prepared)
-                                for fn in extra:
-                                    fn(info)
-                            self.last_store_timestamp = store_ts
-                            pos += total
-                            self.reput_from = base + pos
-                            continue
                 info = parse_record(view, pos, False)
                 if type(info) is RecordInfo:
                     if info.size == 0:  # BLANK: continue in the next segment
                         pos = end
                         self.reput_from = commit_log.roll_next_file(base)
                         break
-                    if sysflag.gets_queue_entry(info.sys_flag):
-                        cq = queue_for(info.topic, info.queue_id)
-                        if cq.put(info.commit_log_offset, info.size,
-                                  compute_tags_code(info, self.delay_millis), info.queue_offset):
-                            touched.add((info.topic, info.queue_id))
+                    if not info.sys_flag & 0x4:  # transaction NOT_TYPE or COMMIT
+                        key = (info.topic, info.queue_id)
+                        cq = queues.get(key)
+                        if cq is None:
+                            cq = queues[key] = queue_for(info.topic, info.queue_id)
+                        if info.topic == "SCHEDULE_TOPIC_XXXX":
+                            code = compute_tags_code(info, self.delay_millis)
+                        else:
+                            code = _tags_code_of(info.properties)
+                        if cq.put(info.commit_log_offset, info.size, code, info.queue_offset):
+                            touched.add(key)
                             self.dispatched += 1
                     for fn in extra:
                         fn(info)

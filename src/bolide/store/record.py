@@ -41,6 +41,9 @@ _MIDDLE = {
     for bits in (0, 0x10, 0x20, 0x30)
 }
 _TOPICS: dict[bytes, str] = {}
+# BODYCRC, QUEUEID, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, STORETIMESTAMP,
+# PREPAREDTRANSACTIONOFFSET, BODYLENGTH of a record with IPv4 hosts.
+_V1_IPV4 = struct.Struct(">8xii4xqqi8x8xq8x4xqi")
 HEADER_V4 = HEADERS[(8, 8)]  # 88 bytes
 
 
@@ -149,6 +152,27 @@ def parse_record(buf: memoryview | bytes, pos: int, check_crc: bool) -> RecordIn
         return RecordError(-1, f"TOTALSIZE {total} is below the 91 bytes every record needs")
     if pos + total > limit:
         return RecordError(-1, f"TOTALSIZE {total} runs past the end of the data")
+    if magic == MAGIC_V1:  # fast path: v1 with IPv4 hosts, the common case
+        crc, queue_id, queue_offset, phys, sys_flag, store_ts, prepared, body_len = (
+            _V1_IPV4.unpack_from(buf, pos)
+        )
+        if not sys_flag & 0x30 and 0 <= body_len <= total - 91:
+            p = pos + 88 + body_len
+            topic_len = buf[p]
+            if topic_len <= 127 and 91 + body_len + topic_len <= total:
+                props_len = (buf[p + 1 + topic_len] << 8) | buf[p + 2 + topic_len]
+                if 91 + body_len + topic_len + props_len == total:
+                    if check_crc and body_len and (
+                        zlib.crc32(buf[pos + 88 : p]) & 0x7FFFFFFF != crc
+                    ):
+                        return RecordError(-1, "body CRC mismatch")
+                    raw_topic = bytes(buf[p + 1 : p + 1 + topic_len])
+                    topic = _TOPICS.get(raw_topic)
+                    if topic is None:
+                        topic = _topic_text(raw_topic)
+                    return RecordInfo(total, topic, queue_id, queue_offset, phys, sys_flag,
+                                      store_ts, bytes(buf[p + 3 + topic_len : pos + total]),
+                                      prepared)
     (_, _, crc, queue_id, _flag, queue_offset, phys, sys_flag, _born_ts) = _PREFIX.unpack_from(
         buf, pos
     )
@@ -179,9 +203,7 @@ def parse_record(buf: memoryview | bytes, pos: int, check_crc: bool) -> RecordIn
     raw_topic = bytes(buf[p : p + topic_len])
     topic = _TOPICS.get(raw_topic)
     if topic is None:
-        topic = raw_topic.decode("utf-8", "replace")
-        if len(_TOPICS) < 65536:
-            _TOPICS[raw_topic] = topic
+        topic = _topic_text(raw_topic)
     p += topic_len
     props_len = _I16.unpack_from(buf, p)[0]
     p += 2
@@ -193,6 +215,13 @@ def parse_record(buf: memoryview | bytes, pos: int, check_crc: bool) -> RecordIn
         return RecordError(total, f"TOTALSIZE {total} differs from the fields' sum {expected}")
     return RecordInfo(total, topic, queue_id, queue_offset, phys, sys_flag, store_ts, props,
                       prepared)
+
+
+def _topic_text(raw: bytes) -> str:
+    topic = raw.decode("utf-8", "replace")
+    if len(_TOPICS) < 65536:
+        _TOPICS[raw] = topic
+    return topic
 
 
 def compute_tags_code(info: RecordInfo, delay_millis: dict[int, int]) -> int:
