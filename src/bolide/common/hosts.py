@@ -14,7 +14,10 @@ def encode_host(address: str) -> bytes:
     if not host:
         raise ValueError(f"address {address!r} has no port; write it as ip:port")
     ip = ipaddress.ip_address(host.strip("[]"))
-    return ip.packed + _PORT.pack(int(port))
+    number = int(port)
+    if not 0 <= number <= 65535:
+        raise ValueError(f"address {address!r} has port {number}; use a port from 0 to 65535")
+    return ip.packed + _PORT.pack(number)
 
 
 def decode_host(data: bytes | memoryview) -> str:

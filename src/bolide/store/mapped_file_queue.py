@@ -84,26 +84,31 @@ class MappedFileQueue:
             p for p in self.directory.iterdir() if p.is_file() and p.name.isdigit()
         )
         expected = None
-        for path in names:
-            if path.stat().st_size == 0 and path == names[-1]:
-                log.warning("removing empty trailing segment %s", path)
-                path.unlink()
-                continue
-            mf = MappedFile.open(path, self.file_size)
-            if expected is not None and mf.file_from_offset != expected:
-                mf.close()
-                raise StoreFormatError(
-                    f"segment {path} starts at {mf.file_from_offset} but the previous one ends "
-                    f"at {expected}; segments must be contiguous: restore the missing file"
-                )
-            if mf.file_from_offset % self.file_size:
-                mf.close()
-                raise StoreFormatError(
-                    f"segment {path} is not aligned to the segment size {self.file_size}"
-                )
-            mf.wrote_position = mf.flushed_position = self.file_size
-            self.files.append(mf)
-            expected = mf.file_from_offset + self.file_size
+        try:
+            for path in names:
+                if path.stat().st_size == 0 and path == names[-1]:
+                    log.warning("removing empty trailing segment %s", path)
+                    path.unlink()
+                    continue
+                mf = MappedFile.open(path, self.file_size)
+                if expected is not None and mf.file_from_offset != expected:
+                    mf.close()
+                    raise StoreFormatError(
+                        f"segment {path} starts at {mf.file_from_offset} but the previous one "
+                        f"ends at {expected}; segments must be contiguous: restore the missing file"
+                    )
+                if mf.file_from_offset % self.file_size:
+                    mf.close()
+                    raise StoreFormatError(
+                        f"segment {path} is not aligned to the segment size {self.file_size}"
+                    )
+                mf.wrote_position = mf.flushed_position = self.file_size
+                self.files.append(mf)
+                expected = mf.file_from_offset + self.file_size
+        except BaseException:
+            self.close()  # unmap what was opened before the bad segment
+            self.files = []
+            raise
 
     # -- lookup -------------------------------------------------------------------------
     @property

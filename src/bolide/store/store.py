@@ -330,7 +330,7 @@ class MessageStore:
                  ) -> tuple[str, int, dict[str, str]]:
         """Rewrite a delayed message to SCHEDULE_TOPIC_XXXX, queue level - 1 (RocketMQ 4.9)."""
         text = props.get(P.DELAY_TIME_LEVEL, "")
-        level = int(text) if text.isdigit() else 0
+        level = int(text) if text.isdecimal() else 0
         if level <= 0:
             return topic, queue_id, props
         level = min(level, len(self.delay_millis))
@@ -348,9 +348,9 @@ class MessageStore:
                 self._topic_errors[topic] = why
         if why is not None:
             return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, remark=why)
-        if queue_id < 0:
+        if queue_id < 0 or queue_id > 0x7FFFFFFF:  # QUEUEID is an i32 in the record
             return PutMessageResult(PutStatus.MESSAGE_ILLEGAL,
-                                    remark=f"queue id {queue_id} is negative; use 0 or more")
+                                    remark=f"queue id {queue_id} is out of range; use 0 to 2147483647")
         if body_len > self.config.max_message_size:
             return PutMessageResult(
                 PutStatus.MESSAGE_ILLEGAL,
@@ -428,9 +428,15 @@ class MessageStore:
         cq = self._queues.get((topic, queue_id))
         return cq.min_offset if cq is not None else 0
 
+    def _require_open(self) -> None:
+        """Reads need the mapped files: refuse clearly instead of touching closed mappings."""
+        if not self._running:
+            raise StoreError(f"the store at {self.root} is not open; call open() first")
+
     def get_message(self, group: str, topic: str, queue_id: int, offset: int,
                     max_count: int = 32, tags: Iterable[str] | None = None) -> GetMessageResult:
         """Read up to ``max_count`` messages from ``offset``; ``tags`` filters by exact tag."""
+        self._require_open()
         cq = self._queues.get((topic, queue_id))
         if cq is None:
             return GetMessageResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
@@ -506,6 +512,7 @@ class MessageStore:
 
     def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
         """Decode the record at a CommitLog offset, or None when there is none."""
+        self._require_open()
         head = self.commit_log.read(commit_log_offset, 8)
         if head is None:
             return None
@@ -524,6 +531,7 @@ class MessageStore:
         Returns the max offset when every message is older, and the min offset when the
         queue is empty or every message is newer.
         """
+        self._require_open()
         cq = self._queues.get((topic, queue_id))
         if cq is None:
             return 0
@@ -545,6 +553,7 @@ class MessageStore:
         return read_store_timestamp(buf, 0) if buf is not None else -1
 
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        self._require_open()
         cq = self._queues.get((topic, queue_id))
         if cq is None or cq.max_offset == cq.min_offset:
             return -1
