@@ -124,6 +124,7 @@ class DispatchService(threading.Thread):
     def wakeup(self) -> None:
         """Cut a long idle wait short; cheap to call on every append."""
         if self.idle:
+            self.idle = False  # one signal per idle period is enough
             self._event.set()
 
     def run(self) -> None:
