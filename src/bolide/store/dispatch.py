@@ -46,6 +46,28 @@ class Dispatcher:
         self.extra: list[Callable[[RecordInfo], None]] = []  # further dispatchers (index)
         self.dispatched = 0
 
+    def dispatch_record(self, info: RecordInfo,
+                        queues: dict[tuple[str, int], ConsumeQueue]) -> bool:
+        """Write ``info``'s ConsumeQueue entry; False when it has none or already had it.
+
+        ``queues`` caches queue lookups for the caller's batch.
+        """
+        if info.sys_flag & 0x4:  # transaction PREPARED or ROLLBACK: no entry
+            return False
+        key = (info.topic, info.queue_id)
+        cq = queues.get(key)
+        if cq is None:
+            cq = queues[key] = self.queue_for(info.topic, info.queue_id)
+        if info.topic == "SCHEDULE_TOPIC_XXXX":
+            code = compute_tags_code(info, self.delay_millis)
+        else:
+            code = _tags_code_of(info.properties)
+        if cq.put(info.commit_log_offset, info.size, code, info.queue_offset):
+            self.dispatched += 1
+            self.last_store_timestamp = info.store_timestamp
+            return True
+        return False
+
     def behind(self) -> int:
         """Bytes written (and readable) but not yet dispatched."""
         return max(0, self.limit() - self.reput_from)
@@ -56,7 +78,6 @@ class Dispatcher:
         limit = self.limit()
         start = self.reput_from
         touched: set[tuple[str, int]] = set()
-        queue_for = self.queue_for
         extra = self.extra
         queues: dict[tuple[str, int], ConsumeQueue] = {}
         while self.reput_from < limit and self.reput_from - start < max_bytes:
@@ -75,18 +96,8 @@ class Dispatcher:
                         pos = end
                         self.reput_from = commit_log.roll_next_file(base)
                         break
-                    if not info.sys_flag & 0x4:  # transaction NOT_TYPE or COMMIT
-                        key = (info.topic, info.queue_id)
-                        cq = queues.get(key)
-                        if cq is None:
-                            cq = queues[key] = queue_for(info.topic, info.queue_id)
-                        if info.topic == "SCHEDULE_TOPIC_XXXX":
-                            code = compute_tags_code(info, self.delay_millis)
-                        else:
-                            code = _tags_code_of(info.properties)
-                        if cq.put(info.commit_log_offset, info.size, code, info.queue_offset):
-                            touched.add(key)
-                            self.dispatched += 1
+                    if self.dispatch_record(info, queues):
+                        touched.add((info.topic, info.queue_id))
                     for fn in extra:
                         fn(info)
                     self.last_store_timestamp = info.store_timestamp

@@ -12,6 +12,7 @@ from bolide.common import sysflag
 from bolide.store.checkpoint import Checkpoint
 from bolide.store.commitlog import CommitLog
 from bolide.store.consume_queue import ConsumeQueue
+from bolide.store.dispatch import Dispatcher
 from bolide.store.record import (
     MAGIC_V1,
     MAGIC_V2,
@@ -44,9 +45,14 @@ def choose_start_file(commit_log: CommitLog, checkpoint: Checkpoint, abnormal: b
 
 
 def recover(commit_log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue],
-            checkpoint: Checkpoint, abnormal: bool, check_crc: bool,
+            dispatcher: Dispatcher, checkpoint: Checkpoint, abnormal: bool, check_crc: bool,
             index_safe: bool = False) -> tuple[int, RecoveryReport]:
-    """Recover the CommitLog and ConsumeQueues; returns (dispatch resume offset, report)."""
+    """Recover the CommitLog and ConsumeQueues; returns (dispatch resume offset, report).
+
+    Records of the checked range that lack their ConsumeQueue entry get it during the
+    scan. A queue whose first record in the range is already past its end misses older
+    entries too: dispatch must then resume at the CommitLog start (returned offset).
+    """
     report = RecoveryReport(abnormal=abnormal)
     files = commit_log.files.files
     if not files:
@@ -56,9 +62,9 @@ def recover(commit_log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue],
         return 0, report
     index = choose_start_file(commit_log, checkpoint, abnormal, index_safe)
     report.commit_log_start = files[index].file_from_offset
-    cq_max: dict[tuple[str, int], int] = {}
-    need_from: int | None = None
-    gap = False
+    seen: set[tuple[str, int]] = set()
+    gapped: set[tuple[str, int]] = set()
+    cache: dict[tuple[str, int], ConsumeQueue] = {}
     pos = 0
     reason = ""
     checked = 0
@@ -84,15 +90,13 @@ def recover(commit_log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue],
             checked += info.size
             if sysflag.gets_queue_entry(info.sys_flag):
                 key = (info.topic, info.queue_id)
-                known = cq_max.get(key)
-                if known is None:
+                if key not in seen:
+                    seen.add(key)
                     cq = queues.get(key)
-                    known = cq.max_offset if cq is not None else 0
-                    cq_max[key] = known
-                    if info.queue_offset > known:
-                        gap = True
-                if info.queue_offset >= known and need_from is None:
-                    need_from = phys
+                    if info.queue_offset > (cq.max_offset if cq is not None else 0):
+                        gapped.add(key)
+                if key not in gapped and dispatcher.dispatch_record(info, cache):
+                    report.queue_entries_rebuilt += 1
             pos += info.size
         else:
             if info.reason != "end of data (zero bytes)":
@@ -110,10 +114,4 @@ def recover(commit_log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue],
         report.truncations.append(Truncation(path, start, stop, why))
         log.warning("recovery truncated %s [%d, %d): %s", path, start, stop, why)
 
-    if gap:
-        resume = commit_log.min_offset
-    elif need_from is not None:
-        resume = need_from
-    else:
-        resume = end
-    return resume, report
+    return (commit_log.min_offset if gapped else end), report

@@ -47,7 +47,7 @@ from bolide.store.results import (
 
 log = logging.getLogger(__name__)
 
-MAX_SCAN_BYTES = 16_000  # ConsumeQueue bytes one get scans at least (maxFilterMessageSize)
+MAX_SCAN_ENTRIES = 16_000  # ConsumeQueue entries one get scans at most (docs/adr/0003)
 _PRE_BLANK_SIZE = 0x7FFFFFFF
 _TOTAL_RAM = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
@@ -107,16 +107,17 @@ class MessageStore:
         self.checkpoint = Checkpoint(self.root / "checkpoint")
         for cq in self._queues.values():
             cq.recover()
-        resume, report = recover(self.commit_log, self._queues, self.checkpoint, abnormal,
-                                 cfg.check_crc_on_recover, cfg.message_index_safe)
-        self.commit_log.files.flushed_where = self.commit_log.max_offset
         self.dispatcher = Dispatcher(self.commit_log, self.find_consume_queue,
                                      self._dispatch_limit, self.delay_millis)
+        resume, report = recover(self.commit_log, self._queues, self.dispatcher,
+                                 self.checkpoint, abnormal, cfg.check_crc_on_recover,
+                                 cfg.message_index_safe)
+        self.commit_log.files.flushed_where = self.commit_log.max_offset
         self.dispatcher.reput_from = resume
-        before = sum(cq.max_offset for cq in self._queues.values())
+        before = self.dispatcher.dispatched
         while self.dispatcher.dispatch_available():
             pass
-        report.queue_entries_rebuilt = sum(cq.max_offset for cq in self._queues.values()) - before
+        report.queue_entries_rebuilt += self.dispatcher.dispatched - before
         self.recovery_report = report
         if not report.clean:
             log.warning("store %s: %s", self.root, report.summary())
@@ -456,7 +457,7 @@ class MessageStore:
             return GetMessageResult(GetStatus.OFFSET_FOUND_NULL,
                                     offset + per_file - offset % per_file, min_offset, max_offset)
         view = found[0]
-        n = min(len(view), max(MAX_SCAN_BYTES, max_count * ENTRY_SIZE)) // ENTRY_SIZE
+        n = min(len(view) // ENTRY_SIZE, MAX_SCAN_ENTRIES)
         tag_set = set(tags) if tags is not None else None
         if tag_set is not None and ("*" in tag_set or not tag_set):
             tag_set = None
