@@ -6,8 +6,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-import pytest
-
 from bolide.common.hashing import java_string_hash
 from bolide.common.message import Message
 from bolide.store import GetStatus, MessageStore, PutMessageResult
