@@ -7,6 +7,7 @@ import logging
 import click
 
 from bolide import __version__
+from bolide.cli.bench import bench
 from bolide.cli.store import store
 
 
@@ -20,6 +21,7 @@ def cli(verbose: bool) -> None:
 
 
 cli.add_command(store)
+cli.add_command(bench)
 
 
 def main() -> None:
