@@ -20,9 +20,13 @@ def encode_host(address: str) -> bytes:
     return ip.packed + _PORT.pack(number)
 
 
-def decode_host(data: bytes | memoryview) -> str:
-    """Decode 8 (IPv4) or 20 (IPv6) bytes into ``"ip:port"`` (IPv6 in brackets)."""
-    raw = bytes(data)
+@lru_cache(maxsize=4096)
+def _decode_host(raw: bytes) -> str:
     ip = ipaddress.ip_address(raw[:-4])
     port = _PORT.unpack_from(raw, len(raw) - 4)[0]
     return f"{ip}:{port}" if ip.version == 4 else f"[{ip}]:{port}"
+
+
+def decode_host(data: bytes | memoryview) -> str:
+    """Decode 8 (IPv4) or 20 (IPv6) bytes into ``"ip:port"`` (IPv6 in brackets)."""
+    return _decode_host(bytes(data))

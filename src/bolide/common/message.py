@@ -68,25 +68,44 @@ class MessageExt(Message):
         "sys_flag",
     )
 
-    def __init__(self, topic: str, body: bytes = b"", **fields: object) -> None:
-        props = fields.pop("properties", None)
-        flag = fields.pop("flag", 0)
-        super().__init__(topic, body, flag=flag, properties=props)  # type: ignore[arg-type]
-        self.queue_id = 0
-        self.queue_offset = 0
-        self.commit_log_offset = 0
-        self.store_size = 0
-        self.body_crc = 0
-        self.sys_flag = 0
-        self.born_timestamp = 0
-        self.born_host = ""
-        self.store_timestamp = 0
-        self.store_host = ""
-        self.reconsume_times = 0
-        self.prepared_transaction_offset = 0
-        self.magic = 0
-        for name, value in fields.items():
-            setattr(self, name, value)
+    def __init__(
+        self,
+        topic: str,
+        body: bytes = b"",
+        *,
+        flag: int = 0,
+        properties: dict[str, str] | None = None,
+        queue_id: int = 0,
+        queue_offset: int = 0,
+        commit_log_offset: int = 0,
+        store_size: int = 0,
+        body_crc: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: str = "",
+        store_timestamp: int = 0,
+        store_host: str = "",
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+        magic: int = 0,
+    ) -> None:
+        self.topic = topic
+        self.body = body
+        self.flag = flag
+        self.properties = properties if properties is not None else {}
+        self.queue_id = queue_id
+        self.queue_offset = queue_offset
+        self.commit_log_offset = commit_log_offset
+        self.store_size = store_size
+        self.body_crc = body_crc
+        self.sys_flag = sys_flag
+        self.born_timestamp = born_timestamp
+        self.born_host = born_host
+        self.store_timestamp = store_timestamp
+        self.store_host = store_host
+        self.reconsume_times = reconsume_times
+        self.prepared_transaction_offset = prepared_transaction_offset
+        self.magic = magic
 
     @property
     def msg_id(self) -> str | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import struct
 import threading
 import time
-from typing import NamedTuple
 
 from bolide.common import sysflag
 from bolide.common.hosts import encode_host
@@ -25,15 +24,6 @@ _I16 = struct.Struct(">h")
 
 class SegmentUnavailable(StoreError):
     """No segment could be created for the next record (usually a full disk)."""
-
-
-class BatchItem(NamedTuple):
-    """One message of a batch: what differs between the records of a batch."""
-
-    body: bytes
-    properties: bytes
-    flag: int
-    body_crc: int
 
 
 class CommitLog:
@@ -102,11 +92,13 @@ class CommitLog:
             self.last_store_timestamp = store_ts
         return phys, total, queue_offset, store_ts
 
-    def append_batch(self, topic: str, queue_id: int, items: list[BatchItem], sys_flag: int,
-                     born_timestamp: int, born_host: bytes) -> tuple[int, int, int, int]:
+    def append_batch(self, topic: str, queue_id: int, items: list[tuple[bytes, bytes, int, int]],
+                     sys_flag: int, born_timestamp: int, born_host: bytes,
+                     ) -> tuple[int, int, int, int]:
         """Append records of one topic and queue contiguously, in one segment.
 
-        Returns ``(first offset, total bytes, first queue offset, store_ts)``.
+        ``items`` are ``(body, encoded properties, flag, body CRC)``. Returns
+        ``(first offset, total bytes, first queue offset, store_ts)``.
         """
         if self.store_v6:
             sys_flag |= sysflag.STOREHOST_V6
@@ -116,8 +108,8 @@ class CommitLog:
         header = HEADERS[(born_len, len(self.store_host))]
         hsize = header.size
         prefix = self.topic_field(topic)
-        tails = [prefix + _I16.pack(len(it.properties)) + it.properties for it in items]
-        sizes = [hsize + len(it.body) + len(t) for it, t in zip(items, tails, strict=True)]
+        tails = [prefix + _I16.pack(len(props)) + props for _, props, _, _ in items]
+        sizes = [hsize + len(it[0]) + len(t) for it, t in zip(items, tails, strict=True)]
         total = sum(sizes)
         key = (topic, queue_id)
         gets_entry = not sys_flag & 0x4
@@ -131,10 +123,9 @@ class CommitLog:
             start = mf.file_from_offset + pos
             view = mf.view
             base = mf.file_from_offset
-            for it, tail, size in zip(items, tails, sizes, strict=True):
-                body = it.body
+            for (body, _, flag, crc), tail, size in zip(items, tails, sizes, strict=True):
                 header.pack_into(
-                    view, pos, size, MAGIC_V1, it.body_crc, queue_id, it.flag, qoff, base + pos,
+                    view, pos, size, MAGIC_V1, crc, queue_id, flag, qoff, base + pos,
                     sys_flag, born, born_host, store_ts, store_host, 0, 0, len(body),
                 )
                 p = pos + hsize

@@ -23,7 +23,7 @@ from bolide.common.topic import SCHEDULE_TOPIC, validate_topic
 from bolide.errors import StoreError
 from bolide.store import checkpoint as files
 from bolide.store.checkpoint import Checkpoint, StoreLock
-from bolide.store.commitlog import BatchItem, CommitLog, SegmentUnavailable
+from bolide.store.commitlog import CommitLog, SegmentUnavailable
 from bolide.store.config import BrokerRole, StoreConfig
 from bolide.store.consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue
 from bolide.store.delay import parse_delay_levels
@@ -272,7 +272,7 @@ class MessageStore:
         if not self._writable:
             return self._refusal()
         topic = msgs[0].topic
-        items: list[BatchItem] = []
+        items: list[tuple[bytes, bytes, int, int]] = []
         ids: list[str] = []
         total = 0
         born = encode_host(born_host) if born_host else self._store_host
@@ -293,10 +293,10 @@ class MessageStore:
             bad = self._check(topic, queue_id, len(m.body), len(encoded), len(born))
             if bad is not None:
                 return bad
-            items.append(BatchItem(m.body, encoded, m.flag, zlib.crc32(m.body) & 0x7FFFFFFF))
+            items.append((m.body, encoded, m.flag, zlib.crc32(m.body) & 0x7FFFFFFF))
             ids.append(uniq)
-            total += self.commit_log.record_size_for(len(m.body), len(topic), len(encoded),
-                                                     len(born))
+            total += len(m.body) + len(encoded)
+        total += len(items) * self.commit_log.record_size_for(0, len(topic.encode()), 0, len(born))
         if total > self.commit_log.max_record_size():
             return PutMessageResult(
                 PutStatus.MESSAGE_ILLEGAL,
