@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from bolide.store.mapped_file import MappedFile
+from bolide.store.mapped_file import MappedFile, file_name
 from bolide.store.mapped_file_queue import MappedFileQueue
 
 ENTRY_SIZE = 20
@@ -41,6 +41,15 @@ class ConsumeQueue:
         if phys_offset + size <= self.max_physic_offset:
             return False  # already dispatched
         expected = queue_offset * ENTRY_SIZE
+        files = self.files.files
+        if files:  # common case: the next entry of the last file
+            mf = files[-1]
+            pos = mf.wrote_position
+            if pos < mf.file_size and mf.file_from_offset + pos == expected:
+                ENTRY.pack_into(mf.view, pos, phys_offset, size, tags_code)
+                mf.wrote_position = pos + ENTRY_SIZE
+                self.max_physic_offset = phys_offset + size
+                return True
         mf = self.files.last_file()
         if mf is None or mf.is_full:
             start = expected - expected % self.file_size
@@ -103,11 +112,18 @@ class ConsumeQueue:
         self.files.load()
 
     def recover(self) -> None:
-        """Find the end of valid entries, scanning from the third-to-last file."""
+        """Find the end of valid entries, scanning from the third-to-last file that has any.
+
+        Files holding no entry at all (made ahead of need, or whose entries a power loss
+        took) do not count: three of them would hide a partly written file before them.
+        """
         files = self.files.files
         if not files:
             return
-        index = max(0, len(files) - 3)
+        used = len(files)
+        while used > 1 and not _valid_prefix(files[used - 1].view[:ENTRY_SIZE]):
+            used -= 1
+        index = max(0, used - 3)
         while True:
             mf = files[index]
             pos = _valid_prefix(mf.view[: mf.file_size])
@@ -215,3 +231,31 @@ def _last_real_entry(view: memoryview) -> int | None:
             return off + size
         pos -= ENTRY_SIZE
     return None
+
+
+def prepare_files(root: Path, topic: str, queue_id: int, file_size: int, first: int, last: int,
+                  max_start: int) -> int:
+    """Create (space reserved, all zeros) the missing files that will hold entries ``first``
+    to ``last`` of a queue, but none starting after byte ``max_start``; returns the number of
+    entries the files up to the last one created or found can hold (``first`` if none).
+
+    The put path calls this before appending, so a full disk refuses the put instead of
+    leaving an acknowledged message whose entry dispatch cannot write. The dispatcher adopts
+    such a file (``MappedFile.create`` reuses an allocated file of the right size); recovery
+    removes the ones never written. ``max_start`` keeps it to one such file past the one
+    dispatch writes: RocketMQ's ConsumeQueue recovery starts at the third-to-last file, and
+    three empty files after a partly written one (say, the one dispatch writes emptied by a
+    power loss, and two made ahead) would hide its end from it. Raises ``OSError``.
+    """
+    directory = root / topic / str(queue_id)
+    start = first * ENTRY_SIZE // file_size * file_size
+    end = min(last * ENTRY_SIZE, max_start)
+    room = first
+    while start <= end:
+        path = directory / file_name(start)
+        if not path.exists():
+            directory.mkdir(parents=True, exist_ok=True)
+            MappedFile.create(path, file_size).close()
+        start += file_size
+        room = start // ENTRY_SIZE
+    return room

@@ -58,6 +58,8 @@ class Dispatcher:
         cq = queues.get(key)
         if cq is None:
             cq = queues[key] = self.queue_for(info.topic, info.queue_id)
+        if info.commit_log_offset + info.size <= cq.max_physic_offset:
+            return False  # already dispatched (recovery re-reads records the queue has)
         if info.topic == "SCHEDULE_TOPIC_XXXX":
             code = compute_tags_code(info, self.delay_millis)
         else:

@@ -135,22 +135,34 @@ class ConsumeQueueFlusher(threading.Thread):
     checkpoint every ``flush_consume_queue_thorough_interval_ms``."""
 
     def __init__(self, config: StoreConfig, queues: Callable[[], Iterable[ConsumeQueue]],
-                 checkpoint: Checkpoint, logics_timestamp: Callable[[], int]) -> None:
+                 checkpoint: Checkpoint, logics_timestamp: Callable[[], int],
+                 on_error: Callable[[OSError], None] | None = None) -> None:
         super().__init__(name="consumequeue-flush", daemon=True)
         self.config = config
         self.queues = queues
         self.checkpoint = checkpoint
         self.logics_timestamp = logics_timestamp
+        self.on_error = on_error
         self._stop_event = threading.Event()
         self._last_thorough = time.monotonic()
 
     def run(self) -> None:
         interval = self.config.flush_interval_consume_queue_ms / 1000
         while not self._stop_event.wait(interval):
-            try:
-                self.flush_once(thorough=False)
-            except OSError as exc:
-                log.error("flushing ConsumeQueues failed: %s", exc)
+            self._flush_or_report(thorough=False)
+
+    def _flush_or_report(self, thorough: bool) -> None:
+        """Flush; a failure makes the store read-only through ``on_error`` (never raised)."""
+        try:
+            self.flush_once(thorough)
+        except OSError as exc:
+            failed = FlushError(
+                exc.errno, f"flushing the ConsumeQueues failed: {exc.strerror or exc}; the store "
+                "is now read-only: check the disk, then restart to recover"
+            )
+            log.error("%s", failed)
+            if self.on_error is not None:
+                self.on_error(failed)
 
     def flush_once(self, thorough: bool) -> None:
         now = time.monotonic()
@@ -169,4 +181,4 @@ class ConsumeQueueFlusher(threading.Thread):
     def stop(self) -> None:
         self._stop_event.set()
         self.join()
-        self.flush_once(thorough=True)
+        self._flush_or_report(thorough=True)

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -25,7 +26,7 @@ from bolide.store import checkpoint as files
 from bolide.store.checkpoint import Checkpoint, StoreLock
 from bolide.store.commitlog import CommitLog, SegmentUnavailable
 from bolide.store.config import BrokerRole, StoreConfig
-from bolide.store.consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue
+from bolide.store.consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue, prepare_files
 from bolide.store.delay import parse_delay_levels
 from bolide.store.dispatch import Dispatcher, DispatchListener, DispatchService
 from bolide.store.flush import CommitLogFlusher, ConsumeQueueFlusher
@@ -48,6 +49,7 @@ from bolide.store.results import (
 log = logging.getLogger(__name__)
 
 MAX_SCAN_ENTRIES = 16_000  # ConsumeQueue entries one get scans at most (docs/adr/0003)
+QUEUE_ROOM_AHEAD = 64  # entries: ConsumeQueue files exist this far past a queue's next offset
 _PRE_BLANK_SIZE = 0x7FFFFFFF
 _TOTAL_RAM = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
@@ -69,6 +71,8 @@ class MessageStore:
         self._uniq = UniqKeyGenerator()
         self._store_host = encode_host(config.store_address)
         self._topic_errors: dict[str, str | None] = {}
+        self._queue_room: dict[tuple[str, int], int] = {}  # entries with a file on disk
+        self._queue_room_lock = threading.Lock()
         self._running = False
         self._writable = False
         self._read_only_reason: str | None = None
@@ -98,6 +102,7 @@ class MessageStore:
 
     def _load_and_start(self) -> None:
         cfg = self.config
+        self._queue_room.clear()  # recovery may have removed files made ahead
         abnormal = files.abort_file_exists(self.root)
         self._allocator = SegmentAllocator() if cfg.preallocate_next_segment else None
         self.commit_log = CommitLog(cfg, self._allocator)
@@ -129,7 +134,8 @@ class MessageStore:
         self._flusher = CommitLogFlusher(cfg, self.commit_log, self.checkpoint,
                                          self._on_flushed, self._on_flush_error)
         self._cq_flusher = ConsumeQueueFlusher(cfg, self._queue_snapshot, self.checkpoint,
-                                               lambda: self.dispatcher.last_store_timestamp)
+                                               lambda: self.dispatcher.last_store_timestamp,
+                                               self._on_flush_error)
         self._dispatch_service = DispatchService(self.dispatcher, cfg.dispatch_batch_bytes)
         self._flusher.start()
         self._cq_flusher.start()
@@ -160,8 +166,11 @@ class MessageStore:
         assert self._dispatch_service and self._flusher and self._cq_flusher
         self._flusher.stop()
         self._dispatch_service.stop()
-        while self.dispatcher.dispatch_available():
-            pass
+        try:
+            while self.dispatcher.dispatch_available():
+                pass
+        except OSError as exc:  # e.g. no space for a ConsumeQueue file: recovery redoes it
+            log.error("store %s: dispatch could not catch up at close: %s", self.root, exc)
         self._cq_flusher.stop()
         caught_up = self.dispatcher.behind() == 0
         if self._read_only_reason is None and caught_up:
@@ -204,7 +213,8 @@ class MessageStore:
             self._dispatch_service.wakeup()
 
     def _on_flush_error(self, exc: OSError) -> None:
-        self._read_only_reason = str(exc)
+        if self._read_only_reason is None:  # keep the first cause
+            self._read_only_reason = str(exc)
         self._update_writable()
 
     def _queue_snapshot(self) -> list[ConsumeQueue]:
@@ -249,6 +259,8 @@ class MessageStore:
         body = msg.body
         born = encode_host(born_host) if born_host else self._store_host
         bad = self._check(topic, queue_id, len(body), len(encoded), len(born))
+        if bad is None and not sys_flag & 0x4:  # gets a ConsumeQueue entry
+            bad = self._queue_room_for(topic, queue_id, 1)
         if bad is not None:
             return bad
         try:
@@ -303,6 +315,9 @@ class MessageStore:
                 remark=f"the batch needs {total} bytes but a CommitLog segment holds at most "
                 f"{self.commit_log.max_record_size()}; send smaller batches",
             )
+        bad = self._queue_room_for(topic, queue_id, len(items))
+        if bad is not None:
+            return bad
         try:
             phys, size, qoff, store_ts = self.commit_log.append_batch(
                 topic, queue_id, items, 0, born_timestamp, born,
@@ -313,6 +328,48 @@ class MessageStore:
                                   len(ids), ids, store_host=self._store_host)
         self._after_append(result, wait_store)
         return result
+
+    def _queue_room_for(self, topic: str, queue_id: int, count: int) -> PutMessageResult | None:
+        """Make sure the ConsumeQueue files for the queue's next ``count`` entries exist.
+
+        Dispatch writes the entry after the put is acknowledged; if it then could not create
+        the queue's next file (a full disk), the acknowledged message would stay unreadable
+        until space is freed. So the file is created here, ahead of need, and a full disk
+        refuses the put instead. When dispatch is too far behind for that (more than a file),
+        the put is refused unless the disk has room for the files dispatch has yet to make.
+        """
+        key = (topic, queue_id)
+        nxt = self.commit_log.queue_offsets.get(key, 0)
+        if nxt + count + QUEUE_ROOM_AHEAD // 2 <= self._queue_room.get(key, 0):
+            return None
+        cfg = self.config
+        size = cfg.mapped_file_size_consume_queue
+        cq = self._queues.get(key)
+        last = cq.files.last_file() if cq is not None else None
+        # at most the file after the one dispatch writes (see prepare_files); for a new queue
+        # only its first file (a queue rebuilt after its files were deleted may start elsewhere)
+        max_start = 0 if nxt * ENTRY_SIZE < size else -1
+        if last is not None:
+            max_start = last.file_from_offset + size
+        try:
+            with self._queue_room_lock:  # one creator: a failed one deletes its file
+                room = prepare_files(cfg.consume_queue_dir, topic, queue_id, size, nxt,
+                                     nxt + count + QUEUE_ROOM_AHEAD, max_start)
+            if room < nxt + count:
+                st = os.statvfs(self.root)
+                need = (nxt + count - room) * ENTRY_SIZE + size + cfg.mapped_file_size_commit_log
+                if st.f_bavail * st.f_frsize < need:
+                    raise OSError(errno.ENOSPC, "too little space left for the ConsumeQueue "
+                                  "files that dispatch has yet to create")
+        except OSError as exc:
+            return PutMessageResult(
+                PutStatus.CREATE_MAPEDFILE_FAILED,
+                remark=f"cannot create a ConsumeQueue file in {cfg.consume_queue_dir / topic}: "
+                f"{exc.strerror or exc}; free disk space or point storePathRootDir at a larger "
+                "disk",
+            )
+        self._queue_room[key] = room
+        return None
 
     def _update_writable(self) -> None:
         self._writable = (self._running and self._read_only_reason is None

@@ -6,6 +6,7 @@ damage store files (flip a byte, zero a range) and to run a store on a small fil
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import queue
@@ -296,15 +297,25 @@ def mounted_tmpfs(mount_point: Path, size: str) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount_point)], check=True, capture_output=True)
 
 
-def eat_space(path: Path, leave_bytes: int) -> int:
-    """Create ``path`` taking all free space of its filesystem but ``leave_bytes``; returns its size."""
-    st = os.statvfs(path.parent)
-    free = st.f_bavail * st.f_frsize
-    size = max(0, free - leave_bytes)
+def eat_space(path: Path, leave_bytes: int, attempts: int = 50) -> int:
+    """Create ``path`` taking all free space of its filesystem but ``leave_bytes``; returns its size.
+
+    Retries when something else (a store preallocating a segment) takes space meanwhile.
+    """
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        if size:
-            os.posix_fallocate(fd, 0, size)
+        for _ in range(attempts):
+            st = os.statvfs(path.parent)
+            size = max(0, st.f_bavail * st.f_frsize - leave_bytes)
+            if not size:
+                return 0
+            try:
+                os.posix_fallocate(fd, 0, size)
+                return size
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                os.ftruncate(fd, 0)
+        raise OSError(errno.ENOSPC, f"could not leave exactly {leave_bytes} bytes free")
     finally:
         os.close(fd)
-    return size
