@@ -26,3 +26,19 @@ class StoreLockedError(StoreError):
 
 class StoreFormatError(StoreError):
     """Files in the store directory do not have the layout RocketMQ defines."""
+
+
+class ProtocolError(BolideError):
+    """Bytes from the network do not follow the RocketMQ remoting protocol.
+
+    A frame-level error leaves the stream out of step: close the connection.
+    """
+
+
+class HeaderFieldError(ProtocolError):
+    """A command's custom header lacks a required field or has a value of the wrong type."""
+
+    def __init__(self, header: str, field: str, problem: str) -> None:
+        super().__init__(f"{header}: field {field!r} {problem}")
+        self.header = header
+        self.field = field

@@ -1,0 +1,80 @@
+"""Command bodies: fastjson-shaped JSON beans and the batch message body."""
+
+from bolide.protocol.bodies.admin import (
+    Connection,
+    ConsumerConnection,
+    ConsumeStats,
+    GroupList,
+    KVTable,
+    OffsetWrapper,
+    ProducerConnection,
+    TopicList,
+    TopicOffset,
+    TopicStatsTable,
+)
+from bolide.protocol.bodies.batch import (
+    BatchEntry,
+    decode_batch_body,
+    encode_batch_body,
+    iter_batch_body,
+)
+from bolide.protocol.bodies.bean import Bean, bean, jfield
+from bolide.protocol.bodies.broker import (
+    DataVersion,
+    RegisterBrokerBody,
+    SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+)
+from bolide.protocol.bodies.client import (
+    ConsumerData,
+    ConsumerListBody,
+    HeartbeatData,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    MessageQueue,
+    ProducerData,
+    SubscriptionData,
+    UnlockBatchRequestBody,
+)
+from bolide.protocol.bodies.route import BrokerData, ClusterInfo, QueueData, TopicRouteData
+
+__all__ = [
+    "BatchEntry",
+    "Bean",
+    "BrokerData",
+    "ClusterInfo",
+    "Connection",
+    "ConsumeStats",
+    "ConsumerConnection",
+    "ConsumerData",
+    "ConsumerListBody",
+    "DataVersion",
+    "GroupList",
+    "HeartbeatData",
+    "KVTable",
+    "LockBatchRequestBody",
+    "LockBatchResponseBody",
+    "MessageQueue",
+    "OffsetWrapper",
+    "ProducerConnection",
+    "ProducerData",
+    "QueueData",
+    "RegisterBrokerBody",
+    "SubscriptionData",
+    "SubscriptionGroupConfig",
+    "SubscriptionGroupWrapper",
+    "TopicConfig",
+    "TopicConfigSerializeWrapper",
+    "TopicList",
+    "TopicOffset",
+    "TopicRouteData",
+    "TopicStatsTable",
+    "UnlockBatchRequestBody",
+    "bean",
+    "decode_batch_body",
+    "encode_batch_body",
+    "iter_batch_body",
+    "jfield",
+]

@@ -1,0 +1,62 @@
+"""Commands to frames and back: picks the header codec and joins header and body."""
+
+from __future__ import annotations
+
+from bolide.errors import ProtocolError
+from bolide.protocol.codes import SerializeType
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.frame import MAX_FRAME_SIZE, Buffer, Frame, FrameDecoder, encode_frame
+from bolide.protocol.serialize_binary import decode_binary_header, encode_binary_header
+from bolide.protocol.serialize_json import decode_json_header, encode_json_header
+
+
+def encode_header(cmd: RemotingCommand) -> bytes:
+    """The header of ``cmd`` in its own codec (``cmd.serialize_type``)."""
+    if cmd.serialize_type == SerializeType.ROCKETMQ:
+        return encode_binary_header(cmd)
+    return encode_json_header(cmd)
+
+
+def encode_command(cmd: RemotingCommand, max_frame_size: int = MAX_FRAME_SIZE) -> list[Buffer]:
+    """The frame of ``cmd`` as buffers for ``writelines``; the body buffers are not copied."""
+    return encode_frame(cmd.serialize_type, encode_header(cmd), cmd.body, max_frame_size)
+
+
+def encode_command_bytes(cmd: RemotingCommand, max_frame_size: int = MAX_FRAME_SIZE) -> bytes:
+    """The frame of ``cmd`` as one ``bytes`` object."""
+    return b"".join(encode_command(cmd, max_frame_size))
+
+
+def decode_command(frame: Frame) -> RemotingCommand:
+    """Decode a frame's header in the codec it names and attach the body."""
+    if frame.serialize_type == SerializeType.JSON:
+        cmd = decode_json_header(frame.header)
+    elif frame.serialize_type == SerializeType.ROCKETMQ:
+        cmd = decode_binary_header(frame.header)
+    else:
+        raise ProtocolError(
+            f"frame names header codec {frame.serialize_type}; only 0 (JSON) and 1 (ROCKETMQ) "
+            "exist: the peer does not speak the RocketMQ protocol"
+        )
+    cmd.body = frame.body
+    return cmd
+
+
+class CommandDecoder:
+    """Incremental command decoder: :meth:`feed` bytes, get decoded commands.
+
+    Any :class:`~bolide.errors.ProtocolError` means the connection should be closed, as the
+    Java server does on every decode error.
+    """
+
+    __slots__ = ("_frames",)
+
+    def __init__(self, max_frame_size: int = MAX_FRAME_SIZE) -> None:
+        self._frames = FrameDecoder(max_frame_size)
+
+    @property
+    def buffered(self) -> int:
+        return self._frames.buffered
+
+    def feed(self, data: Buffer) -> list[RemotingCommand]:
+        return [decode_command(frame) for frame in self._frames.feed(data)]

@@ -1,0 +1,200 @@
+"""Numbers of the remoting protocol: request and response codes, languages, header codecs,
+versions and the flag bits (RocketMQ 4.9.8 and 5.3.3; see docs/protocol.md)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+# -- header flag bits --------------------------------------------------------------------
+RESPONSE_FLAG = 1  # bit 0: the frame is a response
+ONEWAY_FLAG = 2  # bit 1: a request that gets no response
+
+# -- MQVersion ordinals (the ``version`` header field) ------------------------------------
+V3_0_11 = 37  # NameServer parses RegisterBrokerBody (not a bare wrapper) from this version
+V3_4_9 = 121  # ali-ons
+V4_1_0_SNAPSHOT = 232  # clients allow SQL92 pulls only from brokers at or above this
+V4_5_2 = 317  # Go client v2
+V4_9_4 = 401  # NameServer sends standard JSON routes to requests at or above this
+V4_9_8 = 409
+V5_0_0 = 413
+V5_3_3 = 479
+DEFAULT_VERSION = V4_9_8  # what Bolide puts in every command it builds
+
+
+class SerializeType(IntEnum):
+    """Header codec, carried in the top byte of the frame's header-length word."""
+
+    JSON = 0
+    ROCKETMQ = 1
+
+
+class LanguageCode(IntEnum):
+    """Sender language: a byte in binary headers, the member name in JSON headers."""
+
+    JAVA = 0
+    CPP = 1
+    DOTNET = 2
+    PYTHON = 3
+    DELPHI = 4
+    ERLANG = 5
+    RUBY = 6
+    OTHER = 7
+    HTTP = 8
+    GO = 9
+    PHP = 10
+    OMS = 11
+    RUST = 12
+    NODE_JS = 13  # 5.x only
+
+    @classmethod
+    def from_name(cls, name: str) -> LanguageCode:
+        """The member called ``name``; OTHER for names this codec does not know."""
+        member = cls.__members__.get(name)
+        return member if member is not None else cls.OTHER
+
+    @classmethod
+    def from_byte(cls, value: int) -> LanguageCode:
+        """The member numbered ``value``; OTHER for unknown numbers."""
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.OTHER
+
+
+class RequestCode(IntEnum):
+    """Request codes (spec section 3.2); the same numbers in 4.9.8 and 5.3.3 unless noted."""
+
+    SEND_MESSAGE = 10
+    PULL_MESSAGE = 11
+    QUERY_MESSAGE = 12
+    QUERY_BROKER_OFFSET = 13
+    QUERY_CONSUMER_OFFSET = 14
+    UPDATE_CONSUMER_OFFSET = 15
+    UPDATE_AND_CREATE_TOPIC = 17
+    GET_ALL_TOPIC_CONFIG = 21
+    GET_TOPIC_CONFIG_LIST = 22
+    GET_TOPIC_NAME_LIST = 23
+    UPDATE_BROKER_CONFIG = 25
+    GET_BROKER_CONFIG = 26
+    TRIGGER_DELETE_FILES = 27
+    GET_BROKER_RUNTIME_INFO = 28
+    SEARCH_OFFSET_BY_TIMESTAMP = 29
+    GET_MAX_OFFSET = 30
+    GET_MIN_OFFSET = 31
+    GET_EARLIEST_MSG_STORETIME = 32
+    VIEW_MESSAGE_BY_ID = 33
+    HEART_BEAT = 34
+    UNREGISTER_CLIENT = 35
+    CONSUMER_SEND_MSG_BACK = 36
+    END_TRANSACTION = 37
+    GET_CONSUMER_LIST_BY_GROUP = 38
+    CHECK_TRANSACTION_STATE = 39
+    NOTIFY_CONSUMER_IDS_CHANGED = 40
+    LOCK_BATCH_MQ = 41
+    UNLOCK_BATCH_MQ = 42
+    GET_ALL_CONSUMER_OFFSET = 43
+    GET_ALL_DELAY_OFFSET = 45
+    CHECK_CLIENT_CONFIG = 46
+    UPDATE_AND_CREATE_ACL_CONFIG = 50
+    DELETE_ACL_CONFIG = 51
+    GET_BROKER_CLUSTER_ACL_INFO = 52
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
+    PUT_KV_CONFIG = 100
+    GET_KV_CONFIG = 101
+    DELETE_KV_CONFIG = 102
+    REGISTER_BROKER = 103
+    UNREGISTER_BROKER = 104
+    GET_ROUTEINFO_BY_TOPIC = 105
+    GET_BROKER_CLUSTER_INFO = 106
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
+    GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
+    GET_TOPIC_STATS_INFO = 202
+    GET_CONSUMER_CONNECTION_LIST = 203
+    GET_PRODUCER_CONNECTION_LIST = 204
+    WIPE_WRITE_PERM_OF_BROKER = 205
+    GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    DELETE_SUBSCRIPTIONGROUP = 207
+    GET_CONSUME_STATS = 208
+    DELETE_TOPIC_IN_BROKER = 215
+    DELETE_TOPIC_IN_NAMESRV = 216
+    REGISTER_TOPIC_IN_NAMESRV = 217  # 5.x; ali-ons' table names it GET_KV_CONFIG_BY_VALUE
+    GET_KVLIST_BY_NAMESPACE = 219
+    RESET_CONSUMER_CLIENT_OFFSET = 220
+    GET_CONSUMER_STATUS_FROM_CLIENT = 221
+    INVOKE_BROKER_TO_RESET_OFFSET = 222
+    INVOKE_BROKER_TO_GET_CONSUMER_STATUS = 223
+    GET_TOPICS_BY_CLUSTER = 224
+    QUERY_TOPIC_CONSUME_BY_WHO = 300
+    QUERY_CONSUME_TIME_SPAN = 303
+    GET_SYSTEM_TOPIC_LIST_FROM_NS = 304
+    GET_SYSTEM_TOPIC_LIST_FROM_BROKER = 305
+    GET_CONSUMER_RUNNING_INFO = 307
+    CONSUME_MESSAGE_DIRECTLY = 309
+    SEND_MESSAGE_V2 = 310
+    UPDATE_NAMESRV_CONFIG = 318
+    GET_NAMESRV_CONFIG = 319
+    SEND_BATCH_MESSAGE = 320
+    QUERY_DATA_VERSION = 322
+    SEND_REPLY_MESSAGE = 324
+    SEND_REPLY_MESSAGE_V2 = 325
+    PUSH_REPLY_MESSAGE_TO_CLIENT = 326
+    ADD_WRITE_PERM_OF_BROKER = 327
+    LITE_PULL_MESSAGE = 361  # 5.x
+    QUERY_ASSIGNMENT = 400  # 5.x
+    BROKER_HEARTBEAT = 904  # 5.x
+
+
+class ResponseCode(IntEnum):
+    """Response codes (spec section 3.1). 209-211 mean different things in 4.9.x and 5.x."""
+
+    SUCCESS = 0
+    SYSTEM_ERROR = 1
+    SYSTEM_BUSY = 2
+    REQUEST_CODE_NOT_SUPPORTED = 3
+    TRANSACTION_FAILED = 4
+    FLUSH_DISK_TIMEOUT = 10
+    SLAVE_NOT_AVAILABLE = 11
+    FLUSH_SLAVE_TIMEOUT = 12
+    MESSAGE_ILLEGAL = 13
+    SERVICE_NOT_AVAILABLE = 14
+    VERSION_NOT_SUPPORTED = 15
+    NO_PERMISSION = 16
+    TOPIC_NOT_EXIST = 17
+    TOPIC_EXIST_ALREADY = 18
+    PULL_NOT_FOUND = 19
+    PULL_RETRY_IMMEDIATELY = 20
+    PULL_OFFSET_MOVED = 21
+    QUERY_NOT_FOUND = 22
+    SUBSCRIPTION_PARSE_FAILED = 23
+    SUBSCRIPTION_NOT_EXIST = 24
+    SUBSCRIPTION_NOT_LATEST = 25
+    SUBSCRIPTION_GROUP_NOT_EXIST = 26
+    FILTER_DATA_NOT_EXIST = 27
+    FILTER_DATA_NOT_LATEST = 28
+    INVALID_PARAMETER = 29  # 5.x
+    TRANSACTION_SHOULD_COMMIT = 200
+    TRANSACTION_SHOULD_ROLLBACK = 201
+    TRANSACTION_STATE_UNKNOW = 202
+    TRANSACTION_STATE_GROUP_WRONG = 203
+    NO_BUYER_ID = 204
+    NOT_IN_CURRENT_UNIT = 205
+    CONSUMER_NOT_ONLINE = 206
+    CONSUME_MSG_TIMEOUT = 207
+    NO_MESSAGE = 208
+    UPDATE_AND_CREATE_ACL_CONFIG_FAILED = 209  # 4.9.x
+    DELETE_ACL_CONFIG_FAILED = 210  # 4.9.x
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211  # 4.9.x
+    POLLING_FULL = 209  # 5.x name of 209 (an alias of the 4.9.x member)
+    POLLING_TIMEOUT = 210  # 5.x
+    BROKER_NOT_EXIST = 211  # 5.x
+    FLOW_CONTROL = 215
+    GO_AWAY = 1500  # 5.x
+
+
+def code_name(code: int, response: bool) -> str:
+    """A readable name for ``code``, e.g. ``"SEND_MESSAGE_V2(310)"``, for logs and errors."""
+    table = ResponseCode if response else RequestCode
+    try:
+        return f"{table(code).name}({code})"
+    except ValueError:
+        return str(code)

@@ -1,0 +1,118 @@
+"""Admin headers (mqadmin): topics, statistics, connections and message queries."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from bolide.protocol.headers.base import Header, header
+
+
+@header
+class CreateTopicRequestHeader(Header):
+    """UPDATE_AND_CREATE_TOPIC (17)."""
+
+    topic: str
+    default_topic: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int | None = None
+    order: bool = False
+    attributes: str | None = None
+    force: bool | None = None
+
+
+@header
+class DeleteTopicRequestHeader(Header):
+    """DELETE_TOPIC_IN_BROKER (215)."""
+
+    topic: str
+
+
+@header
+class GetTopicStatsInfoRequestHeader(Header):
+    """GET_TOPIC_STATS_INFO (202); the answer's body is a TopicStatsTable."""
+
+    topic: str
+
+
+@header
+class GetConsumeStatsRequestHeader(Header):
+    """GET_CONSUME_STATS (208); the answer's body is ConsumeStats."""
+
+    consumer_group: str
+    topic: str | None = None
+    topic_list: str | None = None
+
+
+@header
+class GetConsumerConnectionListRequestHeader(Header):
+    """GET_CONSUMER_CONNECTION_LIST (203)."""
+
+    consumer_group: str
+
+
+@header
+class GetProducerConnectionListRequestHeader(Header):
+    """GET_PRODUCER_CONNECTION_LIST (204)."""
+
+    producer_group: str
+
+
+@header
+class QueryTopicConsumeByWhoRequestHeader(Header):
+    """QUERY_TOPIC_CONSUME_BY_WHO (300); the answer's body is a GroupList."""
+
+    topic: str
+
+
+@header
+class GetConsumerRunningInfoRequestHeader(Header):
+    """GET_CONSUMER_RUNNING_INFO (307), relayed by the broker to one client."""
+
+    consumer_group: str
+    client_id: str
+    jstack_enable: bool = False
+
+
+@header
+class DeleteSubscriptionGroupRequestHeader(Header):
+    """DELETE_SUBSCRIPTIONGROUP (207)."""
+
+    group_name: str
+    remove_offset: bool = False
+
+
+@header
+class GetBrokerConfigResponseHeader(Header):
+    """GET_BROKER_CONFIG (26) response; ``version`` is the DataVersion as JSON."""
+
+    version: str
+
+
+@header
+class QueryMessageRequestHeader(Header):
+    """QUERY_MESSAGE (12): by key, or by UNIQ_KEY when ``_UNIQUE_KEY_QUERY`` is true."""
+
+    WIRE_NAMES: ClassVar[dict[str, str]] = {"unique_key_query": "_UNIQUE_KEY_QUERY"}
+    topic: str
+    key: str
+    max_num: int
+    begin_timestamp: int
+    end_timestamp: int
+    unique_key_query: bool | None = None
+
+
+@header
+class QueryMessageResponseHeader(Header):
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
+@header
+class ViewMessageRequestHeader(Header):
+    """VIEW_MESSAGE_BY_ID (33): ``offset`` is the CommitLog offset from an offset message id."""
+
+    offset: int
+    topic: str | None = None

@@ -1,0 +1,129 @@
+"""Producer-side headers: SEND_MESSAGE (10) and its short-name form (310, 320, 325), the send
+response, END_TRANSACTION (37) and CHECK_TRANSACTION_STATE (39)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+from bolide.common import sysflag
+from bolide.protocol.codes import RequestCode
+from bolide.protocol.headers.base import Header, header, renamed
+
+# commitOrRollback values of END_TRANSACTION
+TRANSACTION_NOT_TYPE = sysflag.TRANSACTION_NOT_TYPE  # 0: unknown, wait for a check
+TRANSACTION_COMMIT_TYPE = sysflag.TRANSACTION_COMMIT_TYPE  # 8
+TRANSACTION_ROLLBACK_TYPE = sysflag.TRANSACTION_ROLLBACK_TYPE  # 12
+
+
+@header
+class SendMessageRequestHeader(Header):
+    """SEND_MESSAGE (10) and SEND_REPLY_MESSAGE (324) request, long field names."""
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    properties: str | None = None
+    reconsume_times: int | None = None
+    unit_mode: bool = False
+    batch: bool = False
+    max_reconsume_times: int | None = None
+    bname: str | None = None
+
+    def to_v1(self) -> SendMessageRequestHeader:
+        """The same values as a long-name header."""
+        return SendMessageRequestHeader(**{s.attr: getattr(self, s.attr) for s in self.FIELDS})
+
+    def to_v2(self) -> SendMessageRequestHeaderV2:
+        """The same values as a short-name header."""
+        return SendMessageRequestHeaderV2(**{s.attr: getattr(self, s.attr) for s in self.FIELDS})
+
+
+V2_NAMES = {
+    "producer_group": "a",
+    "topic": "b",
+    "default_topic": "c",
+    "default_topic_queue_nums": "d",
+    "queue_id": "e",
+    "sys_flag": "f",
+    "born_timestamp": "g",
+    "flag": "h",
+    "properties": "i",
+    "reconsume_times": "j",
+    "unit_mode": "k",
+    "max_reconsume_times": "l",
+    "batch": "m",
+    "bname": "n",
+}
+
+
+class SendMessageRequestHeaderV2(SendMessageRequestHeader):
+    """SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320), SEND_REPLY_MESSAGE_V2 (325): the same
+    fields under one-letter names ``a`` to ``n``."""
+
+    __slots__ = ()
+    FIELDS = renamed(SendMessageRequestHeader.FIELDS, V2_NAMES)
+
+
+_SHORT_NAME_CODES = frozenset(
+    (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2)
+)
+
+
+def decode_send_request_header(code: int, ext: Mapping[str, str]) -> SendMessageRequestHeader:
+    """The send header of a request with ``code``, in the naming that code uses."""
+    if code in _SHORT_NAME_CODES:
+        return SendMessageRequestHeaderV2.from_ext_fields(ext)
+    return SendMessageRequestHeader.from_ext_fields(ext)
+
+
+@header
+class SendMessageResponseHeader(Header):
+    """Send response. ``msg_id`` is the offset message id (comma-joined for batches).
+
+    MSG_REGION and TRACE_ON are not fields of Java's class, but the Java broker always adds
+    them and the Java client reads them.
+    """
+
+    WIRE_NAMES: ClassVar[dict[str, str]] = {"msg_region": "MSG_REGION", "trace_on": "TRACE_ON"}
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+    transaction_id: str | None = None
+    batch_uniq_id: str | None = None
+    recall_handle: str | None = None
+    msg_region: str | None = "DefaultRegion"
+    trace_on: bool | None = True
+
+
+@header
+class EndTransactionRequestHeader(Header):
+    """END_TRANSACTION (37): commit (8), roll back (12) or leave (0) a half message."""
+
+    producer_group: str
+    tran_state_table_offset: int
+    commit_log_offset: int
+    commit_or_rollback: int
+    from_transaction_check: bool = False
+    msg_id: str
+    transaction_id: str | None = None
+    topic: str | None = None
+    bname: str | None = None
+
+
+@header
+class CheckTransactionStateRequestHeader(Header):
+    """CHECK_TRANSACTION_STATE (39), broker to producer; the body is the half message."""
+
+    tran_state_table_offset: int
+    commit_log_offset: int
+    msg_id: str | None = None
+    transaction_id: str | None = None
+    offset_msg_id: str | None = None
+    topic: str | None = None
+    bname: str | None = None
