@@ -335,8 +335,9 @@ class MessageStore:
         Dispatch writes the entry after the put is acknowledged; if it then could not create
         the queue's next file (a full disk), the acknowledged message would stay unreadable
         until space is freed. So the file is created here, ahead of need, and a full disk
-        refuses the put instead. When dispatch is too far behind for that (more than a file),
-        the put is refused unless the disk has room for the files dispatch has yet to make.
+        refuses the put instead. When dispatch is more than a file behind, the put waits for it
+        (up to a second); if it is still behind, the put is refused unless the disk has room
+        for the files dispatch has yet to make.
         """
         key = (topic, queue_id)
         nxt = self.commit_log.queue_offsets.get(key, 0)
@@ -344,20 +345,32 @@ class MessageStore:
             return None
         cfg = self.config
         size = cfg.mapped_file_size_consume_queue
+        # Dispatch writes the file ``last``; before its first entry, file 0 (puts make a new
+        # queue's files from 0 on). Files are made at most one past it (see prepare_files).
         cq = self._queues.get(key)
         last = cq.files.last_file() if cq is not None else None
-        # at most the file after the one dispatch writes (see prepare_files); for a new queue
-        # only its first file (a queue rebuilt after its files were deleted may start elsewhere)
-        max_start = 0 if nxt * ENTRY_SIZE < size else -1
-        if last is not None:
-            max_start = last.file_from_offset + size
+        last_start = last.file_from_offset if last is not None else 0
+        svc = self._dispatch_service
+        if svc is not None and (nxt + count) * ENTRY_SIZE > last_start + 2 * size:
+            # dispatch is more than a file behind in this queue: let it catch up first, so
+            # that the file can be made ahead (rare: a file holds 300,000 entries by default)
+            svc.wait_caught_up(1.0)
+            cq = self._queues.get(key)
+            last = cq.files.last_file() if cq is not None else None
+            last_start = last.file_from_offset if last is not None else 0
+        max_start = last_start + size
         try:
             with self._queue_room_lock:  # one creator: a failed one deletes its file
                 room = prepare_files(cfg.consume_queue_dir, topic, queue_id, size, nxt,
                                      nxt + count + QUEUE_ROOM_AHEAD, max_start)
             if room < nxt + count:
+                # files dispatch will create itself, each in whole blocks, and room for the
+                # CommitLog segment that may be preallocated meanwhile
                 st = os.statvfs(self.root)
-                need = (nxt + count - room) * ENTRY_SIZE + size + cfg.mapped_file_size_commit_log
+                files_left = (nxt + count - 1) * ENTRY_SIZE // size - max_start // size
+                block = st.f_frsize or 4096
+                need = (files_left * -(-size // block) * block
+                        + cfg.mapped_file_size_commit_log)
                 if st.f_bavail * st.f_frsize < need:
                     raise OSError(errno.ENOSPC, "too little space left for the ConsumeQueue "
                                   "files that dispatch has yet to create")
