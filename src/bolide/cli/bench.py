@@ -23,7 +23,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,7 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bolide.common import Message
-from bolide.store import FlushDiskType, GetStatus, MessageStore, PutStatus, StoreConfig
+from bolide.store import FlushDiskType, GetStatus, MessageStore, PutMessageResult, PutStatus, StoreConfig
 
 MiB = 1024 * 1024
 TOPIC = "BenchTopic"
@@ -217,11 +217,11 @@ class Bench:
                     with self.case(name) as f:
                         if batch == 1:
                             msgs = [pool[i % POOL_SIZE] for i in range(count)]
-                            elapsed, nbytes = _put_singles(st, msgs)
+                            elapsed, nbytes = _timed_puts(st.put_message, msgs)
                         else:
                             groups = [pool[j : j + batch] for j in range(0, POOL_SIZE, batch)]
                             batches = [groups[k % len(groups)] for k in range(count // batch)]
-                            elapsed, nbytes = _put_batches(st, batches)
+                            elapsed, nbytes = _timed_puts(st.put_messages, batches)
                         self.memory_sample(f)
                         t0 = time.perf_counter()
                         if not st.wait_dispatched(timeout=600):
@@ -270,7 +270,7 @@ class Bench:
         st = self.store("get").open()
         try:
             groups = [pool[j : j + BATCH] for j in range(0, POOL_SIZE, BATCH)]
-            _put_batches(st, [groups[k % len(groups)] for k in range(count // BATCH)])
+            _timed_puts(st.put_messages, [groups[k % len(groups)] for k in range(count // BATCH)])
             if not st.wait_dispatched(timeout=600):
                 raise click.ClickException("get: dispatch did not catch up")
             total = st.get_max_offset_in_queue(TOPIC, 0)
@@ -344,14 +344,14 @@ def _warm_up(st: MessageStore, msg: Message) -> None:
     st.wait_dispatched()
 
 
-def _put_singles(st: MessageStore, msgs: list[Message]) -> tuple[float, int]:
-    put = st.put_message
+def _timed_puts(put: Callable[[Any, int], PutMessageResult], items: list[Any]) -> tuple[float, int]:
+    """Time ``put(item, 0)`` over ``items``; returns (seconds, bytes written)."""
     ok = PutStatus.PUT_OK
     nbytes = 0
     failed = None
     t0 = time.perf_counter()
-    for m in msgs:
-        r = put(m, 0)
+    for item in items:
+        r = put(item, 0)
         if r.status is not ok:
             failed = r
             break
@@ -359,24 +359,6 @@ def _put_singles(st: MessageStore, msgs: list[Message]) -> tuple[float, int]:
     elapsed = time.perf_counter() - t0
     if failed is not None:
         raise click.ClickException(f"put failed: {failed.status.value}: {failed.remark}")
-    return elapsed, nbytes
-
-
-def _put_batches(st: MessageStore, batches: list[list[Message]]) -> tuple[float, int]:
-    put = st.put_messages
-    ok = PutStatus.PUT_OK
-    nbytes = 0
-    failed = None
-    t0 = time.perf_counter()
-    for batch in batches:
-        r = put(batch, 0)
-        if r.status is not ok:
-            failed = r
-            break
-        nbytes += r.wrote_bytes
-    elapsed = time.perf_counter() - t0
-    if failed is not None:
-        raise click.ClickException(f"batch put failed: {failed.status.value}: {failed.remark}")
     return elapsed, nbytes
 
 
