@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean venv
+.PHONY: run test lint bench clean venv interop-deps
 
 venv: $(STAMP)
 
@@ -20,7 +20,13 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 
-test: lint
+# Real Apache RocketMQ (namesrv, broker, mqadmin) for tests/interop: the jars come from Maven
+# Central into interop/.m2 the first time, then from that cache. Without java/javac/mvn this
+# only warns and the interop tests are skipped; with CI set it fails.
+interop-deps: $(STAMP)
+	$(BIN)/python -m bolide.testing.rocketmq prepare
+
+test: lint interop-deps
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
