@@ -1,0 +1,109 @@
+"""NameServer configuration: RocketMQ's NamesrvConfig and the NettyServerConfig keys a
+``namesrv.conf`` carries, with snake_case names and units.
+
+``NamesrvConfig.from_properties`` reads a RocketMQ ``namesrv.conf`` unchanged; unknown keys are
+ignored. Keys starting with ``bolide`` are Bolide's own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bolide.common.config_file import convert_property, parse_properties
+from bolide.errors import ConfigError
+
+DEFAULT_PORT = 9876
+_HOME = Path.home() / "namesrv"
+# Never changed through UPDATE_NAMESRV_CONFIG (Java's built-in black list).
+FIXED_BLACK_LIST = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"})
+
+
+def _key(name: str, default: Any) -> Any:
+    """A field whose RocketMQ property key is ``name``."""
+    return field(default=default, metadata={"key": name})
+
+
+@dataclass(frozen=True, slots=True)
+class NamesrvConfig:
+    """Settings of a NameServer; defaults are RocketMQ's (4.9.8, with 5.x switches)."""
+
+    listen_port: int = _key("listenPort", DEFAULT_PORT)
+    bind_address: str = _key("bindAddress", "0.0.0.0")
+    rocketmq_home: str = _key("rocketmqHome", os.environ.get("ROCKETMQ_HOME", ""))
+    kv_config_path: str = _key("kvConfigPath", str(_HOME / "kvConfig.json"))
+    config_store_path: str = _key("configStorePath", str(_HOME / "namesrv.properties"))
+    product_env_name: str = _key("productEnvName", "center")
+    cluster_test: bool = _key("clusterTest", False)
+    order_message_enable: bool = _key("orderMessageEnable", False)
+    config_black_list: str = _key("configBlackList", "configBlackList;configStorePath;kvConfigPath")
+    return_order_topic_config_to_broker: bool = _key("returnOrderTopicConfigToBroker", True)
+    scan_not_active_broker_interval_ms: int = _key("scanNotActiveBrokerInterval", 5000)
+    enable_all_topic_list: bool = _key("enableAllTopicList", True)
+    enable_topic_list: bool = _key("enableTopicList", True)
+    delete_topic_with_broker_registration: bool = _key("deleteTopicWithBrokerRegistration", False)
+    need_wait_for_service: bool = _key("needWaitForService", False)
+    wait_seconds_for_service: int = _key("waitSecondsForService", 45)
+    server_channel_max_idle_time_seconds: int = _key("serverChannelMaxIdleTimeSeconds", 120)
+    broker_channel_expired_time_ms: int = _key("bolideBrokerChannelExpiredTime", 120_000)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"listenPort={self.listen_port} is out of range; use 0 to 65535 "
+                              f"(RocketMQ's NameServer listens on {DEFAULT_PORT})")
+        if self.broker_channel_expired_time_ms <= 0 or self.scan_not_active_broker_interval_ms <= 0:
+            raise ConfigError("scanNotActiveBrokerInterval and bolideBrokerChannelExpiredTime must be "
+                              "positive; RocketMQ uses 5000 and 120000 ms")
+
+    @property
+    def black_list(self) -> frozenset[str]:
+        """Keys UPDATE_NAMESRV_CONFIG refuses to change."""
+        extra = {k.strip() for k in self.config_black_list.split(";") if k.strip()}
+        return FIXED_BLACK_LIST | extra
+
+    # -- loading --------------------------------------------------------------------------
+    @classmethod
+    def from_properties(cls, path: str | os.PathLike[str], **overrides: Any) -> NamesrvConfig:
+        """Load a RocketMQ ``namesrv.conf``-style properties file; ``overrides`` win."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        return cls.from_mapping(parse_properties(text), **overrides)
+
+    @classmethod
+    def from_mapping(cls, props: dict[str, str], **overrides: Any) -> NamesrvConfig:
+        """Build a config from RocketMQ camelCase keys (unknown keys are ignored)."""
+        return cls(**{**_values(props), **overrides})
+
+    def updated(self, props: dict[str, str]) -> NamesrvConfig:
+        """This config with the known keys of ``props`` changed (UPDATE_NAMESRV_CONFIG)."""
+        return dataclasses.replace(self, **_values(props))
+
+    def replace(self, **changes: Any) -> NamesrvConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_properties(self) -> dict[str, str]:
+        """Every setting under its RocketMQ key, as Java's Configuration lists them."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.metadata["key"]] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        return out
+
+    def to_properties_text(self) -> str:
+        """GET_NAMESRV_CONFIG's body: ``key=value`` lines."""
+        return "".join(f"{k}={v}\n" for k, v in sorted(self.to_properties().items()))
+
+
+def _values(props: dict[str, str]) -> dict[str, Any]:
+    by_key = {f.metadata["key"]: f for f in dataclasses.fields(NamesrvConfig)}
+    values: dict[str, Any] = {}
+    for key, raw in props.items():
+        f = by_key.get(key)
+        if f is not None:
+            values[f.name] = convert_property(key, f.default, raw)
+    return values
