@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 import threading
 import time
+from collections import deque
 
 from bolide.common import sysflag
 from bolide.common.hosts import encode_host
@@ -20,6 +21,7 @@ from bolide.store.mapped_file_queue import MappedFileQueue, SegmentAllocator
 from bolide.store.record import HEADERS, MAGIC_V1, MIN_FREE_AFTER_RECORD, record_size, write_blank
 
 _I16 = struct.Struct(">h")
+FEED_MAX = 16384  # records handed to the dispatcher without re-parsing
 
 
 class SegmentUnavailable(StoreError):
@@ -39,6 +41,10 @@ class CommitLog:
         self.queue_offsets: dict[tuple[str, int], int] = {}
         self.last_store_timestamp = 0
         self._topic_fields: dict[str, bytes] = {}
+        # What the writer knows of each record, for the dispatcher to use without parsing
+        # it again: (offset, size, topic, queue id, queue offset, sysflag, store time,
+        # properties, tags code). Bounded: past the cap the dispatcher parses the log.
+        self.feed: deque[tuple[int, int, str, int, int, int, int, bytes, int]] = deque()
 
     def topic_field(self, topic: str) -> bytes:
         """TOPICLENGTH (1 byte, v1) followed by the topic's UTF-8 bytes, cached per topic."""
@@ -53,11 +59,13 @@ class CommitLog:
     # -- writing ------------------------------------------------------------------------
     def append(self, topic: str, queue_id: int, body: bytes, props: bytes, flag: int,
                sys_flag: int, born_timestamp: int, born_host: bytes, reconsume_times: int,
-               prepared_offset: int, crc: int) -> tuple[int, int, int, int]:
+               prepared_offset: int, crc: int, tags_code: int | None = None,
+               ) -> tuple[int, int, int, int]:
         """Append one record; returns ``(wrote_offset, wrote_bytes, queue_offset, store_ts)``.
 
-        The caller validated sizes. A ``born_timestamp`` of 0 means "now". Raises
-        :class:`SegmentUnavailable` when no segment can be created.
+        The caller validated sizes. A ``born_timestamp`` of 0 means "now". With a
+        ``tags_code`` the record is also handed to the dispatcher through :attr:`feed`.
+        Raises :class:`SegmentUnavailable` when no segment can be created.
         """
         if self.store_v6:
             sys_flag |= sysflag.STOREHOST_V6
@@ -90,14 +98,18 @@ class CommitLog:
             if gets_entry:
                 self.queue_offsets[key] = queue_offset + 1
             self.last_store_timestamp = store_ts
+            if tags_code is not None and len(self.feed) < FEED_MAX:
+                self.feed.append((phys, total, topic, queue_id, queue_offset, sys_flag, store_ts,
+                                  props, tags_code))
         return phys, total, queue_offset, store_ts
 
     def append_batch(self, topic: str, queue_id: int, items: list[tuple[bytes, bytes, int, int]],
                      sys_flag: int, born_timestamp: int, born_host: bytes,
-                     ) -> tuple[int, int, int, int]:
+                     tags_codes: list[int] | None = None) -> tuple[int, int, int, int]:
         """Append records of one topic and queue contiguously, in one segment.
 
-        ``items`` are ``(body, encoded properties, flag, body CRC)``. Returns
+        ``items`` are ``(body, encoded properties, flag, body CRC)``; ``tags_codes`` (one per
+        item) hands the records to the dispatcher as :meth:`append` does. Returns
         ``(first offset, total bytes, first queue offset, store_ts)``.
         """
         if self.store_v6:
@@ -138,6 +150,16 @@ class CommitLog:
             if gets_entry:
                 self.queue_offsets[key] = qoff
             self.last_store_timestamp = store_ts
+            feed = self.feed
+            if tags_codes is not None and len(feed) + len(items) <= FEED_MAX:
+                phys = start
+                qoff = base_qoff
+                for (_, props, _, _), size, code in zip(items, sizes, tags_codes, strict=True):
+                    feed.append((phys, size, topic, queue_id, qoff, sys_flag, store_ts, props,
+                                 code))
+                    phys += size
+                    if gets_entry:
+                        qoff += 1
         return start, total, base_qoff, store_ts
 
     def _reserve(self, total: int) -> tuple[MappedFile, int]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 
 from bolide.common.hashing import java_string_hash
@@ -70,6 +71,41 @@ class Dispatcher:
             return True
         return False
 
+    def _take_fed(self, feed: deque[tuple[int, int, str, int, int, int, int, bytes, int]],
+                  limit: int, budget_end: int, queues: dict[tuple[str, int], ConsumeQueue],
+                  touched: set[tuple[str, int]]) -> bool:
+        """Dispatch the records the writer handed over that start at ``reput_from``.
+
+        Returns False when the next one is not there yet (it must be parsed from the log).
+        """
+        took = False
+        extra = self.extra
+        while feed:
+            phys, size, topic, queue_id, queue_offset, sys_flag, store_ts, props, code = feed[0]
+            if phys < self.reput_from:  # already dispatched by parsing
+                feed.popleft()
+                continue
+            if phys != self.reput_from or phys + size > limit or phys >= budget_end:
+                break
+            feed.popleft()
+            if not sys_flag & 0x4:  # transaction NOT_TYPE or COMMIT
+                key = (topic, queue_id)
+                cq = queues.get(key)
+                if cq is None:
+                    cq = queues[key] = self.queue_for(topic, queue_id)
+                if cq.put(phys, size, code, queue_offset):
+                    touched.add(key)
+                    self.dispatched += 1
+            if extra:
+                info = RecordInfo(size, topic, queue_id, queue_offset, phys, sys_flag, store_ts,
+                                  props, 0)
+                for fn in extra:
+                    fn(info)
+            self.last_store_timestamp = store_ts
+            self.reput_from = phys + size
+            took = True
+        return took
+
     def behind(self) -> int:
         """Bytes written (and readable) but not yet dispatched."""
         return max(0, self.limit() - self.reput_from)
@@ -82,10 +118,18 @@ class Dispatcher:
         touched: set[tuple[str, int]] = set()
         extra = self.extra
         queues: dict[tuple[str, int], ConsumeQueue] = {}
+        feed = commit_log.feed
         while self.reput_from < limit and self.reput_from - start < max_bytes:
+            if feed and self._take_fed(feed, limit, start + max_bytes, queues, touched):
+                continue
             if self.reput_from < commit_log.min_offset:
                 self.reput_from = commit_log.min_offset
-            found = commit_log.readable_from(self.reput_from, limit)
+            # parse up to the next record the writer handed over (a BLANK, or records the
+            # feed had no room for), or to the limit
+            stop = limit
+            if feed and self.reput_from < feed[0][0] < limit:
+                stop = feed[0][0]
+            found = commit_log.readable_from(self.reput_from, stop)
             if found is None:
                 break
             view, pos = found

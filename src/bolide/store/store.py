@@ -264,10 +264,11 @@ class MessageStore:
         if bad is not None:
             return bad
         try:
+            tags = props.get(P.TAGS)
             phys, size, qoff, store_ts = self.commit_log.append(
                 topic, queue_id, body, encoded, msg.flag, sys_flag, born_timestamp, born,
-                reconsume_times,
-                prepared_transaction_offset, zlib.crc32(body) & 0x7FFFFFFF,
+                reconsume_times, prepared_transaction_offset, zlib.crc32(body) & 0x7FFFFFFF,
+                None if topic == SCHEDULE_TOPIC else java_string_hash(tags) if tags else 0,
             )
         except SegmentUnavailable as exc:
             return PutMessageResult(PutStatus.CREATE_MAPEDFILE_FAILED, remark=str(exc))
@@ -321,6 +322,7 @@ class MessageStore:
         try:
             phys, size, qoff, store_ts = self.commit_log.append_batch(
                 topic, queue_id, items, 0, born_timestamp, born,
+                [java_string_hash(t) if (t := m.properties.get(P.TAGS)) else 0 for m in msgs],
             )
         except SegmentUnavailable as exc:
             return PutMessageResult(PutStatus.CREATE_MAPEDFILE_FAILED, remark=str(exc))
