@@ -544,29 +544,35 @@ class MessageStore:
         scanned = 0
         removed = False
         max_phy = 0
+        mem_count = min(max_count, cfg.max_transfer_count_on_message_in_memory)
+        mem_bytes = cfg.max_transfer_bytes_on_message_in_memory
+        disk_count = min(max_count, cfg.max_transfer_count_on_message_in_disk)
+        disk_bytes = cfg.max_transfer_bytes_on_message_in_disk
+        seg_start = seg_end = 0  # the segment of the last record read, and its written end
+        seg_view: memoryview | None = None
         for phys, size, code in ENTRY.iter_unpack(view[: n * ENTRY_SIZE]):
             if size == _PRE_BLANK_SIZE:
                 scanned += 1
                 continue
             max_phy = phys
             if buffers:
-                in_disk = cl_max - phys > memory_limit
-                if len(buffers) >= max_count:
-                    break
-                if in_disk:
-                    if (total_bytes + size > cfg.max_transfer_bytes_on_message_in_disk
-                            or len(buffers) >= cfg.max_transfer_count_on_message_in_disk):
+                if cl_max - phys > memory_limit:  # old data, likely on disk: smaller batches
+                    if total_bytes + size > disk_bytes or len(buffers) >= disk_count:
                         break
-                elif (total_bytes + size > cfg.max_transfer_bytes_on_message_in_memory
-                        or len(buffers) >= cfg.max_transfer_count_on_message_in_memory):
+                elif total_bytes + size > mem_bytes or len(buffers) >= mem_count:
                     break
             scanned += 1
             if codes is not None and code not in codes:
                 continue
-            buf = cl.read(phys, size)
-            if buf is None:
-                removed = True
-                continue
+            if seg_view is not None and seg_start <= phys and phys + size <= seg_end:
+                buf = seg_view[phys - seg_start : phys - seg_start + size]
+            else:
+                mf = cl.files.find(phys)
+                if mf is None or phys + size > mf.file_from_offset + mf.wrote_position:
+                    removed = True
+                    continue
+                seg_start, seg_end, seg_view = mf.file_from_offset, mf.end_offset, mf.view
+                buf = seg_view[phys - seg_start : phys - seg_start + size]
             if tag_set is not None and record_property(buf, b"TAGS\x01") not in tag_set:
                 continue
             buffers.append(buf)
