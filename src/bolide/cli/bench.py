@@ -13,6 +13,7 @@ cases), ``mib_s_vs_disk`` (``mib_s`` over the raw ``disk_write`` speed of the sa
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import json
@@ -66,7 +67,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "disk": ("disk_write", "disk_mmap"),
     "put_async": ("put_async_100b", "put_async_1k", "put_async_batch32_100b",
                   "put_async_batch32_1k"),
-    "put_sync": ("put_sync_1w", "put_sync_64w"),
+    "put_sync": ("put_sync_1w", "put_sync_64w", "put_sync_64a"),
     "get": ("get_raw", "get_decoded"),
     "recovery": ("recovery_clean", "recovery_abnormal"),
 }
@@ -239,8 +240,8 @@ class Bench:
 
     # -- put, SYNC_FLUSH ------------------------------------------------------------------
     def _put_sync(self) -> None:
-        for writers in (1, 64):
-            name = f"put_sync_{writers}w"
+        for writers, kind in ((1, "w"), (64, "w"), (64, "a")):
+            name = f"put_sync_{writers}{kind}"
             if not self.want(name):
                 continue
             pool = _message_pool(100)
@@ -248,8 +249,8 @@ class Bench:
             try:
                 _warm_up(st, pool[0])
                 with self.case(name) as f:
-                    latencies, nbytes, elapsed = _sync_writers(st, pool, writers,
-                                                               self.plan.sync_seconds)
+                    run = _sync_writers if kind == "w" else _sync_tasks
+                    latencies, nbytes, elapsed = run(st, pool, writers, self.plan.sync_seconds)
                     self.memory_sample(f)
                     latencies.sort()
                     n = len(latencies)
@@ -406,6 +407,37 @@ def _sync_writers(st: MessageStore, pool: list[Message], writers: int,
     if errors:
         raise click.ClickException(f"SYNC_FLUSH put failed: {errors[0]}")
     return [x for lat in latencies for x in lat], sum(written), elapsed
+
+
+def _sync_tasks(st: MessageStore, pool: list[Message], tasks: int,
+                seconds: float) -> tuple[list[float], int, float]:
+    """``tasks`` asyncio tasks on one loop put for ``seconds``, each awaiting its group
+    commit without blocking the loop (how a broker uses the store)."""
+
+    async def main() -> tuple[list[float], int, float]:
+        loop = asyncio.get_running_loop()
+        clock = time.perf_counter
+        latencies: list[float] = []
+        written = [0]
+        stop_at = clock() + seconds
+
+        async def task(k: int) -> None:
+            i = k * (POOL_SIZE // tasks)
+            while clock() < stop_at:
+                t = clock()
+                r = st.put_message(pool[i % POOL_SIZE], k % 8, wait_store=False)
+                if not r.ok:
+                    raise click.ClickException(f"SYNC_FLUSH put failed: {r.status.value}: {r.remark}")
+                await asyncio.wrap_future(st.durable(r.end_offset), loop=loop)
+                latencies.append(clock() - t)
+                written[0] += r.wrote_bytes
+                i += 1
+
+        t0 = clock()
+        await asyncio.gather(*(task(k) for k in range(tasks)))
+        return latencies, written[0], clock() - t0
+
+    return asyncio.run(main())
 
 
 def _percentile(sorted_values: list[float], pct: float) -> float | None:

@@ -13,6 +13,7 @@ import os
 import threading
 import zlib
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
 
 from bolide.common import properties as P
 from bolide.common import sysflag
@@ -647,11 +648,17 @@ class MessageStore:
 
     def flush(self) -> None:
         """Flush the CommitLog now (both modes); returns when durable."""
-        if self._flusher is None:
-            raise StoreError("the store is not open")
-        self._flusher.request(self.commit_log.max_offset).result(
-            self.config.sync_flush_timeout_ms / 1000
-        )
+        self.durable(self.commit_log.max_offset).result(self.config.sync_flush_timeout_ms / 1000)
+
+    def durable(self, offset: int) -> Future[None]:
+        """A future done once the CommitLog is durable up to ``offset`` (group commit).
+
+        For callers that must not block, such as an event loop: put with
+        ``wait_store=False``, then ``await asyncio.wrap_future(store.durable(r.end_offset))``.
+        """
+        if self._flusher is None or not self._running:
+            raise StoreError(f"the store at {self.root} is not open; call open() first")
+        return self._flusher.request(offset)
 
     @property
     def max_phy_offset(self) -> int:
