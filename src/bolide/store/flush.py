@@ -66,7 +66,10 @@ class CommitLogFlusher(threading.Thread):
         while not self._stopping:
             if self.sync:
                 with self._cond:
-                    if not self._requests and not self._stopping:
+                    # sleep only when everything written is durable: a wakeup sent while the
+                    # last flush ran would otherwise be lost for a whole wait
+                    if (not self._requests and not self._stopping
+                            and self.commit_log.max_offset <= self.commit_log.flushed_offset):
                         self._cond.wait(0.01)
                     requests, self._requests = self._requests, []
                 self._flush(0, requests)

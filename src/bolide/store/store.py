@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 
 from bolide.common import properties as P
@@ -72,6 +72,7 @@ class MessageStore:
         self._uniq = UniqKeyGenerator()
         self._store_host = encode_host(config.store_address)
         self._topic_errors: dict[str, str | None] = {}
+        self._flush_listeners: list[Callable[[int], None]] = []
         self._queue_room: dict[tuple[str, int], int] = {}  # entries with a file on disk
         self._queue_room_lock = threading.Lock()
         self._running = False
@@ -212,6 +213,14 @@ class MessageStore:
     def _on_flushed(self, offset: int) -> None:
         if self.config.sync_flush and self._dispatch_service is not None:
             self._dispatch_service.wakeup()
+        for listener in self._flush_listeners:
+            listener(offset)
+
+    def add_flush_listener(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener(flushed_offset)`` on the flush thread after each flush that made
+        more of the CommitLog durable: one call per group commit, however many puts it
+        covers (an event loop resolves its own waiters from it)."""
+        self._flush_listeners.append(listener)
 
     def _on_flush_error(self, exc: OSError) -> None:
         if self._read_only_reason is None:  # keep the first cause
