@@ -42,3 +42,31 @@ class HeaderFieldError(ProtocolError):
         super().__init__(f"{header}: field {field!r} {problem}")
         self.header = header
         self.field = field
+
+
+class RemotingError(BolideError):
+    """A call over a remoting connection failed in transport; retrying may succeed."""
+
+    retriable = True
+
+
+class RemotingConnectError(RemotingError):
+    """A connection to the peer could not be opened."""
+
+
+class RemotingTimeoutError(RemotingError):
+    """No response arrived within the call's timeout."""
+
+
+class RemotingSendError(RemotingError):
+    """The connection closed before the request was written or its response arrived."""
+
+
+class RemotingClosedError(RemotingError):
+    """The client or channel was closed by its owner; it takes no more calls."""
+
+    retriable = False
+
+
+class AclError(BolideError):
+    """A request failed plain-ACL authentication (unknown access key or bad signature)."""

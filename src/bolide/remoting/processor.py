@@ -1,0 +1,139 @@
+"""Request processors keyed by request code, and the rules every request is answered by.
+
+A processor is ``async def process(ctx, request) -> RemotingCommand | None`` — a coroutine
+function, or an object with such a ``process`` method. ``ctx.channel`` is the connection the
+request came on: reply later or call the peer with ``await ctx.channel.invoke(cmd, timeout_ms)``
+and ``ctx.channel.oneway(cmd)``. Returning None sends nothing.
+
+:meth:`ProcessorTable.dispatch` applies the Java server's rules (spec 1.5): unknown codes get
+REQUEST_CODE_NOT_SUPPORTED, an exception becomes SYSTEM_ERROR with the exception text as
+remark, a oneway request never gets a response, and a response echoes the request's opaque
+and header codec with the response flag set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypeAlias
+
+from bolide.errors import BolideError
+from bolide.protocol import ONEWAY_FLAG, RESPONSE_FLAG, RemotingCommand, ResponseCode
+from bolide.protocol.codes import code_name
+from bolide.remoting.hooks import RPCHook
+
+if TYPE_CHECKING:
+    from bolide.remoting.channel import Channel
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, frozen=True)
+class RequestContext:
+    """What a processor knows about a request besides the command: its connection."""
+
+    channel: Channel
+
+    @property
+    def remote_address(self) -> str:
+        """The peer as ``"host:port"``."""
+        return self.channel.remote_address
+
+
+ProcessFn: TypeAlias = Callable[[RequestContext, RemotingCommand], Awaitable[RemotingCommand | None]]
+
+
+class RequestProcessor(Protocol):
+    """An object whose ``process`` coroutine answers requests (Java NettyRequestProcessor)."""
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        ...
+
+
+Processor: TypeAlias = ProcessFn | RequestProcessor
+
+
+def _as_function(processor: Processor) -> ProcessFn:
+    process = getattr(processor, "process", None)
+    if process is not None:
+        return process  # type: ignore[no-any-return]
+    if not callable(processor):
+        raise TypeError(f"a processor is an async function or has an async process(): {processor!r}")
+    return processor
+
+
+async def not_supported(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    """The default processor: REQUEST_CODE_NOT_SUPPORTED, worded like the Java server."""
+    return request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                 f" request type {request.code} not supported")
+
+
+def error_remark(exc: BaseException) -> str:
+    """The remark of a SYSTEM_ERROR response for ``exc``: its type and text."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class ProcessorTable:
+    """Processors by request code, a default for the rest, and the RPC hooks around them.
+
+    One table may serve several servers (e.g. a broker's main and VIP ports).
+    """
+
+    __slots__ = ("_default", "_processors", "hooks")
+
+    def __init__(self, hooks: Iterable[RPCHook] = ()) -> None:
+        self._processors: dict[int, ProcessFn] = {}
+        self._default: ProcessFn = not_supported
+        self.hooks: list[RPCHook] = list(hooks)
+
+    def register(self, code: int, processor: Processor) -> None:
+        """Answer requests with ``code`` by ``processor`` (replacing any earlier one)."""
+        self._processors[int(code)] = _as_function(processor)
+
+    def register_default(self, processor: Processor) -> None:
+        """Answer codes without a processor of their own by ``processor``."""
+        self._default = _as_function(processor)
+
+    def add_hook(self, hook: RPCHook) -> None:
+        self.hooks.append(hook)
+
+    def get(self, code: int) -> ProcessFn:
+        """The processor for ``code`` (the default one when none is registered)."""
+        return self._processors.get(code, self._default)
+
+    def __contains__(self, code: int) -> bool:
+        return code in self._processors
+
+    async def dispatch(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        """Run hooks and the processor for ``request``; the response to write, or None."""
+        remote = ctx.channel.remote_address
+        try:
+            for hook in self.hooks:
+                hook.before_request(remote, request)
+            response = await self.get(request.code)(ctx, request)
+            if response is not None and not request.is_oneway:
+                _fit(request, response)
+                for hook in self.hooks:
+                    hook.after_response(remote, request, response)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("request %s (opaque %d) from %s failed: %s",
+                        code_name(request.code, False), request.opaque, remote, error_remark(exc),
+                        exc_info=not isinstance(exc, BolideError))
+            if request.is_oneway:
+                return None
+            response = request.make_response(ResponseCode.SYSTEM_ERROR, error_remark(exc))
+        if request.is_oneway:
+            return None
+        return response
+
+
+def _fit(request: RemotingCommand, response: RemotingCommand) -> None:
+    """Make ``response`` answer ``request``: its opaque, its header codec, the response flag."""
+    response.opaque = request.opaque
+    response.serialize_type = request.serialize_type
+    response.flag = (response.flag | RESPONSE_FLAG) & ~ONEWAY_FLAG
