@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bolide.errors import BolideError, ConfigError
+from bolide.common.config_persist import backup_path, load_with_backup, write_atomic
+from bolide.errors import ConfigError
 from bolide.protocol import fastjson
 from bolide.protocol.bodies.admin import KVTable
 
@@ -28,7 +29,7 @@ class KVConfigManager:
 
     @property
     def backup_path(self) -> Path | None:
-        return _sibling(self.path, ".bak") if self.path else None
+        return backup_path(self.path) if self.path else None
 
     # -- queries --------------------------------------------------------------------------
     def get(self, namespace: str, key: str) -> str | None:
@@ -75,53 +76,18 @@ class KVConfigManager:
         """Write the table atomically (see the module docstring); raises ConfigError."""
         if self.path is None:
             return
-        data, path = self.encode(), self.path
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = _sibling(path, ".tmp")
-            _write_synced(tmp, data)
-            try:
-                previous = path.read_bytes()
-            except FileNotFoundError:
-                previous = None
-            if previous is not None:
-                bak_tmp = _sibling(path, ".bak.tmp")
-                _write_synced(bak_tmp, previous)
-                os.replace(bak_tmp, _sibling(path, ".bak"))
-            os.replace(tmp, path)
-            _sync_dir(path.parent)
+            write_atomic(self.path, self.encode())
         except OSError as exc:
-            raise ConfigError(f"cannot write KV config {path}: {exc.strerror or exc}; check that its "
+            raise ConfigError(f"cannot write KV config {self.path}: {exc.strerror or exc}; check that its "
                               "directory exists, is writable and the disk has space") from exc
 
     def load(self) -> None:
         """Read the file, or its ``.bak`` when the file is missing, empty or damaged; neither: empty."""
         if self.path is None:
             return
-        errors = []
-        for candidate in (self.path, _sibling(self.path, ".bak")):
-            try:
-                data = candidate.read_bytes()
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                errors.append(f"{candidate}: {exc.strerror or exc}")
-                continue
-            if not data.strip():
-                continue  # an empty file holds nothing to lose: try the backup
-            try:
-                self._table = _decode(data)
-                return
-            except BolideError as exc:
-                errors.append(f"{candidate}: {exc}")
-        if errors:
-            raise ConfigError("cannot load the KV config: " + "; ".join(errors)
-                              + ". Repair the file or move it away to start with an empty KV config")
-        self._table = {}
-
-
-def _sibling(path: Path, suffix: str) -> Path:
-    return path.with_name(path.name + suffix)
+        table = load_with_backup(self.path, _decode, what="the KV config")
+        self._table = table if table is not None else {}
 
 
 def _decode(data: bytes) -> dict[str, dict[str, str]]:
@@ -139,22 +105,3 @@ def _text(value: object) -> str:
     if value is True or value is False:
         return "true" if value else "false"
     return str(value)
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _sync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

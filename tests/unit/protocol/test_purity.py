@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bolide.protocol import fastjson, serialize_json
+from bolide.common import fastjson
+from bolide.protocol import serialize_json
 from bolide.protocol.bodies import TopicStatsTable
 from bolide.protocol.serialize_json import decode_json_header, encode_json_header
 
