@@ -3,8 +3,11 @@ reading of their values, shared by every component's config loader."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-from typing import Any
+import os
+from pathlib import Path
+from typing import Any, Self
 
 from bolide.errors import ConfigError
 
@@ -50,3 +53,47 @@ def convert_property(name: str, default: Any, raw: str) -> Any:
             else "an integer" if isinstance(default, int) else "a string"
         )
         raise ConfigError(f"{name}={raw!r} is not valid: expected {expected}") from None
+
+
+def config_field(key: str, default: Any, *, alias: str | None = None, **extra: Any) -> Any:
+    """A dataclass field read from the RocketMQ property ``key`` (or its old spelling ``alias``)."""
+    meta = {"key": key, **extra}
+    if alias:
+        meta["alias"] = alias
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def known_values(cls: type, props: dict[str, str]) -> dict[str, Any]:
+    """The values of ``props`` whose keys name fields of the dataclass ``cls``, converted."""
+    by_key: dict[str, dataclasses.Field[Any]] = {}
+    for f in dataclasses.fields(cls):
+        if "key" in f.metadata:
+            by_key[f.metadata["key"]] = f
+            if "alias" in f.metadata:
+                by_key[f.metadata["alias"]] = f
+    values: dict[str, Any] = {}
+    for key, raw in props.items():
+        f = by_key.get(key)
+        if f is not None:
+            values[f.name] = convert_property(f.metadata["key"], f.default, raw)
+    return values
+
+
+class PropertiesConfig:
+    """Loading for frozen config dataclasses whose fields come from :func:`config_field`."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_properties(cls, path: str | os.PathLike[str], **overrides: Any) -> Self:
+        """Load a RocketMQ properties file (``broker.conf``, ``namesrv.conf``); ``overrides`` win."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        return cls.from_mapping(parse_properties(text), **overrides)
+
+    @classmethod
+    def from_mapping(cls, props: dict[str, str], **overrides: Any) -> Self:
+        """Build a config from RocketMQ camelCase keys (unknown keys are ignored)."""
+        return cls(**{**known_values(cls, props), **overrides})

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bolide.common.config_file import convert_property, parse_properties
+from bolide.common.config_file import PropertiesConfig, config_field, known_values
 from bolide.errors import ConfigError
 
 DEFAULT_PORT = 9876
@@ -22,13 +22,11 @@ _HOME = Path.home() / "namesrv"
 FIXED_BLACK_LIST = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"})
 
 
-def _key(name: str, default: Any) -> Any:
-    """A field whose RocketMQ property key is ``name``."""
-    return field(default=default, metadata={"key": name})
+_key = config_field
 
 
 @dataclass(frozen=True, slots=True)
-class NamesrvConfig:
+class NamesrvConfig(PropertiesConfig):
     """Settings of a NameServer; defaults are RocketMQ's (4.9.8, with 5.x switches)."""
 
     listen_port: int = _key("listenPort", DEFAULT_PORT)
@@ -64,24 +62,9 @@ class NamesrvConfig:
         extra = {k.strip() for k in self.config_black_list.split(";") if k.strip()}
         return FIXED_BLACK_LIST | extra
 
-    # -- loading --------------------------------------------------------------------------
-    @classmethod
-    def from_properties(cls, path: str | os.PathLike[str], **overrides: Any) -> NamesrvConfig:
-        """Load a RocketMQ ``namesrv.conf``-style properties file; ``overrides`` win."""
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
-        return cls.from_mapping(parse_properties(text), **overrides)
-
-    @classmethod
-    def from_mapping(cls, props: dict[str, str], **overrides: Any) -> NamesrvConfig:
-        """Build a config from RocketMQ camelCase keys (unknown keys are ignored)."""
-        return cls(**{**_values(props), **overrides})
-
     def updated(self, props: dict[str, str]) -> NamesrvConfig:
         """This config with the known keys of ``props`` changed (UPDATE_NAMESRV_CONFIG)."""
-        return dataclasses.replace(self, **_values(props))
+        return dataclasses.replace(self, **known_values(NamesrvConfig, props))
 
     def replace(self, **changes: Any) -> NamesrvConfig:
         return dataclasses.replace(self, **changes)
@@ -98,12 +81,3 @@ class NamesrvConfig:
         """GET_NAMESRV_CONFIG's body: ``key=value`` lines."""
         return "".join(f"{k}={v}\n" for k, v in sorted(self.to_properties().items()))
 
-
-def _values(props: dict[str, str]) -> dict[str, Any]:
-    by_key = {f.metadata["key"]: f for f in dataclasses.fields(NamesrvConfig)}
-    values: dict[str, Any] = {}
-    for key, raw in props.items():
-        f = by_key.get(key)
-        if f is not None:
-            values[f.name] = convert_property(key, f.default, raw)
-    return values

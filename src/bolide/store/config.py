@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bolide.common.config_file import convert_property, parse_properties
+from bolide.common.config_file import PropertiesConfig, config_field
 from bolide.errors import ConfigError
 
 
@@ -28,16 +27,14 @@ class BrokerRole(enum.StrEnum):
     SLAVE = "SLAVE"
 
 
-def _key(name: str, default: Any, **extra: Any) -> Any:
-    """A field whose RocketMQ property key is ``name``."""
-    return field(default=default, metadata={"key": name, **extra})
+_key = config_field
 
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 
 @dataclass(frozen=True, slots=True)
-class StoreConfig:
+class StoreConfig(PropertiesConfig):
     """Settings of a :class:`~bolide.store.MessageStore`; defaults are RocketMQ's."""
 
     store_path_root_dir: str = _key(
@@ -131,32 +128,6 @@ class StoreConfig:
     @property
     def sync_flush(self) -> bool:
         return self.flush_disk_type == FlushDiskType.SYNC_FLUSH
-
-    # -- loading ------------------------------------------------------------------------
-    @classmethod
-    def from_properties(cls, path: str | os.PathLike[str], **overrides: Any) -> StoreConfig:
-        """Load a RocketMQ ``broker.conf``-style properties file; ``overrides`` win."""
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
-        return cls.from_mapping(parse_properties(text), **overrides)
-
-    @classmethod
-    def from_mapping(cls, props: dict[str, str], **overrides: Any) -> StoreConfig:
-        """Build a config from RocketMQ camelCase keys (unknown keys are ignored)."""
-        by_key: dict[str, dataclasses.Field[Any]] = {}
-        for f in dataclasses.fields(cls):
-            by_key[f.metadata["key"]] = f
-            if "alias" in f.metadata:
-                by_key[f.metadata["alias"]] = f
-        values: dict[str, Any] = {}
-        for key, raw in props.items():
-            f = by_key.get(key)
-            if f is not None:
-                values[f.name] = convert_property(f.metadata["key"], f.default, raw)
-        values.update(overrides)
-        return cls(**values)
 
     def replace(self, **changes: Any) -> StoreConfig:
         return dataclasses.replace(self, **changes)

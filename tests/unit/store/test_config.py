@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from bolide.common.config_file import parse_properties
 from bolide.errors import ConfigError
-from bolide.store.config import BrokerRole, FlushDiskType, StoreConfig, parse_properties
+from bolide.store.config import BrokerRole, FlushDiskType, StoreConfig
 
 BROKER_CONF = """\
 # a RocketMQ broker.conf, unchanged
