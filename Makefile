@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/bolide store demo --store ./store
+	$(BIN)/bolide start --store ./store
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

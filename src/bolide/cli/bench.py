@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import heapq
 import json
 import mmap
 import os
@@ -35,6 +34,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from bolide.broker.flush_waiters import FlushWaiters
 from bolide.common import Message
 from bolide.store import FlushDiskType, GetStatus, MessageStore, PutMessageResult, PutStatus, StoreConfig
 
@@ -410,45 +410,13 @@ def _sync_writers(st: MessageStore, pool: list[Message], writers: int,
     return [x for lat in latencies for x in lat], sum(written), elapsed
 
 
-class _FlushWaiters:
-    """Loop-side waiters for group commits: one cross-thread wakeup per flush, not per put
-    (the pattern a broker uses with :meth:`MessageStore.add_flush_listener`)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, st: MessageStore) -> None:
-        self.loop = loop
-        self.st = st
-        self.heap: list[tuple[int, int, asyncio.Future[None]]] = []
-        self.seq = 0
-        st.add_flush_listener(self.on_flush)
-
-    def on_flush(self, offset: int) -> None:  # on the flush thread
-        if self.heap:
-            self.loop.call_soon_threadsafe(self.resolve, offset)
-
-    def resolve(self, offset: int) -> None:
-        heap = self.heap
-        while heap and heap[0][0] <= offset:
-            fut = heapq.heappop(heap)[2]
-            if not fut.done():
-                fut.set_result(None)
-
-    def wait(self, end: int) -> asyncio.Future[None]:
-        fut = self.loop.create_future()
-        if self.st.commit_log.flushed_offset >= end:
-            fut.set_result(None)
-        else:
-            self.seq += 1
-            heapq.heappush(self.heap, (end, self.seq, fut))
-        return fut
-
-
 def _sync_tasks(st: MessageStore, pool: list[Message], tasks: int,
                 seconds: float) -> tuple[list[float], int, float]:
     """``tasks`` asyncio tasks on one loop put for ``seconds``, each awaiting its group
     commit without blocking the loop (how a broker uses the store)."""
 
     async def main() -> tuple[list[float], int, float]:
-        waiters = _FlushWaiters(asyncio.get_running_loop(), st)
+        waiters = FlushWaiters(asyncio.get_running_loop(), st)
         clock = time.perf_counter
         latencies: list[float] = []
         written = [0]

@@ -8,6 +8,7 @@ import click
 
 from bolide import __version__
 from bolide.cli.bench import bench
+from bolide.cli.server import broker, namesrv, start
 from bolide.cli.store import store
 
 
@@ -22,6 +23,9 @@ def cli(verbose: bool) -> None:
 
 cli.add_command(store)
 cli.add_command(bench)
+cli.add_command(start)
+cli.add_command(namesrv)
+cli.add_command(broker)
 
 
 def main() -> None:

@@ -261,12 +261,53 @@ class MessageStore:
             if bad is not None:
                 return bad
             topic, queue_id, props = self._delayed(topic, queue_id, props)
-        encoded = P.encode_properties(props)
-        uniq = props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        return self._append_one(topic, queue_id, msg.body, P.encode_properties(props),
+                                props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX), props.get(P.TAGS),
+                                msg.flag, sys_flag, born_timestamp, born_host, reconsume_times,
+                                prepared_transaction_offset, wait_store)
+
+    def put_encoded(
+        self,
+        topic: str,
+        body: bytes,
+        properties: bytes,
+        queue_id: int = 0,
+        *,
+        flag: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: str | None = None,
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+        wait_store: bool = True,
+    ) -> PutMessageResult:
+        """:meth:`put_message` for properties already encoded (``key 0x01 value 0x02`` pairs, as a send
+        header carries them): stored as given, plus a UNIQ_KEY when absent. A message with a
+        ``DELAY`` property takes the :meth:`put_message` path, which rewrites its properties."""
+        if P.find_property(properties, b"DELAY") is not None:
+            msg = Message(topic, body, flag=flag, properties=P.decode_properties(properties))
+            return self.put_message(msg, queue_id, sys_flag=sys_flag, born_timestamp=born_timestamp,
+                                    born_host=born_host, reconsume_times=reconsume_times,
+                                    prepared_transaction_offset=prepared_transaction_offset,
+                                    wait_store=wait_store)
+        if not self._writable:
+            return self._refusal()
+        if properties and not properties.endswith(b"\x02"):
+            properties += b"\x02"
+        uniq = P.find_property(properties, b"UNIQ_KEY")
+        return self._append_one(topic, queue_id, body, properties, uniq,
+                                P.find_property(properties, b"TAGS"),
+                                flag, sys_flag, born_timestamp, born_host, reconsume_times,
+                                prepared_transaction_offset, wait_store)
+
+    def _append_one(self, topic: str, queue_id: int, body: bytes, encoded: bytes, uniq: str | None,
+                    tags: str | None, flag: int, sys_flag: int, born_timestamp: int,
+                    born_host: str | None, reconsume_times: int, prepared_transaction_offset: int,
+                    wait_store: bool) -> PutMessageResult:
+        """Check and append one record whose properties are encoded."""
         if uniq is None:
             uniq = self._uniq.next_id()
             encoded += b"UNIQ_KEY\x01" + uniq.encode() + b"\x02"
-        body = msg.body
         born = encode_host(born_host) if born_host else self._store_host
         bad = self._check(topic, queue_id, len(body), len(encoded), len(born))
         if bad is None and not sys_flag & 0x4:  # gets a ConsumeQueue entry
@@ -274,9 +315,8 @@ class MessageStore:
         if bad is not None:
             return bad
         try:
-            tags = props.get(P.TAGS)
             phys, size, qoff, store_ts = self.commit_log.append(
-                topic, queue_id, body, encoded, msg.flag, sys_flag, born_timestamp, born,
+                topic, queue_id, body, encoded, flag, sys_flag, born_timestamp, born,
                 reconsume_times, prepared_transaction_offset, zlib.crc32(body) & 0x7FFFFFFF,
                 None if topic == SCHEDULE_TOPIC else java_string_hash(tags) if tags else 0,
             )

@@ -1,0 +1,76 @@
+"""Live producer and consumer connections from HEART_BEAT, dropped when the connection closes
+or UNREGISTER_CLIENT arrives. Bounded in the number of groups."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bolide.protocol.bodies.client import SubscriptionData
+
+
+@dataclass(slots=True)
+class ConsumerGroupInfo:
+    """One consumer group: its clients by connection and the latest subscriptions."""
+
+    consume_type: str | None = None
+    message_model: str | None = None
+    consume_from_where: str | None = None
+    clients: dict[object, str] = field(default_factory=dict)  # channel -> clientID
+    subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
+
+
+class ClientManager:
+    """Producer and consumer groups seen in heartbeats."""
+
+    def __init__(self, max_groups: int = 10_000) -> None:
+        self.max_groups = max_groups
+        self.producers: dict[str, dict[object, str]] = {}
+        self.consumers: dict[str, ConsumerGroupInfo] = {}
+
+    def register_producer(self, group: str, channel: object, client_id: str) -> bool:
+        """Record a producer; False when the group table is full."""
+        clients = self.producers.get(group)
+        if clients is None:
+            if len(self.producers) >= self.max_groups:
+                return False
+            clients = self.producers[group] = {}
+        clients[channel] = client_id
+        return True
+
+    def register_consumer(self, group: str, channel: object, client_id: str,
+                          subscriptions: list[SubscriptionData], consume_type: str | None,
+                          message_model: str | None, consume_from_where: str | None) -> bool:
+        """Record a consumer and its subscriptions; False when the group table is full."""
+        info = self.consumers.get(group)
+        if info is None:
+            if len(self.consumers) >= self.max_groups:
+                return False
+            info = self.consumers[group] = ConsumerGroupInfo()
+        info.consume_type, info.message_model = consume_type, message_model
+        info.consume_from_where = consume_from_where
+        info.clients[channel] = client_id
+        info.subscriptions = {s.topic: s for s in subscriptions}
+        return True
+
+    def consumer_ids(self, group: str) -> list[str]:
+        info = self.consumers.get(group)
+        return sorted(set(info.clients.values())) if info is not None else []
+
+    def subscription(self, group: str, topic: str) -> SubscriptionData | None:
+        info = self.consumers.get(group)
+        return info.subscriptions.get(topic) if info is not None else None
+
+    def unregister(self, channel: object, producer_group: str | None = None,
+                   consumer_group: str | None = None) -> None:
+        """Drop ``channel`` from the named groups (every group when both are None)."""
+        everything = producer_group is None and consumer_group is None
+        for group, clients in list(self.producers.items()):
+            if everything or group == producer_group:
+                clients.pop(channel, None)
+                if not clients:
+                    del self.producers[group]
+        for group, info in list(self.consumers.items()):
+            if everything or group == consumer_group:
+                info.clients.pop(channel, None)
+                if not info.clients:
+                    del self.consumers[group]

@@ -1,0 +1,53 @@
+"""Broker configuration: the BrokerConfig keys of RocketMQ's ``broker.conf`` (the store part is
+read by :meth:`bolide.store.StoreConfig.from_properties` from the same file)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from bolide.common.config_file import PropertiesConfig, config_field
+from bolide.errors import ConfigError
+
+_key = config_field
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig(PropertiesConfig):
+    """Settings of a broker; defaults are RocketMQ 4.9.8's. Keys starting ``bolide`` are ours."""
+
+    broker_cluster_name: str = _key("brokerClusterName", "DefaultCluster")
+    broker_name: str = _key("brokerName", "broker-a")
+    broker_id: int = _key("brokerId", 0)
+    namesrv_addr: str = _key("namesrvAddr", "")
+    listen_port: int = _key("listenPort", 10911)
+    broker_ip1: str = _key("brokerIP1", "127.0.0.1")
+    bind_address: str = _key("bolideBindAddress", "0.0.0.0")
+    broker_permission: int = _key("brokerPermission", 6)
+    auto_create_topic_enable: bool = _key("autoCreateTopicEnable", True)
+    default_topic_queue_nums: int = _key("defaultTopicQueueNums", 8)
+    auto_create_subscription_group: bool = _key("autoCreateSubscriptionGroup", True)
+    register_name_server_period_ms: int = _key("registerNameServerPeriod", 30_000)
+    register_broker_timeout_ms: int = _key("registerBrokerTimeoutMills", 6000)
+    long_polling_enable: bool = _key("longPollingEnable", True)
+    max_held_pulls: int = _key("bolideMaxHeldPulls", 10_000)
+    max_pull_suspend_ms: int = _key("bolideMaxPullSuspendMillis", 25_000)
+    max_client_groups: int = _key("bolideMaxClientGroups", 10_000)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"listenPort={self.listen_port} is out of range; use 0 to 65535")
+        if self.default_topic_queue_nums <= 0:
+            raise ConfigError("defaultTopicQueueNums must be positive; RocketMQ uses 8")
+        if not 10_000 <= self.register_name_server_period_ms <= 60_000:
+            object.__setattr__(self, "register_name_server_period_ms",
+                               min(max(self.register_name_server_period_ms, 10_000), 60_000))
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        """The NameServer addresses of ``namesrvAddr`` (``;``-separated)."""
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    def replace(self, **changes: Any) -> BrokerConfig:
+        return dataclasses.replace(self, **changes)

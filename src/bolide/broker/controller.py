@@ -1,0 +1,119 @@
+"""The Broker process: a RemotingServer with the broker's processors over a MessageStore,
+long polling woken by dispatch, SYNC_FLUSH waiters and NameServer registration."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from bolide.broker.clients import ClientManager
+from bolide.broker.config import BrokerConfig
+from bolide.broker.flush_waiters import FlushWaiters
+from bolide.broker.long_polling import PullHoldService
+from bolide.broker.offsets import ConsumerOffsetManager
+from bolide.broker.processors.admin import AdminProcessor
+from bolide.broker.processors.consumer import ConsumerProcessor
+from bolide.broker.processors.pull import PullProcessor
+from bolide.broker.processors.send import SendProcessor
+from bolide.broker.registration import BrokerRegistration
+from bolide.broker.topic_config import TopicConfigManager
+from bolide.protocol.bodies.broker import TopicConfig
+from bolide.remoting import Channel, RemotingClient, RemotingServer
+from bolide.store import MessageStore, StoreConfig
+
+log = logging.getLogger(__name__)
+
+
+class BrokerController:
+    """Owns a broker's store, managers, server and timers.
+
+    ``start()`` binds first (``listenPort`` 0 picks a free port), then opens the store with that
+    port as its store host port, so offset message ids point back at this broker.
+    """
+
+    def __init__(self, config: BrokerConfig | None = None, store_config: StoreConfig | None = None,
+                 ) -> None:
+        self.config = config if config is not None else BrokerConfig()
+        self._store_config = store_config if store_config is not None else StoreConfig()
+        self.server = RemotingServer(self.config.bind_address, self.config.listen_port)
+        self.server.on_channel_close(self._channel_closed)
+        self.topics = TopicConfigManager(self.config)
+        self.offsets = ConsumerOffsetManager()
+        self.clients = ClientManager(self.config.max_client_groups)
+        self.namesrv_client = RemotingClient()
+        self._store: MessageStore | None = None
+        self._flush_waiters: FlushWaiters | None = None
+        self._pull_holds: PullHoldService | None = None
+        self.registration: BrokerRegistration | None = None
+
+    # -- state available once started --------------------------------------------------------
+    @property
+    def store(self) -> MessageStore:
+        if self._store is None:
+            raise RuntimeError("the broker is not started: await start() first")
+        return self._store
+
+    @property
+    def flush_waiters(self) -> FlushWaiters:
+        assert self._flush_waiters is not None
+        return self._flush_waiters
+
+    @property
+    def pull_holds(self) -> PullHoldService:
+        assert self._pull_holds is not None
+        return self._pull_holds
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def broker_addr(self) -> str:
+        """The address registered with NameServers and embedded in offset message ids."""
+        return f"{self.config.broker_ip1}:{self.port}"
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def start(self) -> BrokerController:
+        loop = asyncio.get_running_loop()
+        await self.server.start()
+        store_config = self._store_config.replace(store_host=self.config.broker_ip1,
+                                                  listen_port=self.port)
+        store = MessageStore(store_config)
+        try:
+            await asyncio.to_thread(store.open)
+        except BaseException:
+            await self.server.close()
+            raise
+        self._store = store
+        self._flush_waiters = FlushWaiters(loop, store)
+        self._pull_holds = PullHoldService(loop, self.config.max_held_pulls)
+        store.add_dispatch_listener(self._pull_holds.on_dispatch)
+        for processor in (SendProcessor(self), PullProcessor(self), ConsumerProcessor(self),
+                          AdminProcessor(self)):
+            for code in processor.CODES:
+                self.server.register(code, processor)
+        self.registration = BrokerRegistration(self.config, self.topics, self.namesrv_client,
+                                               self.broker_addr,
+                                               f"{self.config.broker_ip1}:{self.port + 1}")
+        self.topics.on_change.append(self._topic_changed)
+        await self.registration.start()
+        return self
+
+    def _topic_changed(self, topic: TopicConfig) -> None:
+        if self.registration is not None:
+            self.registration.request_register()
+
+    def _channel_closed(self, channel: Channel) -> None:
+        self.clients.unregister(channel)
+
+    async def close(self) -> None:
+        """Stop registering, answer held pulls, close the server, then the store."""
+        if self.registration is not None:
+            await self.registration.close()
+        if self._pull_holds is not None:
+            self._pull_holds.wake_all()
+        await self.server.close()
+        await self.namesrv_client.close()
+        if self._store is not None:
+            store, self._store = self._store, None
+            await asyncio.to_thread(store.close)

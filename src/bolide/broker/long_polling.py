@@ -1,0 +1,63 @@
+"""Held PULL_MESSAGE requests (RocketMQ's PullRequestHoldService): a pull that finds nothing
+waits on its (topic, queue) until the store dispatches a message there or its suspend time
+ends. The dispatch thread's callback hops to the loop once per dispatch batch."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable
+
+Key = tuple[str, int]
+
+
+class PullHoldService:
+    """At most ``max_held`` waiting pulls, woken by :meth:`on_dispatch` from any thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, max_held: int = 10_000) -> None:
+        self.loop = loop
+        self.max_held = max_held
+        self._held: dict[Key, list[asyncio.Future[None]]] = {}
+        self._count = 0
+
+    @property
+    def held(self) -> int:
+        return self._count
+
+    def hold(self, topic: str, queue_id: int) -> asyncio.Future[None] | None:
+        """A future done when (topic, queue_id) gets a message; None when the table is full."""
+        if self._count >= self.max_held:
+            return None
+        fut = self.loop.create_future()
+        self._held.setdefault((topic, queue_id), []).append(fut)
+        self._count += 1
+        return fut
+
+    def release(self, topic: str, queue_id: int, fut: asyncio.Future[None]) -> None:
+        """Forget a held pull that ended without a wakeup (timeout or cancellation)."""
+        waiters = self._held.get((topic, queue_id))
+        if waiters is not None and fut in waiters:
+            waiters.remove(fut)
+            self._count -= 1
+            if not waiters:
+                del self._held[(topic, queue_id)]
+
+    def on_dispatch(self, keys: Iterable[Key]) -> None:
+        """Store dispatch listener (dispatch thread): wake the held pulls of ``keys``."""
+        keys = list(keys)
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+            self.loop.call_soon_threadsafe(self.wake, keys)
+
+    def wake(self, keys: Iterable[Key]) -> None:
+        """On the loop: complete the futures of every pull held on ``keys``."""
+        for key in keys:
+            waiters = self._held.pop(key, None)
+            if waiters:
+                self._count -= len(waiters)
+                for fut in waiters:
+                    if not fut.done():
+                        fut.set_result(None)
+
+    def wake_all(self) -> None:
+        """Answer every held pull now (shutdown)."""
+        self.wake(list(self._held))

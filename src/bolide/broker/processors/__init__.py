@@ -1,0 +1,1 @@
+"""Broker request processors, one module per area; each registers its codes on a server."""

@@ -1,0 +1,94 @@
+"""Consumer-side codes: offsets (14, 15, 30, 31), HEART_BEAT (34), UNREGISTER_CLIENT (35) and
+GET_CONSUMER_LIST_BY_GROUP (38)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
+from bolide.protocol.bodies.client import ConsumerListBody, HeartbeatData
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers import consumer as h
+from bolide.remoting import RequestContext
+
+if TYPE_CHECKING:
+    from bolide.broker.controller import BrokerController
+
+
+class ConsumerProcessor:
+    """Offsets and client registrations."""
+
+    CODES = (RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET,
+             RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET, RequestCode.HEART_BEAT,
+             RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP)
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        c = RequestCode
+        self._handlers = {
+            c.QUERY_CONSUMER_OFFSET: self.query_consumer_offset,
+            c.UPDATE_CONSUMER_OFFSET: self.update_consumer_offset,
+            c.GET_MAX_OFFSET: self.get_max_offset,
+            c.GET_MIN_OFFSET: self.get_min_offset,
+            c.HEART_BEAT: self.heart_beat,
+            c.UNREGISTER_CLIENT: self.unregister_client,
+            c.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list_by_group,
+        }
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        return self._handlers[request.code](ctx, request)
+
+    def query_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """The committed offset, or QUERY_NOT_FOUND (22) when the group has none (spec trap 8)."""
+        header = request.read_header(h.QueryConsumerOffsetRequestHeader)
+        offset = self.broker.offsets.query(header.consumer_group, header.topic, header.queue_id)
+        if offset is None:
+            return request.make_response(ResponseCode.QUERY_NOT_FOUND,
+                                         "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+        return request.make_response(header=h.QueryConsumerOffsetResponseHeader(offset=offset))
+
+    def update_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = request.read_header(h.UpdateConsumerOffsetRequestHeader)
+        self.broker.offsets.commit(header.consumer_group, header.topic, header.queue_id,
+                                   header.commit_offset)
+        return request.make_response()
+
+    def get_max_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = request.read_header(h.GetMaxOffsetRequestHeader)
+        offset = self.broker.store.get_max_offset_in_queue(header.topic, header.queue_id)
+        return request.make_response(header=h.GetMaxOffsetResponseHeader(offset=offset))
+
+    def get_min_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = request.read_header(h.GetMinOffsetRequestHeader)
+        offset = self.broker.store.get_min_offset_in_queue(header.topic, header.queue_id)
+        return request.make_response(header=h.GetMinOffsetResponseHeader(offset=offset))
+
+    def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """Record producer and consumer groups; create each consumer group's retry topic."""
+        data = HeartbeatData.decode(request.body_bytes())
+        clients = self.broker.clients
+        for producer in data.producer_data_set:
+            if not clients.register_producer(producer.group_name, ctx.channel, data.client_id):
+                return request.make_response(ResponseCode.SYSTEM_BUSY, "too many producer groups")
+        for consumer in data.consumer_data_set:
+            self.broker.topics.create_for_group(RETRY_GROUP_TOPIC_PREFIX + consumer.group_name)
+            if not clients.register_consumer(consumer.group_name, ctx.channel, data.client_id,
+                                             consumer.subscription_data_set, consumer.consume_type,
+                                             consumer.message_model, consumer.consume_from_where):
+                return request.make_response(ResponseCode.SYSTEM_BUSY, "too many consumer groups")
+        return request.make_response()  # its version (4.9.8) tells Java clients SQL92 is known
+
+    def unregister_client(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = request.read_header(h.UnregisterClientRequestHeader)
+        self.broker.clients.unregister(ctx.channel, header.producer_group or "",
+                                       header.consumer_group or "")
+        return request.make_response()
+
+    def get_consumer_list_by_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = request.read_header(h.GetConsumerListByGroupRequestHeader)
+        ids = self.broker.clients.consumer_ids(header.consumer_group)
+        if not ids:
+            return request.make_response(ResponseCode.SYSTEM_ERROR,
+                                         f"no consumer for this group, {header.consumer_group}")
+        return request.make_response(body=ConsumerListBody(consumer_id_list=ids).encode())

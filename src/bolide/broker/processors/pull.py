@@ -1,0 +1,112 @@
+"""PULL_MESSAGE (11) with long polling (spec 3.5)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from bolide.broker.topic_config import PERM_READ
+from bolide.protocol.bodies.client import EXPRESSION_TAG, SubscriptionData
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers.consumer import PullMessageRequestHeader, PullMessageResponseHeader
+from bolide.remoting import RequestContext
+from bolide.store import GetStatus
+from bolide.store.results import GetMessageResult
+
+if TYPE_CHECKING:
+    from bolide.broker.controller import BrokerController
+
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+
+_RETRY = frozenset({GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING})
+_MOVED = frozenset({GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY})
+
+
+def pull_code(result: GetMessageResult, offset: int) -> int:
+    """The response code of a get result, as the Java broker maps it (spec 3.5 step 3)."""
+    status = result.status
+    if status is GetStatus.FOUND:
+        return ResponseCode.SUCCESS if result.buffers else ResponseCode.PULL_RETRY_IMMEDIATELY
+    if status in _RETRY:
+        return ResponseCode.PULL_RETRY_IMMEDIATELY
+    if status in _MOVED:
+        return ResponseCode.PULL_OFFSET_MOVED
+    if status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE):
+        return ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
+    return ResponseCode.PULL_NOT_FOUND  # OFFSET_OVERFLOW_ONE, OFFSET_FOUND_NULL
+
+
+class PullProcessor:
+    """Reads the store for a pull; holds a pull that finds nothing until a message arrives."""
+
+    CODES = (RequestCode.PULL_MESSAGE,)
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        header = request.read_header(PullMessageRequestHeader)
+        broker = self.broker
+        if not broker.config.broker_permission & PERM_READ:
+            return request.make_response(ResponseCode.NO_PERMISSION, "this broker is not readable now")
+        tc = broker.topics.get(header.topic)
+        if tc is None:
+            return request.make_response(ResponseCode.TOPIC_NOT_EXIST,
+                                         f"topic[{header.topic}] not exist, apply first please!")
+        if not tc.perm & PERM_READ:
+            return request.make_response(ResponseCode.NO_PERMISSION,
+                                         f"the topic[{header.topic}] pulling message is forbidden")
+        if not 0 <= header.queue_id < tc.read_queue_nums:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
+                f"topicConfig.readQueueNums:[{tc.read_queue_nums}]")
+        if header.sys_flag & FLAG_SUBSCRIPTION:
+            sub = SubscriptionData.of(header.topic, header.subscription, header.sub_version,
+                                      header.expression_type or EXPRESSION_TAG)
+        else:
+            found = broker.clients.subscription(header.consumer_group, header.topic)
+            if found is None:
+                return request.make_response(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                    f"the consumer's subscription of {header.topic} not exist: send HEART_BEAT "
+                    "first or post the subscription with the pull")
+            sub = found
+        if sub.expression_type != EXPRESSION_TAG:
+            return request.make_response(ResponseCode.SYSTEM_ERROR,
+                                         "The broker does not support consumer to filter message by "
+                                         f"{sub.expression_type}")
+        tags = None if sub.matches_all else sub.tags_set
+        if header.sys_flag & FLAG_COMMIT_OFFSET:
+            broker.offsets.commit(header.consumer_group, header.topic, header.queue_id,
+                                  header.commit_offset)
+        response = self._read(request, header, tags)
+        if (response.code != ResponseCode.PULL_NOT_FOUND or not header.sys_flag & FLAG_SUSPEND
+                or not broker.config.long_polling_enable):
+            return response
+        fut = broker.pull_holds.hold(header.topic, header.queue_id)
+        if fut is None:  # the hold table is full: the client pulls again
+            return response
+        timeout = min(max(header.suspend_timeout_millis, 0), broker.config.max_pull_suspend_ms) / 1000
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            broker.pull_holds.release(header.topic, header.queue_id, fut)
+            fut.cancel()
+        return self._read(request, header, tags)
+
+    def _read(self, request: RemotingCommand, header: PullMessageRequestHeader,
+              tags: list[str] | None) -> RemotingCommand:
+        result = self.broker.store.get_message(header.consumer_group, header.topic, header.queue_id,
+                                               header.queue_offset, header.max_msg_nums, tags)
+        code = pull_code(result, header.queue_offset)
+        answer = PullMessageResponseHeader(next_begin_offset=result.next_begin_offset,
+                                           min_offset=result.min_offset, max_offset=result.max_offset,
+                                           suggest_which_broker_id=0)
+        body = list(result.buffers) if code == ResponseCode.SUCCESS else b""
+        return request.make_response(code, result.status.value, answer, body)

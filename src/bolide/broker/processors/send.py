@@ -1,0 +1,150 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import TYPE_CHECKING
+
+from bolide.broker.topic_config import NOT_SENDABLE, PERM_WRITE
+from bolide.common import properties as P
+from bolide.common.hosts import encode_host
+from bolide.common.msgid import create_offset_msg_id
+from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX, validate_topic
+from bolide.protocol.bodies.batch import decode_batch_body
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers.send import SendMessageResponseHeader, decode_send_request_header
+from bolide.remoting import RequestContext
+from bolide.store import PutStatus
+from bolide.store.record import read_total_size
+from bolide.store.results import PutMessageResult
+
+if TYPE_CHECKING:
+    from bolide.broker.controller import BrokerController
+
+PUT_STATUS_CODES = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+    PutStatus.OS_PAGECACHE_BUSY: ResponseCode.SYSTEM_BUSY,
+    PutStatus.CREATE_MAPEDFILE_FAILED: ResponseCode.SYSTEM_ERROR,
+    PutStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
+}
+
+
+_DROPPED = ("WAIT\x01", "CLUSTER\x01")
+
+
+def stored_properties(header_properties: str | None, cluster: str) -> bytes:
+    """The send header's property string as the Java broker stores it: ``WAIT`` dropped,
+    ``CLUSTER`` set to this broker's cluster (spec 3.4 step 5), without decoding the rest."""
+    text = header_properties or ""
+    if "WAIT\x01" in text or "CLUSTER\x01" in text:
+        text = "".join(f"{pair}\x02" for pair in text.split("\x02")
+                       if pair and not pair.startswith(_DROPPED))
+    elif text and not text.endswith("\x02"):
+        text += "\x02"
+    return f"{text}CLUSTER\x01{cluster}\x02".encode()
+
+
+def born_host(remote: str) -> str | None:
+    """The sender's address for the record's BORNHOST: IPv4 only, as every client decodes
+    (spec 4.2); None (the store host) otherwise."""
+    try:
+        return remote if len(encode_host(remote)) == 8 else None
+    except ValueError:
+        return None
+
+
+class SendProcessor:
+    """Turns send headers into store puts and put results into send responses."""
+
+    CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        header = decode_send_request_header(request.code, request.ext_fields)
+        topic = header.topic
+        why = validate_topic(topic)
+        if why is not None:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, why)
+        if topic in NOT_SENDABLE:
+            return request.make_response(ResponseCode.NO_PERMISSION,
+                                         f"sending message to topic {topic} is forbidden")
+        topics = self.broker.topics
+        tc = topics.get(topic)
+        if tc is None:
+            tc = topics.create_in_send(topic, header.default_topic, header.default_topic_queue_nums)
+            if tc is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                tc = topics.create_for_group(topic)
+            if tc is None:
+                return request.make_response(
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic[{topic}] not exist, apply first please! (create it with "
+                    "UPDATE_AND_CREATE_TOPIC or enable autoCreateTopicEnable)")
+        if not tc.perm & PERM_WRITE or not self.broker.config.broker_permission & PERM_WRITE:
+            return request.make_response(ResponseCode.NO_PERMISSION,
+                                         f"the topic {topic} or this broker is not writable")
+        queue_id = header.queue_id
+        if queue_id < 0:
+            queue_id = random.randrange(max(1, tc.write_queue_nums))
+        if queue_id >= max(tc.read_queue_nums, tc.write_queue_nums):
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{queue_id}] is illegal, topic {topic} has "
+                f"{max(tc.read_queue_nums, tc.write_queue_nums)} queues")
+        cluster = self.broker.config.broker_cluster_name
+        store = self.broker.store
+        body = request.body_bytes()
+        born = born_host(ctx.remote_address)
+        if request.code == RequestCode.SEND_BATCH_MESSAGE:
+            props = P.decode_properties(header.properties) if header.properties else {}
+            props.pop(P.WAIT_STORE_MSG_OK, None)
+            props[P.CLUSTER] = cluster
+            msgs = decode_batch_body(body, topic, props)
+            result = store.put_messages(msgs, queue_id, born_timestamp=header.born_timestamp,
+                                        born_host=born, wait_store=False)
+        else:
+            result = store.put_encoded(topic, body, stored_properties(header.properties, cluster),
+                                       queue_id, flag=header.flag, sys_flag=header.sys_flag,
+                                       born_timestamp=header.born_timestamp, born_host=born,
+                                       reconsume_times=header.reconsume_times or 0, wait_store=False)
+        if result.ok and store.config.sync_flush:
+            await self._wait_flushed(result)
+        code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
+        if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
+                        ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE):
+            return request.make_response(code, f"{result.status.value}: {result.remark}")
+        answer = SendMessageResponseHeader(msg_id=",".join(self._offset_ids(result)),
+                                           queue_id=queue_id, queue_offset=result.queue_offset)
+        return request.make_response(code, result.remark or None, answer)
+
+    async def _wait_flushed(self, result: PutMessageResult) -> None:
+        timeout = self.broker.store.config.sync_flush_timeout_ms / 1000
+        try:
+            await asyncio.wait_for(self.broker.flush_waiters.wait(result.end_offset), timeout)
+        except TimeoutError:
+            result.status = PutStatus.FLUSH_DISK_TIMEOUT
+            result.remark = "the disk did not confirm the write within syncFlushTimeout"
+
+    def _offset_ids(self, result: PutMessageResult) -> list[str]:
+        """The offset message id of every record written (several for a batch)."""
+        if result.msg_num <= 1:
+            return [result.offset_msg_id or ""]
+        ids = []
+        offset = result.wrote_offset
+        commit_log = self.broker.store.commit_log
+        for _ in range(result.msg_num):
+            ids.append(create_offset_msg_id(result.store_host, offset))
+            head = commit_log.read(offset, 4)
+            if head is None:
+                break
+            offset += read_total_size(head, 0)
+        return ids

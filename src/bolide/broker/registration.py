@@ -1,0 +1,103 @@
+"""Registration with every NameServer: at start, every ``registerNameServerPeriod`` and soon
+after a topic changes (REGISTER_BROKER with the topic config wrapper)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import zlib
+
+from bolide.broker.config import BrokerConfig
+from bolide.broker.topic_config import TopicConfigManager
+from bolide.protocol.bodies.broker import RegisterBrokerBody
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers.namesrv import RegisterBrokerRequestHeader
+from bolide.remoting import RemotingClient, RemotingError
+
+log = logging.getLogger(__name__)
+
+
+class BrokerRegistration:
+    """Registers ``broker_addr`` with the configured NameServers through ``client``."""
+
+    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, client: RemotingClient,
+                 broker_addr: str, ha_addr: str) -> None:
+        self.config = config
+        self.topics = topics
+        self.client = client
+        self.broker_addr = broker_addr
+        self.ha_addr = ha_addr
+        self._task: asyncio.Task[None] | None = None
+        self._pending: asyncio.Task[None] | None = None
+        self._dirty = False
+
+    def _request(self) -> RemotingCommand:
+        body = RegisterBrokerBody(topic_config_serialize_wrapper=self.topics.wrapper()).encode()
+        header = RegisterBrokerRequestHeader(
+            broker_name=self.config.broker_name, broker_addr=self.broker_addr,
+            cluster_name=self.config.broker_cluster_name, ha_server_addr=self.ha_addr,
+            broker_id=self.config.broker_id, compressed=False,
+            body_crc32=zlib.crc32(body) & 0x7FFFFFFF)
+        return RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body)
+
+    async def register_all(self) -> int:
+        """Register with every NameServer; returns how many accepted. Failures are logged."""
+        addrs = self.config.namesrv_addrs
+        results = await asyncio.gather(*(self._register(a) for a in addrs), return_exceptions=True)
+        ok = 0
+        for addr, result in zip(addrs, results, strict=True):
+            if result is True:
+                ok += 1
+            else:
+                log.warning("registering with NameServer %s failed: %s", addr, result)
+        return ok
+
+    async def _register(self, addr: str) -> bool | str:
+        try:
+            response = await self.client.invoke(addr, self._request(),
+                                                self.config.register_broker_timeout_ms)
+        except RemotingError as exc:
+            return str(exc)
+        if response.code != ResponseCode.SUCCESS:
+            return f"code {response.code}: {response.remark}"
+        return True
+
+    def request_register(self) -> None:
+        """Register again soon (after a topic change); changes made while a registration is
+        in flight are sent by one more registration right after it."""
+        if self._task is None:
+            return
+        self._dirty = True
+        if self._pending is None or self._pending.done():
+            self._pending = asyncio.get_running_loop().create_task(self._register_changes())
+
+    async def _register_changes(self) -> None:
+        while self._dirty:
+            self._dirty = False
+            await self.register_all()
+
+    async def wait_pending(self) -> None:
+        """Wait for a registration requested by :meth:`request_register` to finish."""
+        if self._pending is not None:
+            await asyncio.shield(self._pending)
+
+    async def start(self) -> None:
+        """Register now, then every period."""
+        await self.register_all()
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def _loop(self) -> None:
+        period = self.config.register_name_server_period_ms / 1000
+        while True:
+            await asyncio.sleep(period)
+            await self.register_all()
+
+    async def close(self) -> None:
+        for task in (self._task, self._pending):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._pending = None

@@ -1,0 +1,135 @@
+"""Server commands: ``bolide start`` (NameServer + Broker in one process), ``bolide namesrv``
+and ``bolide broker``. Each runs until SIGINT or SIGTERM, then closes cleanly (the store
+removes its abort file)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import click
+
+from bolide.broker import BrokerConfig, BrokerController
+from bolide.errors import BolideError
+from bolide.namesrv.config import NamesrvConfig
+from bolide.namesrv.controller import NamesrvController
+from bolide.remoting import run
+from bolide.store import StoreConfig
+
+
+def _broker_configs(conf: str | None, store: str | None, port: int | None,
+                    namesrv: str | None) -> tuple[BrokerConfig, StoreConfig]:
+    broker_over: dict[str, object] = {}
+    store_over: dict[str, object] = {}
+    if port is not None:
+        broker_over["listen_port"] = port
+    if namesrv is not None:
+        broker_over["namesrv_addr"] = namesrv
+    if store is not None:
+        store_over["store_path_root_dir"] = store
+    if conf:
+        return (BrokerConfig.from_properties(conf, **broker_over),
+                StoreConfig.from_properties(conf, **store_over))
+    store_over.setdefault("store_path_root_dir", "./store")
+    return BrokerConfig(**broker_over), StoreConfig(**store_over)  # type: ignore[arg-type]
+
+
+async def _until_signalled() -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def _serve(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    try:
+        run(main())
+    except (BolideError, OSError) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _first_steps(namesrv: str, broker: BrokerController) -> None:
+    click.echo(f"Broker {broker.config.broker_name} listening on {broker.broker_addr} "
+               f"(store {broker.store.root}), registering with NameServer {namesrv}")
+    click.echo("Send a first message with any RocketMQ client, e.g. the Java quick start:\n"
+               f"  export NAMESRV_ADDR={namesrv}\n"
+               "  sh tools.sh org.apache.rocketmq.example.quickstart.Producer\n"
+               "Press Ctrl+C to stop.")
+
+
+@click.command()
+@click.option("--store", "store_dir", default=None, help="Store directory (default ./store).")
+@click.option("--namesrv-port", default=9876, show_default=True, help="NameServer port.")
+@click.option("--broker-port", default=None, type=int, help="Broker port (default 10911).")
+@click.option("-c", "--config", "conf", help="A RocketMQ broker.conf.")
+def start(store_dir: str | None, namesrv_port: int, broker_port: int | None, conf: str | None) -> None:
+    """Run a NameServer and a Broker in one process on the embedded store."""
+
+    async def main() -> None:
+        namesrv = NamesrvController(NamesrvConfig(), port=namesrv_port)
+        await namesrv.start()
+        ns_addr = f"127.0.0.1:{namesrv.port}"
+        click.echo(f"NameServer listening on port {namesrv.port}")
+        try:
+            broker_config, store_config = _broker_configs(conf, store_dir, broker_port, ns_addr)
+            broker = BrokerController(broker_config, store_config)
+            await broker.start()
+            try:
+                _first_steps(ns_addr, broker)
+                await _until_signalled()
+            finally:
+                await broker.close()
+        finally:
+            await namesrv.close()
+        click.echo("stopped")
+
+    _serve(main)
+
+
+@click.command()
+@click.option("-c", "--config", "conf", help="A RocketMQ namesrv.conf.")
+@click.option("-p", "--port", default=None, type=int, help="Port (default 9876).")
+def namesrv(conf: str | None, port: int | None) -> None:
+    """Run a NameServer."""
+    over = {"listen_port": port} if port is not None else {}
+    config = NamesrvConfig.from_properties(conf, **over) if conf else NamesrvConfig(**over)
+
+    async def main() -> None:
+        controller = NamesrvController(config)
+        await controller.start()
+        click.echo(f"NameServer listening on port {controller.port}; Ctrl+C stops it")
+        try:
+            await _until_signalled()
+        finally:
+            await controller.close()
+
+    _serve(main)
+
+
+@click.command()
+@click.option("-c", "--config", "conf", help="A RocketMQ broker.conf.")
+@click.option("-n", "--namesrv-addr", default=None, help="NameServer address(es), host:port;...")
+@click.option("--store", "store_dir", default=None, help="Store directory (overrides the config).")
+@click.option("-p", "--port", default=None, type=int, help="Port (overrides listenPort).")
+def broker(conf: str | None, namesrv_addr: str | None, store_dir: str | None, port: int | None) -> None:
+    """Run a Broker."""
+    broker_config, store_config = _broker_configs(conf, store_dir, port, namesrv_addr)
+
+    async def main() -> None:
+        controller = BrokerController(broker_config, store_config)
+        await controller.start()
+        click.echo(f"Broker listening on {controller.broker_addr} (store {controller.store.root}); "
+                   "Ctrl+C stops it")
+        try:
+            await _until_signalled()
+        finally:
+            await controller.close()
+
+    _serve(main)

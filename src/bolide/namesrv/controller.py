@@ -1,0 +1,67 @@
+"""The NameServer process: a RemotingServer answering NamesrvProcessor's codes, a periodic
+scan that expires silent brokers, and route cleanup when a broker's connection closes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from bolide.namesrv.config import NamesrvConfig
+from bolide.namesrv.processors import NamesrvProcessor
+from bolide.protocol.command import RemotingCommand
+from bolide.remoting import Channel, RemotingServer, RequestContext
+
+log = logging.getLogger(__name__)
+
+
+class NamesrvController:
+    """Owns the NameServer's server socket, state and timers; ``port=0`` binds a free port."""
+
+    def __init__(self, config: NamesrvConfig | None = None, *, host: str | None = None,
+                 port: int | None = None) -> None:
+        self.config = config if config is not None else NamesrvConfig()
+        self.processor = NamesrvProcessor(self.config)
+        self.server = RemotingServer(host if host is not None else self.config.bind_address,
+                                     self.config.listen_port if port is None else port)
+        for code in self.processor.codes:
+            self.server.register(code, self._process)
+        self.server.on_channel_close(self._channel_closed)
+        self._scan_task: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def _process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        return self.processor.process(request, ctx.channel)
+
+    def _channel_closed(self, channel: Channel) -> None:
+        for addr in self.processor.routes.on_channel_destroy(channel):
+            log.info("broker %s unregistered: its connection closed", addr)
+
+    def scan_not_active_brokers(self) -> None:
+        """Expire brokers silent past their timeout and close their connections."""
+        for expired in self.processor.routes.scan_not_active_broker():
+            log.warning("broker %s expired: no registration within its timeout", expired.broker_addr)
+            if isinstance(expired.channel, Channel):
+                expired.channel.close()
+
+    async def _scan_loop(self) -> None:
+        interval = self.config.scan_not_active_broker_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self.scan_not_active_brokers()
+
+    async def start(self) -> NamesrvController:
+        await self.server.start()
+        self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop())
+        return self
+
+    async def close(self) -> None:
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scan_task
+            self._scan_task = None
+        await self.server.close()
