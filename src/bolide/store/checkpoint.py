@@ -9,6 +9,7 @@ import struct
 import threading
 from pathlib import Path
 
+from bolide.common.config_persist import sync_dir
 from bolide.errors import StoreLockedError
 
 CHECKPOINT_SIZE = 4096
@@ -60,7 +61,7 @@ def create_abort_file(root: Path) -> None:
     fd = os.open(root / "abort", os.O_WRONLY | os.O_CREAT, 0o644)
     os.fsync(fd)
     os.close(fd)
-    _fsync_dir(root)
+    sync_dir(root)
 
 
 def delete_abort_file(root: Path) -> None:
@@ -68,15 +69,7 @@ def delete_abort_file(root: Path) -> None:
         (root / "abort").unlink()
     except FileNotFoundError:
         return
-    _fsync_dir(root)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    sync_dir(root)
 
 
 _HELD: set[str] = set()
