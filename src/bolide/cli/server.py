@@ -36,21 +36,23 @@ def _broker_configs(conf: str | None, store: str | None, port: int | None,
     return BrokerConfig(**broker_over), StoreConfig(**store_over)  # type: ignore[arg-type]
 
 
-async def _until_signalled() -> None:
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
+def _serve(main: Callable[[asyncio.Event], Coroutine[Any, Any, None]]) -> None:
+    """Run ``main(stop)``; SIGINT/SIGTERM set ``stop`` from the start, so a signal that
+    arrives while the servers start still stops them cleanly."""
+
+    async def with_signals() -> None:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await main(stop)
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
 
-
-def _serve(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     try:
-        run(main())
+        run(with_signals())
     except (BolideError, OSError) as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -72,7 +74,7 @@ def _first_steps(namesrv: str, broker: BrokerController) -> None:
 def start(store_dir: str | None, namesrv_port: int, broker_port: int | None, conf: str | None) -> None:
     """Run a NameServer and a Broker in one process on the embedded store."""
 
-    async def main() -> None:
+    async def main(stop: asyncio.Event) -> None:
         namesrv = NamesrvController(NamesrvConfig(), port=namesrv_port)
         await namesrv.start()
         ns_addr = f"127.0.0.1:{namesrv.port}"
@@ -83,7 +85,7 @@ def start(store_dir: str | None, namesrv_port: int, broker_port: int | None, con
             await broker.start()
             try:
                 _first_steps(ns_addr, broker)
-                await _until_signalled()
+                await stop.wait()
             finally:
                 await broker.close()
         finally:
@@ -101,12 +103,12 @@ def namesrv(conf: str | None, port: int | None) -> None:
     over = {"listen_port": port} if port is not None else {}
     config = NamesrvConfig.from_properties(conf, **over) if conf else NamesrvConfig(**over)
 
-    async def main() -> None:
+    async def main(stop: asyncio.Event) -> None:
         controller = NamesrvController(config)
         await controller.start()
         click.echo(f"NameServer listening on port {controller.port}; Ctrl+C stops it")
         try:
-            await _until_signalled()
+            await stop.wait()
         finally:
             await controller.close()
 
@@ -122,13 +124,13 @@ def broker(conf: str | None, namesrv_addr: str | None, store_dir: str | None, po
     """Run a Broker."""
     broker_config, store_config = _broker_configs(conf, store_dir, port, namesrv_addr)
 
-    async def main() -> None:
+    async def main(stop: asyncio.Event) -> None:
         controller = BrokerController(broker_config, store_config)
         await controller.start()
         click.echo(f"Broker listening on {controller.broker_addr} (store {controller.store.root}); "
                    "Ctrl+C stops it")
         try:
-            await _until_signalled()
+            await stop.wait()
         finally:
             await controller.close()
 
