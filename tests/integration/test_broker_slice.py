@@ -257,8 +257,9 @@ def test_broker_config_reads_broker_conf(tmp_path: Path) -> None:
     assert (config.broker_cluster_name, config.broker_name, config.listen_port) == ("C1", "b-1", 10999)
     assert config.namesrv_addrs == ["h1:9876", "h2:9876"] and config.broker_ip1 == "10.1.2.3"
     assert not config.auto_create_topic_enable and config.default_topic_queue_nums == 4
-    assert TopicConfigManager(config).get("TBW102") is None
-    assert TopicConfigManager(config.replace(auto_create_topic_enable=True)).get("TBW102") is not None
+    assert TopicConfigManager(config, tmp_path / "topics.json").get("TBW102") is None
+    assert TopicConfigManager(config.replace(auto_create_topic_enable=True),
+                              tmp_path / "topics.json").get("TBW102") is not None
 
 
 def test_namesrv_drops_a_broker_whose_connection_closes(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """The Broker process: a RemotingServer with the broker's processors over a MessageStore,
-long polling woken by dispatch, SYNC_FLUSH waiters and NameServer registration."""
+long polling woken by dispatch, SYNC_FLUSH waiters, NameServer registration, and the topic
+configs and consumer offsets kept in ``<storePathRootDir>/config/``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from bolide.broker.clients import ClientManager
 from bolide.broker.config import BrokerConfig
 from bolide.broker.flush_waiters import FlushWaiters
 from bolide.broker.long_polling import PullHoldService
-from bolide.broker.offsets import ConsumerOffsetManager
+from bolide.broker.persistence import ConfigPersister
 from bolide.broker.processors.admin import AdminProcessor
 from bolide.broker.processors.consumer import ConsumerProcessor
 from bolide.broker.processors.pull import PullProcessor
@@ -20,6 +21,7 @@ from bolide.broker.topic_config import TopicConfigManager
 from bolide.protocol.bodies.broker import TopicConfig
 from bolide.remoting import Channel, RemotingClient, RemotingServer
 from bolide.store import MessageStore, StoreConfig
+from bolide.store.config_files import ConsumerOffsetManager
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,10 @@ class BrokerController:
 
     ``start()`` binds first (``listenPort`` 0 picks a free port), then opens the store with that
     port as its store host port, so offset message ids point back at this broker.
+
+    ``config/topics.json`` and ``config/consumerOffset.json`` are read at start; the topics are
+    written after every change, the offsets every ``flushConsumerOffsetInterval`` ms, both by
+    threads of their own, and both once more at close.
     """
 
     def __init__(self, config: BrokerConfig | None = None, store_config: StoreConfig | None = None,
@@ -37,8 +43,13 @@ class BrokerController:
         self._store_config = store_config if store_config is not None else StoreConfig()
         self.server = RemotingServer(self.config.bind_address, self.config.listen_port)
         self.server.on_channel_close(self._channel_closed)
-        self.topics = TopicConfigManager(self.config)
-        self.offsets = ConsumerOffsetManager()
+        config_dir = self._store_config.config_dir
+        self.topics = TopicConfigManager(self.config, config_dir / "topics.json")
+        self.offsets = ConsumerOffsetManager(config_dir / ConsumerOffsetManager.FILE_NAME)
+        self._topics_persister = ConfigPersister("bolide-topics-persist", self.topics.persist)
+        self._offsets_persister = ConfigPersister("bolide-offsets-persist", self.offsets.persist,
+                                                  self.config.flush_consumer_offset_interval_ms / 1000)
+        self._persisting = False
         self.clients = ClientManager(self.config.max_client_groups)
         self.namesrv_client = RemotingClient()
         self._store: MessageStore | None = None
@@ -75,6 +86,7 @@ class BrokerController:
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> BrokerController:
         loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self._load_config_files)
         await self.server.start()
         store_config = self._store_config.replace(store_host=self.config.broker_ip1,
                                                   listen_port=self.port)
@@ -85,6 +97,10 @@ class BrokerController:
             await self.server.close()
             raise
         self._store = store
+        self._topics_persister.start()
+        self._offsets_persister.start()
+        self._persisting = True
+        self.topics.on_change.append(self._persist_topics)
         self._flush_waiters = FlushWaiters(loop, store)
         self._pull_holds = PullHoldService(loop, self.config.max_held_pulls)
         store.add_dispatch_listener(self._pull_holds.on_dispatch)
@@ -99,6 +115,15 @@ class BrokerController:
         await self.registration.start()
         return self
 
+    def _load_config_files(self) -> None:
+        for what, loaded in (("topic configs", self.topics.load()),
+                             ("consumer offsets", self.offsets.load())):
+            if not loaded:
+                log.info("no %s to load in %s: starting with none", what, self._store_config.config_dir)
+
+    def _persist_topics(self, topic: TopicConfig) -> None:
+        self._topics_persister.request()
+
     def _topic_changed(self, topic: TopicConfig) -> None:
         if self.registration is not None:
             self.registration.request_register()
@@ -107,13 +132,18 @@ class BrokerController:
         self.clients.unregister(channel)
 
     async def close(self) -> None:
-        """Stop registering, answer held pulls, close the server, then the store."""
+        """Stop registering, answer held pulls, close the server, write the config files, then
+        close the store."""
         if self.registration is not None:
             await self.registration.close()
         if self._pull_holds is not None:
             self._pull_holds.wake_all()
         await self.server.close()
         await self.namesrv_client.close()
+        if self._persisting:
+            self._persisting = False
+            await asyncio.to_thread(self._topics_persister.stop)
+            await asyncio.to_thread(self._offsets_persister.stop)
         if self._store is not None:
             store, self._store = self._store, None
             await asyncio.to_thread(store.close)

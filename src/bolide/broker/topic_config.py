@@ -1,10 +1,12 @@
-"""Topic configs of a broker, kept in memory (persisting ``topics.json`` comes later), with the
-DataVersion bumped on every change and sent in REGISTER_BROKER."""
+"""Topic configs of a broker, kept in ``config/topics.json`` through
+:class:`bolide.store.topic_config.TopicConfigManager`, with the DataVersion bumped on every
+change and sent in REGISTER_BROKER."""
 
 from __future__ import annotations
 
-import time
+import dataclasses
 from collections.abc import Callable
+from pathlib import Path
 
 from bolide.broker.config import BrokerConfig
 from bolide.common.topic import (
@@ -14,6 +16,7 @@ from bolide.common.topic import (
     TRANS_OP_HALF_TOPIC,
 )
 from bolide.protocol.bodies.broker import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from bolide.store import topic_config as stored
 
 PERM_INHERIT, PERM_WRITE, PERM_READ = 1, 2, 4
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
@@ -25,13 +28,19 @@ SYSTEM_TOPICS = NOT_SENDABLE | {AUTO_CREATE_TOPIC_KEY, "BenchmarkTest"}
 
 
 class TopicConfigManager:
-    """The broker's topics by name; ``on_change`` is called after every create/update."""
+    """The broker's topics by name, kept in the ``topics.json`` at ``path``.
 
-    def __init__(self, config: BrokerConfig) -> None:
+    ``on_change`` is called after every create/update; a listener persists the file
+    (:meth:`persist` blocks: call it off the event loop). :meth:`load` reads the file, a
+    RocketMQ broker's too; the built-in topics it lacks are added as RocketMQ does.
+    """
+
+    def __init__(self, config: BrokerConfig, path: str | Path) -> None:
         self.config = config
+        self.file = stored.TopicConfigManager(path)
         self.table: dict[str, TopicConfig] = {}
-        self.data_version = DataVersion(timestamp=_now_ms(), counter=0)
         self.on_change: list[Callable[[TopicConfig], None]] = []
+        self._builtin: list[TopicConfig] = []
         self._put(TopicConfig(topic_name=SELF_TEST_TOPIC, read_queue_nums=1, write_queue_nums=1))
         self._put(TopicConfig(topic_name=OFFSET_MOVED_EVENT, read_queue_nums=1, write_queue_nums=1))
         self._put(TopicConfig(topic_name=SCHEDULE_TOPIC, read_queue_nums=18, write_queue_nums=18))
@@ -44,16 +53,44 @@ class TopicConfigManager:
         self._put(TopicConfig(topic_name=config.broker_name, read_queue_nums=1, write_queue_nums=1,
                               perm=1))
 
+    @property
+    def path(self) -> Path:
+        return self.file.path
+
+    @property
+    def data_version(self) -> DataVersion:
+        version = self.file.data_version
+        return DataVersion(timestamp=version.timestamp, counter=version.counter,
+                           state_version=version.state_version)
+
+    def load(self) -> bool:
+        """Read ``topics.json`` (or its ``.bak``); False when there is none. Raises ConfigError."""
+        loaded = self.file.load()
+        version = dataclasses.replace(self.file.data_version)
+        for tc in self._builtin:
+            if self.file.get(tc.topic_name) is None:
+                self.file.put(_to_stored(tc))
+        if loaded:
+            self.file.data_version = version  # the built-in topics do not change the version
+        self.table = {name: _from_stored(c) for name, c in self.file.snapshot().items()}
+        return loaded
+
+    def persist(self) -> None:
+        """Write ``topics.json`` atomically (blocking); raises ConfigError."""
+        self.file.persist()
+
     def get(self, topic: str) -> TopicConfig | None:
         return self.table.get(topic)
 
     def _put(self, tc: TopicConfig) -> None:
+        self._builtin.append(tc)
         self.table[tc.topic_name] = tc
+        self.file.put(_to_stored(tc))
 
     def update(self, tc: TopicConfig) -> None:
         """Create or replace a topic; bumps the data version and notifies listeners."""
-        self._put(tc)
-        self.data_version = DataVersion(timestamp=_now_ms(), counter=self.data_version.counter + 1)
+        self.table[tc.topic_name] = tc
+        self.file.put(_to_stored(tc, self.file.get(tc.topic_name)))
         for listener in self.on_change:
             listener(tc)
 
@@ -85,5 +122,17 @@ class TopicConfigManager:
                                            data_version=self.data_version)
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+def _to_stored(tc: TopicConfig, old: stored.TopicConfig | None = None) -> stored.TopicConfig:
+    """The file's bean of ``tc``, keeping the fields Bolide does not model from ``old``."""
+    return stored.TopicConfig(topic_name=tc.topic_name, read_queue_nums=tc.read_queue_nums,
+                              write_queue_nums=tc.write_queue_nums, perm=tc.perm,
+                              topic_filter_type=tc.topic_filter_type, topic_sys_flag=tc.topic_sys_flag,
+                              order=tc.order, attributes=tc.attributes,
+                              extra=dict(old.extra) if old is not None else {})
+
+
+def _from_stored(tc: stored.TopicConfig) -> TopicConfig:
+    return TopicConfig(topic_name=tc.topic_name, read_queue_nums=tc.read_queue_nums,
+                       write_queue_nums=tc.write_queue_nums, perm=tc.perm,
+                       topic_filter_type=tc.topic_filter_type, topic_sys_flag=tc.topic_sys_flag,
+                       order=tc.order, attributes=tc.attributes)
