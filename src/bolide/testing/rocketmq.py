@@ -162,10 +162,14 @@ def classpath(version: str = DEFAULT_VERSION) -> str:
 
 def _batch_classes(version: str, cp: str) -> Path:
     """Compile ``interop/rocketmq/MQAdminBatch.java`` against ``version`` (once)."""
-    src = interop_dir() / "rocketmq" / "MQAdminBatch.java"
+    return _compile(interop_dir() / "rocketmq" / "MQAdminBatch.java", f"mqadmin-batch-{version}", cp)
+
+
+def _compile(src: Path, out_name: str, cp: str) -> Path:
+    """javac ``src`` against ``cp`` into ``interop/.cache/<out_name>`` unless already up to date."""
     with _cache_lock() as cache:
-        out = cache / f"mqadmin-batch-{version}"
-        cls = out / "MQAdminBatch.class"
+        out = cache / out_name
+        cls = out / f"{src.stem}.class"
         if cls.is_file() and cls.stat().st_mtime >= src.stat().st_mtime:
             return out
         out.mkdir(parents=True, exist_ok=True)
@@ -176,10 +180,31 @@ def _batch_classes(version: str, cp: str) -> Path:
         return out
 
 
+JAVA_CLIENT_MAIN = "BolideClient"
+
+
+def java_client_command(version: str = DEFAULT_VERSION, home: Path | None = None) -> list[str]:
+    """The ``java ...`` prefix that runs ``interop/java-client/BolideClient.java`` (the official
+    ``rocketmq-client`` of ``version`` driving a producer or a push consumer; its ``produce`` and
+    ``consume`` commands are described in the source). Compiles it once into ``interop/.cache``;
+    ``home`` becomes ``user.home``, where the client writes ``logs/rocketmqlogs``."""
+    require_tools()
+    cp = classpath(version)
+    src = interop_dir() / "java-client" / f"{JAVA_CLIENT_MAIN}.java"
+    classes = _compile(src, f"java-client-{version}", cp)
+    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", *_COMMON_JVM,
+           "-Drocketmq.client.rebalance.waitInterval=1000"]
+    if home is not None:
+        cmd.append(f"-Duser.home={home}")
+    return [*cmd, "-cp", f"{classes}{os.pathsep}{cp}", JAVA_CLIENT_MAIN]
+
+
 def prepare(versions: Sequence[str] = VERSIONS) -> None:
-    """Fetch the jars and compile the mqadmin batch runner for ``versions``."""
+    """Fetch the jars and compile the mqadmin batch runner and the client driver for ``versions``."""
     for version in versions:
-        _batch_classes(version, classpath(version))
+        cp = classpath(version)
+        _batch_classes(version, cp)
+        _compile(interop_dir() / "java-client" / f"{JAVA_CLIENT_MAIN}.java", f"java-client-{version}", cp)
 
 
 # -- ports ------------------------------------------------------------------------------------

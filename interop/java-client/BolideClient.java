@@ -1,0 +1,132 @@
+import java.nio.charset.StandardCharsets;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+
+/**
+ * A minimal official-client driver for interop tests (rocketmq-client 4.9.x API).
+ *
+ * <pre>
+ *   produce NAMESRV TOPIC N
+ *       sync-sends N messages "body-I" with tag "tag{I%3}" and keys "key-I k{I%2}", one line each:
+ *       SEND status msgId broker queueId queueOffset
+ *   consume NAMESRV TOPIC GROUP N TIMEOUT_SEC
+ *       push consumer (clustering, CONSUME_FROM_FIRST_OFFSET), one line per message:
+ *       MSG body tags keys queueId queueOffset msgId   (fields tab-separated)
+ *       exits 0 once N distinct msgIds arrived, 3 on timeout
+ * </pre>
+ * Only lines starting with "SEND\t" / "MSG\t" / "DONE" are the protocol; anything else is noise.
+ */
+public final class BolideClient {
+    private BolideClient() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length < 1) {
+            usage();
+        }
+        switch (args[0]) {
+            case "produce":
+                if (args.length != 4) {
+                    usage();
+                }
+                produce(args[1], args[2], Integer.parseInt(args[3]));
+                break;
+            case "consume":
+                if (args.length != 6) {
+                    usage();
+                }
+                System.exit(consume(args[1], args[2], args[3], Integer.parseInt(args[4]),
+                                    Integer.parseInt(args[5])));
+                break;
+            default:
+                usage();
+        }
+    }
+
+    private static void usage() {
+        System.err.println("usage: produce NAMESRV TOPIC N | consume NAMESRV TOPIC GROUP N TIMEOUT_SEC");
+        System.exit(2);
+    }
+
+    private static String instance(String role) {
+        return "bolide-" + role + "-" + ProcessHandle.current().pid() + "-" + System.nanoTime();
+    }
+
+    private static void produce(String namesrv, String topic, int n) throws Exception {
+        DefaultMQProducer producer = new DefaultMQProducer("bolide_interop_pg");
+        producer.setNamesrvAddr(namesrv);
+        producer.setInstanceName(instance("p"));
+        producer.setSendMsgTimeout(5000);
+        producer.setRetryTimesWhenSendFailed(0);
+        producer.setPollNameServerInterval(1000);
+        producer.setHeartbeatBrokerInterval(1000);
+        producer.setVipChannelEnabled(false);
+        producer.start();
+        try {
+            for (int i = 0; i < n; i++) {
+                Message msg = new Message(topic, "tag" + (i % 3), "key-" + i + " k" + (i % 2),
+                                          ("body-" + i).getBytes(StandardCharsets.UTF_8));
+                SendResult r = producer.send(msg);
+                System.out.println(String.join("\t", "SEND", String.valueOf(r.getSendStatus()), r.getMsgId(),
+                        r.getMessageQueue().getBrokerName(), String.valueOf(r.getMessageQueue().getQueueId()),
+                        String.valueOf(r.getQueueOffset())));
+                System.out.flush();
+            }
+        } finally {
+            producer.shutdown();
+        }
+        System.out.println("DONE");
+        System.out.flush();
+    }
+
+    private static int consume(String namesrv, String topic, String group, int n, int timeoutSec)
+            throws Exception {
+        Set<String> seen = ConcurrentHashMap.newKeySet();
+        CountDownLatch done = new CountDownLatch(1);
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+        consumer.setNamesrvAddr(namesrv);
+        consumer.setInstanceName(instance("c"));
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        consumer.setPollNameServerInterval(1000);
+        consumer.setHeartbeatBrokerInterval(1000);
+        consumer.setPersistConsumerOffsetInterval(1000);
+        consumer.setVipChannelEnabled(false);
+        consumer.subscribe(topic, "*");
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                synchronized (System.out) {
+                    System.out.println(String.join("\t", "MSG", new String(m.getBody(), StandardCharsets.UTF_8),
+                            String.valueOf(m.getTags()), String.valueOf(m.getKeys()),
+                            String.valueOf(m.getQueueId()), String.valueOf(m.getQueueOffset()), m.getMsgId()));
+                    System.out.flush();
+                }
+                seen.add(m.getMsgId());
+            }
+            if (seen.size() >= n) {
+                done.countDown();
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        consumer.start();
+        boolean ok;
+        try {
+            ok = done.await(timeoutSec, TimeUnit.SECONDS);
+        } finally {
+            consumer.shutdown();
+        }
+        System.out.println(ok ? "DONE" : "TIMEOUT " + seen.size() + "/" + n);
+        System.out.flush();
+        return ok ? 0 : 3;
+    }
+}
