@@ -387,9 +387,9 @@ class MessageStore:
         Dispatch writes the entry after the put is acknowledged; if it then could not create
         the queue's next file (a full disk), the acknowledged message would stay unreadable
         until space is freed. So the file is created here, ahead of need, and a full disk
-        refuses the put instead. When dispatch is more than a file behind, the put waits for it
-        (up to a second); if it is still behind, the put is refused unless the disk has room
-        for the files dispatch has yet to make.
+        refuses the put instead. When dispatch is more than a file behind, the put never waits
+        (it may run on an event loop): it is refused unless the disk has room for the files
+        dispatch has yet to make.
         """
         key = (topic, queue_id)
         nxt = self.commit_log.queue_offsets.get(key, 0)
@@ -402,14 +402,6 @@ class MessageStore:
         cq = self._queues.get(key)
         last = cq.files.last_file() if cq is not None else None
         last_start = last.file_from_offset if last is not None else 0
-        svc = self._dispatch_service
-        if svc is not None and (nxt + count) * ENTRY_SIZE > last_start + 2 * size:
-            # dispatch is more than a file behind in this queue: let it catch up first, so
-            # that the file can be made ahead (rare: a file holds 300,000 entries by default)
-            svc.wait_caught_up(1.0)
-            cq = self._queues.get(key)
-            last = cq.files.last_file() if cq is not None else None
-            last_start = last.file_from_offset if last is not None else 0
         max_start = last_start + size
         try:
             with self._queue_room_lock:  # one creator: a failed one deletes its file
