@@ -744,25 +744,41 @@ def parse_query_by_key(text: str) -> list[tuple[str, int, int]]:
 
 # -- command line -----------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bolide.testing.rocketmq prepare [VERSION...]``: fetch jars ahead of tests.
+    """``python -m bolide.testing.rocketmq prepare [VERSION...]``: fetch jars ahead of tests and
+    build the Go client driver (``bolide.testing.goclient``).
 
-    Without java/javac/mvn this prints why and exits 0, unless ``CI`` is set (then 1).
+    Without java/javac/mvn or go this prints why and exits 0, unless ``CI`` is set (then 1).
     """
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] != "prepare":
         print("usage: python -m bolide.testing.rocketmq prepare [VERSION...]", file=sys.stderr)
         return 2
     versions = args[1:] or list(VERSIONS)
+    status = 0
     try:
         prepare(versions)
     except RocketMQUnavailable as exc:
         if os.environ.get("CI"):
             print(f"error: {exc}", file=sys.stderr)
+            status = 1
+        else:
+            print(f"warning: real-RocketMQ interop tests will be skipped: {exc}", file=sys.stderr)
+    else:
+        print(f"RocketMQ {', '.join(versions)} ready (classpaths in {interop_dir() / '.cache'})")
+    # imported here because goclient imports this module; under ``python -m`` this module is
+    # ``__main__``, so the exception goclient raises is the class of ``bolide.testing.rocketmq``
+    from bolide.testing import goclient
+
+    try:
+        binary = goclient.go_client_binary()
+    except goclient.RocketMQUnavailable as exc:
+        if os.environ.get("CI"):
+            print(f"error: {exc}", file=sys.stderr)
             return 1
-        print(f"warning: real-RocketMQ interop tests will be skipped: {exc}", file=sys.stderr)
-        return 0
-    print(f"RocketMQ {', '.join(versions)} ready (classpaths in {interop_dir() / '.cache'})")
-    return 0
+        print(f"warning: the Go client interop test will be skipped: {exc}", file=sys.stderr)
+        return status
+    print(f"RocketMQ Go client driver ready ({binary})")
+    return status
 
 
 if __name__ == "__main__":
