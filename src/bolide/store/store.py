@@ -31,6 +31,7 @@ from bolide.store.consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue, prepare_
 from bolide.store.delay import parse_delay_levels
 from bolide.store.dispatch import Dispatcher, DispatchListener, DispatchService
 from bolide.store.flush import CommitLogFlusher, ConsumeQueueFlusher
+from bolide.store.index_service import IndexService
 from bolide.store.mapped_file_queue import SegmentAllocator
 from bolide.store.record import (
     decode_record,
@@ -85,6 +86,7 @@ class MessageStore:
         self._dispatch_service: DispatchService | None = None
         self._flusher: CommitLogFlusher | None = None
         self._cq_flusher: ConsumeQueueFlusher | None = None
+        self.index: IndexService | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
     def open(self) -> MessageStore:
@@ -116,6 +118,13 @@ class MessageStore:
             cq.recover()
         self.dispatcher = Dispatcher(self.commit_log, self.find_consume_queue,
                                      self._dispatch_limit, self.delay_millis)
+        self.index = None
+        if cfg.message_index_enable:
+            self.index = IndexService(cfg.index_dir, cfg.max_hash_slot_num, cfg.max_index_num,
+                                      self.checkpoint, cfg.max_msgs_num_batch,
+                                      min_free_bytes=2 * cfg.mapped_file_size_commit_log)
+            self.index.load(abnormal)
+            self.dispatcher.extra.append(self.index.build)
         resume, report = recover(self.commit_log, self._queues, self.dispatcher,
                                  self.checkpoint, abnormal, cfg.check_crc_on_recover,
                                  cfg.message_index_safe)
@@ -191,6 +200,9 @@ class MessageStore:
             self.commit_log.close()
         for cq in self._queues.values():
             cq.close()
+        if self.index is not None:
+            self.index.close()
+            self.index = None
         if hasattr(self, "checkpoint"):
             self.checkpoint.close()
 
@@ -645,6 +657,32 @@ class MessageStore:
             return decode_record(buf, 0)
         except ValueError:
             return None
+
+    def query_message(self, topic: str, key: str, max_num: int = 32, begin_ts: int = 0,
+                      end_ts: int | None = None) -> list[MessageExt]:
+        """Messages of ``topic`` whose KEYS contain ``key`` or whose UNIQ_KEY is ``key``.
+
+        Searches the index files (newest first; at most ``max_msgs_num_batch`` hits) and,
+        unlike RocketMQ, which compares key hashes only, keeps just the messages that really
+        have this topic and key and were stored within [begin_ts, end_ts]; sorted by CommitLog
+        offset. Empty when ``message_index_enable`` is off.
+        """
+        self._require_open()
+        index = self.index
+        if index is None:
+            return []
+        end = (1 << 63) - 1 if end_ts is None else end_ts
+        found: dict[int, MessageExt] = {}
+        for phy in index.query(topic, key, max_num, begin_ts, end):
+            if phy in found or not self.commit_log.min_offset <= phy < self.commit_log.max_offset:
+                continue
+            msg = self.look_message_by_offset(phy)
+            if (msg is None or msg.topic != topic or msg.commit_log_offset != phy
+                    or not begin_ts <= msg.store_timestamp <= end):
+                continue
+            if msg.msg_id == key or key in msg.properties.get(P.KEYS, "").split(P.KEY_SEPARATOR):
+                found[phy] = msg
+        return [found[phy] for phy in sorted(found)]
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """First queue offset whose message was stored at or after ``timestamp_ms``.

@@ -1,0 +1,164 @@
+"""One RocketMQ IndexFile: a hash table from message keys to CommitLog offsets.
+
+Layout (big-endian): a 40-byte header (begin/end store timestamp, begin/end physical offset,
+hash slot count, index count), ``hash_slot_num`` i32 slots holding the newest entry number of
+their chain, then ``index_num`` 20-byte entries (key hash, physical offset, seconds since the
+begin timestamp, previous entry number). Entry number 0 is never used.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from pathlib import Path
+
+from bolide.common.hashing import java_string_hash
+from bolide.errors import StoreFormatError
+
+HEADER_SIZE = 40
+SLOT_SIZE = 4
+ENTRY_SIZE = 20
+_HEADER = struct.Struct(">qqqqii")
+_PRESET = struct.Struct(">qqqq")
+_I32 = struct.Struct(">i")
+_ENTRY = struct.Struct(">iqii")
+_I32_MAX = 0x7FFFFFFF
+_hash = java_string_hash.__wrapped__  # keys are mostly unique: keep them out of the tags cache
+
+
+def index_key_hash(key: str) -> int:
+    """``abs(key.hashCode())`` as Java computes it: the hash -2^31 stays negative and becomes 0."""
+    h = _hash(key)
+    return 0 if h == -0x80000000 else abs(h)
+
+
+def index_file_size(hash_slot_num: int, index_num: int) -> int:
+    return HEADER_SIZE + hash_slot_num * SLOT_SIZE + index_num * ENTRY_SIZE
+
+
+def index_file_name(millis: int) -> str:
+    """``yyyyMMddHHmmssSSS`` in local time, like RocketMQ's UtilAll.timeMillisToHumanString."""
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(millis / 1000)) + f"{millis % 1000:03d}"
+
+
+class IndexFile:
+    """An index file; ``begin_*``/``end_*`` are preset for a new file that follows another."""
+
+    def __init__(self, path: Path, hash_slot_num: int, index_num: int,
+                 end_phy_offset: int = 0, end_timestamp: int = 0) -> None:
+        self.path = path
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        size = index_file_size(hash_slot_num, index_num)
+        # pread/pwrite, not a mapping: on a full disk (tmpfs even for reads of a hole) a page
+        # fault in the sparse file would kill the process with SIGBUS instead of raising ENOSPC.
+        self._fd = fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            have = os.fstat(fd).st_size
+            if have != size:
+                if have:
+                    raise StoreFormatError(
+                        f"index file {path} is {have} bytes, expected {size}: "
+                        f"set maxHashSlotNum/maxIndexNum to the values it was written with")
+                os.ftruncate(fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+        (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
+         self.hash_slot_count, self.index_count) = _HEADER.unpack(os.pread(fd, HEADER_SIZE, 0))
+        if self.index_count <= 0:
+            self.index_count = 1
+        if end_phy_offset > 0:
+            self.begin_phy_offset = self.end_phy_offset = end_phy_offset
+        if end_timestamp > 0:
+            self.begin_timestamp = self.end_timestamp = end_timestamp
+        if end_phy_offset > 0 or end_timestamp > 0:  # only these fields: the counts stay 0
+            os.pwrite(fd, _PRESET.pack(self.begin_timestamp, self.end_timestamp,
+                                       self.begin_phy_offset, self.end_phy_offset), 0)
+        self._entries_at = HEADER_SIZE + hash_slot_num * SLOT_SIZE
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def is_full(self) -> bool:
+        return self.index_count >= self.index_num
+
+    def _header_bytes(self) -> bytes:
+        return _HEADER.pack(self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
+                            self.end_phy_offset, self.hash_slot_count, self.index_count)
+
+    def put(self, key: str, phy_offset: int, store_ts: int) -> bool:
+        """Add ``key`` -> ``phy_offset``; False when the file is full (OSError when the disk is)."""
+        count = self.index_count
+        if count >= self.index_num:
+            return False
+        key_hash = index_key_hash(key)
+        slot_at = HEADER_SIZE + (key_hash % self.hash_slot_num) * SLOT_SIZE
+        slot_value = _I32.unpack(os.pread(self._fd, SLOT_SIZE, slot_at))[0]
+        if slot_value <= 0 or slot_value > count:
+            slot_value = 0
+        begin = self.begin_timestamp
+        # seconds since the begin timestamp, clamped to [0, 2^31-1]; 0 while there is none
+        diff = 0 if begin <= 0 else min(max((store_ts - begin) // 1000, 0), _I32_MAX)
+        fd = self._fd
+        os.pwrite(fd, _ENTRY.pack(key_hash, phy_offset, diff, slot_value),
+                  self._entries_at + count * ENTRY_SIZE)
+        os.pwrite(fd, _I32.pack(count), slot_at)
+        if count <= 1:
+            self.begin_phy_offset = phy_offset
+            self.begin_timestamp = store_ts
+        if slot_value == 0:
+            self.hash_slot_count += 1
+        self.index_count = count + 1
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_ts
+        os.pwrite(fd, self._header_bytes(), 0)
+        return True
+
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        return begin <= self.begin_timestamp <= end or begin <= self.end_timestamp <= end or (
+            self.begin_timestamp < begin and self.end_timestamp > end)
+
+    def select_phy_offsets(self, key: str, max_num: int, begin: int, end: int,
+                           out: list[int] | None = None) -> list[int]:
+        """Offsets of entries whose key hash equals ``key``'s, stored within [begin, end]."""
+        found = [] if out is None else out
+        count = self.index_count
+        key_hash = index_key_hash(key)
+        fd = self._fd
+        n = _I32.unpack(os.pread(fd, SLOT_SIZE, HEADER_SIZE + (key_hash % self.hash_slot_num) * SLOT_SIZE))[0]
+        if n <= 0 or n > count or count <= 1:
+            return found
+        base_ts = self.begin_timestamp
+        while len(found) < max_num:
+            hash_read, phy, diff, prev = _ENTRY.unpack(
+                os.pread(fd, ENTRY_SIZE, self._entries_at + n * ENTRY_SIZE))
+            if diff < 0:
+                break
+            ts = base_ts + diff * 1000
+            if hash_read == key_hash and begin <= ts <= end:
+                found.append(phy)
+            if prev <= 0 or prev > count or prev == n or ts < begin:
+                break
+            n = prev
+        return found
+
+    def flush(self) -> None:
+        if self._fd >= 0:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            try:
+                os.fsync(self._fd)
+            finally:
+                os.close(self._fd)
+                self._fd = -1
+
+    def destroy(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.path.unlink(missing_ok=True)
