@@ -13,19 +13,14 @@ from collections.abc import Callable
 from bolide.common.hashing import java_string_hash
 from bolide.store.commitlog import CommitLog
 from bolide.store.consume_queue import ConsumeQueue
-from bolide.store.record import RecordInfo, compute_tags_code, parse_record
+from bolide.store.record import RecordInfo, compute_tags_code, parse_record, property_bytes
 
 
 def _tags_code_of(props: bytes) -> int:
     """Java hash of the TAGS property of an encoded properties blob (0 when absent)."""
-    i = props.find(b"TAGS\x01")
-    while i > 0 and props[i - 1] != 2:
-        i = props.find(b"TAGS\x01", i + 1)
-    if i < 0:
-        return 0
-    end = props.find(b"\x02", i + 5)
-    tags = props[i + 5 : end if end >= 0 else len(props)]
+    tags = property_bytes(props, b"TAGS\x01")
     return java_string_hash(tags.decode("utf-8", "replace")) if tags else 0
+
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from bolide.common import sysflag
 from bolide.store.checkpoint import Checkpoint
 from bolide.store.index_file import IndexFile, index_file_name
-from bolide.store.record import RecordInfo
+from bolide.store.record import RecordInfo, property_bytes
 
 log = logging.getLogger(__name__)
 
@@ -20,17 +20,6 @@ _UNIQ = b"UNIQ_KEY\x01"
 _CHECK_EVERY = 16
 _MAX_BYTES_PER_MESSAGE = 3 * 4096  # new pages one message can touch: entries, slots, header
 _KEYS = b"KEYS\x01"
-
-
-def _prop(props: bytes, needle: bytes) -> bytes | None:
-    i = props.find(needle)
-    while i > 0 and props[i - 1] != 2:
-        i = props.find(needle, i + 1)
-    if i < 0:
-        return None
-    start = i + len(needle)
-    end = props.find(b"\x02", start)
-    return props[start : end if end >= 0 else len(props)]
 
 
 class IndexService:
@@ -102,8 +91,8 @@ class IndexService:
         if phy <= self._last_indexed or info.sys_flag & 0xC == sysflag.TRANSACTION_ROLLBACK_TYPE:
             return
         props = info.properties
-        uniq = _prop(props, _UNIQ)
-        keys = _prop(props, _KEYS)
+        uniq = property_bytes(props, _UNIQ)
+        keys = property_bytes(props, _KEYS)
         if not uniq and not keys:
             return
         if self.min_free_bytes:

@@ -237,7 +237,8 @@ def compute_tags_code(info: RecordInfo, delay_millis: dict[int, int]) -> int:
     return _tags_code(_property(props, b"TAGS\x01"))
 
 
-def _property(props: bytes, needle: bytes) -> str | None:
+def property_bytes(props: bytes, needle: bytes) -> bytes | None:
+    """The raw value of one property in an encoded blob; ``needle`` is ``b"KEY\\x01"``."""
     i = props.find(needle)
     while i > 0 and props[i - 1] != 2:
         i = props.find(needle, i + 1)
@@ -245,7 +246,12 @@ def _property(props: bytes, needle: bytes) -> str | None:
         return None
     start = i + len(needle)
     end = props.find(b"\x02", start)
-    return props[start : end if end >= 0 else len(props)].decode("utf-8", "replace")
+    return props[start : end if end >= 0 else len(props)]
+
+
+def _property(props: bytes, needle: bytes) -> str | None:
+    value = property_bytes(props, needle)
+    return value.decode("utf-8", "replace") if value is not None else None
 
 
 def decode_record(buf: memoryview | bytes, pos: int = 0) -> MessageExt:
