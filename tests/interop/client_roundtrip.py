@@ -1,0 +1,108 @@
+"""The produce-then-consume round trip that every official-client interop test runs: a client
+driver (``produce``/``consume`` commands printing tab-separated ``SEND``/``MSG`` lines) against an
+in-process NameServer + Broker, then checks of what was sent and received and of the store."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+from bolide.store import StoreConfig
+from bolide.testing.servers import running_servers
+from conftest import assert_consistent
+
+COUNT = 20
+CLIENT_TIMEOUT = 120.0  # seconds for one client run, start-up included
+# what running_servers gives the store
+COMMIT_LOG = 1024 * 1024
+CONSUME_QUEUE = 1000 * 20
+
+
+def unavailable(message: str) -> NoReturn:
+    """Skip on a developer machine without the toolchain; fail when ``CI`` is set."""
+    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        pytest.fail(message + " (CI is set, so this is a failure, not a skip)", pytrace=False)
+    pytest.skip(message)
+
+
+@dataclass(frozen=True)
+class Sent:
+    status: str
+    msg_id: str
+    broker: str
+    queue_id: int
+    queue_offset: int
+
+
+@dataclass(frozen=True)
+class Received:
+    body: str
+    tags: str
+    keys: str
+    queue_id: int
+    queue_offset: int
+    msg_id: str
+
+
+def expected(i: int) -> tuple[str, str, str]:
+    """body, tags and keys of message ``i`` as every driver's ``produce`` builds them."""
+    return f"body-{i}", f"tag{i % 3}", f"key-{i} k{i % 2}"
+
+
+async def run_driver(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> list[list[str]]:
+    """Run a client driver; its protocol lines (tab-split); stdout+stderr go to ``log``."""
+    proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE, env=env)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), CLIENT_TIMEOUT)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise AssertionError(f"{cmd[-6:]} did not finish in {CLIENT_TIMEOUT}s") from None
+    text = out.decode(errors="replace")
+    errors = err.decode(errors="replace")
+    log.write_text(text + "\n--- stderr ---\n" + errors)
+    lines = [line.split("\t") for line in text.splitlines() if line.startswith(("SEND\t", "MSG\t"))]
+    assert proc.returncode == 0, (f"{cmd[-6:]} exited {proc.returncode}; see {log}:\n"
+                                  f"{text[-3000:]}\n{errors[-3000:]}")
+    return lines
+
+
+def round_trip(client: list[str], tmp_path: Path, topic: str, group: str, consume_timeout_sec: int,
+               env: dict[str, str] | None = None) -> None:
+    """Produce COUNT messages and consume them with ``client``; check both sides and the store."""
+    store_dir = tmp_path / "store"
+
+    async def main() -> tuple[list[Sent], list[Received]]:
+        async with running_servers(store_dir, auto_create_topic_enable=True) as servers:
+            ns = servers.namesrv_addr
+            produced = await run_driver([*client, "produce", ns, topic, str(COUNT)],
+                                        tmp_path / "produce.log", env)
+            sent = [Sent(f[1], f[2], f[3], int(f[4]), int(f[5])) for f in produced]
+            consumed = await run_driver([*client, "consume", ns, topic, group, str(COUNT),
+                                         str(consume_timeout_sec)], tmp_path / "consume.log", env)
+            received = [Received(f[1], f[2], f[3], int(f[4]), int(f[5]), f[6]) for f in consumed]
+            return sent, received
+
+    sent, received = asyncio.run(main())
+
+    assert len(sent) == COUNT
+    assert all(s.status == "SEND_OK" for s in sent), sent
+    assert len({s.msg_id for s in sent}) == COUNT
+    assert len({(s.queue_id, s.queue_offset) for s in sent}) == COUNT
+    assert {s.broker for s in sent} == {"broker-a"}
+
+    by_id = {r.msg_id: r for r in received}  # at-least-once: a redelivery is allowed, a loss is not
+    assert set(by_id) == {s.msg_id for s in sent}
+    for i, s in enumerate(sent):
+        r = by_id[s.msg_id]
+        assert (r.body, r.tags, r.keys) == expected(i), (i, r)
+        assert (r.queue_id, r.queue_offset) == (s.queue_id, s.queue_offset), (i, r, s)
+
+    assert_consistent(StoreConfig(store_path_root_dir=str(store_dir), mapped_file_size_commit_log=COMMIT_LOG,
+                                  mapped_file_size_consume_queue=CONSUME_QUEUE))
