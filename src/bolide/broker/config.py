@@ -35,12 +35,15 @@ class BrokerConfig(PropertiesConfig):
     max_pull_suspend_ms: int = _key("bolideMaxPullSuspendMillis", 25_000)
     max_client_groups: int = _key("bolideMaxClientGroups", 10_000)
     flush_consumer_offset_interval_ms: int = _key("flushConsumerOffsetInterval", 5000)
+    flush_delay_offset_interval_ms: int = _key("flushDelayOffsetInterval", 10_000)
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort={self.listen_port} is out of range; use 0 to 65535")
         if self.default_topic_queue_nums <= 0:
             raise ConfigError("defaultTopicQueueNums must be positive; RocketMQ uses 8")
+        if self.flush_delay_offset_interval_ms <= 0:
+            raise ConfigError("flushDelayOffsetInterval must be positive; RocketMQ uses 10000 (ms)")
         if self.flush_consumer_offset_interval_ms <= 0:
             raise ConfigError("flushConsumerOffsetInterval must be positive; RocketMQ uses 5000 (ms)")
         if not 10_000 <= self.register_name_server_period_ms <= 60_000:

@@ -16,12 +16,14 @@ from bolide.broker.processors.admin import AdminProcessor
 from bolide.broker.processors.consumer import ConsumerProcessor
 from bolide.broker.processors.pull import PullProcessor
 from bolide.broker.processors.send import SendProcessor
+from bolide.broker.processors.send_back import SendBackProcessor
 from bolide.broker.registration import BrokerRegistration
+from bolide.broker.schedule import ScheduleService
 from bolide.broker.topic_config import TopicConfigManager
 from bolide.protocol.bodies.broker import TopicConfig
 from bolide.remoting import Channel, RemotingClient, RemotingServer
 from bolide.store import MessageStore, StoreConfig
-from bolide.store.config_files import ConsumerOffsetManager
+from bolide.store.config_files import ConsumerOffsetManager, DelayOffsetManager
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,7 @@ class BrokerController:
         config_dir = self._store_config.config_dir
         self.topics = TopicConfigManager(self.config, config_dir / "topics.json")
         self.offsets = ConsumerOffsetManager(config_dir / ConsumerOffsetManager.FILE_NAME)
+        self.delay_offsets = DelayOffsetManager(config_dir / DelayOffsetManager.FILE_NAME)
         self._topics_persister = ConfigPersister("bolide-topics-persist", self.topics.persist)
         self._offsets_persister = ConfigPersister("bolide-offsets-persist", self.offsets.persist,
                                                   self.config.flush_consumer_offset_interval_ms / 1000)
@@ -55,6 +58,8 @@ class BrokerController:
         self._store: MessageStore | None = None
         self._flush_waiters: FlushWaiters | None = None
         self._pull_holds: PullHoldService | None = None
+        self.schedule: ScheduleService | None = None
+        self._delay_persister: ConfigPersister | None = None
         self.registration: BrokerRegistration | None = None
 
     # -- state available once started --------------------------------------------------------
@@ -104,8 +109,13 @@ class BrokerController:
         self._flush_waiters = FlushWaiters(loop, store)
         self._pull_holds = PullHoldService(loop, self.config.max_held_pulls)
         store.add_dispatch_listener(self._pull_holds.on_dispatch)
+        self.schedule = ScheduleService(loop, store, self.delay_offsets)
+        self._delay_persister = ConfigPersister("bolide-delay-persist", self.schedule.persist,
+                                                self.config.flush_delay_offset_interval_ms / 1000)
+        self._delay_persister.start()
+        self.schedule.start()
         for processor in (SendProcessor(self), PullProcessor(self), ConsumerProcessor(self),
-                          AdminProcessor(self)):
+                          AdminProcessor(self), SendBackProcessor(self)):
             for code in processor.CODES:
                 self.server.register(code, processor)
         self.registration = BrokerRegistration(self.config, self.topics, self.namesrv_client,
@@ -117,7 +127,8 @@ class BrokerController:
 
     def _load_config_files(self) -> None:
         for what, loaded in (("topic configs", self.topics.load()),
-                             ("consumer offsets", self.offsets.load())):
+                             ("consumer offsets", self.offsets.load()),
+                             ("delay offsets", self.delay_offsets.load())):
             if not loaded:
                 log.info("no %s to load in %s: starting with none", what, self._store_config.config_dir)
 
@@ -136,6 +147,8 @@ class BrokerController:
         close the store."""
         if self.registration is not None:
             await self.registration.close()
+        if self.schedule is not None:
+            await self.schedule.close()
         if self._pull_holds is not None:
             self._pull_holds.wake_all()
         await self.server.close()
@@ -144,6 +157,8 @@ class BrokerController:
             self._persisting = False
             await asyncio.to_thread(self._topics_persister.stop)
             await asyncio.to_thread(self._offsets_persister.stop)
+            if self._delay_persister is not None:
+                await asyncio.to_thread(self._delay_persister.stop)
         if self._store is not None:
             store, self._store = self._store, None
             await asyncio.to_thread(store.close)

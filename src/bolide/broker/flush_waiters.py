@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import heapq
 
-from bolide.store import MessageStore
+from bolide.store import MessageStore, PutStatus
+from bolide.store.results import PutMessageResult
 
 
 class FlushWaiters:
@@ -39,3 +40,15 @@ class FlushWaiters:
             self.seq += 1
             heapq.heappush(self.heap, (end, self.seq, fut))
         return fut
+
+    async def settle(self, result: PutMessageResult) -> None:
+        """Under SYNC_FLUSH, wait until a successful put is durable; past syncFlushTimeout its
+        status becomes FLUSH_DISK_TIMEOUT (stored, not yet safe), as RocketMQ answers."""
+        config = self.store.config
+        if not result.ok or not config.sync_flush:
+            return
+        try:
+            await asyncio.wait_for(self.wait(result.end_offset), config.sync_flush_timeout_ms / 1000)
+        except TimeoutError:
+            result.status = PutStatus.FLUSH_DISK_TIMEOUT
+            result.remark = "the disk did not confirm the write within syncFlushTimeout"

@@ -129,7 +129,10 @@ class JsonConfigFile:
 
     def persist(self) -> None:
         """Write the file atomically keeping the previous text in ``.bak``; raises ConfigError."""
-        data = self.encode()
+        self.write(self.encode())
+
+    def write(self, data: bytes) -> None:
+        """Write text made by :meth:`encode` (possibly earlier) as :meth:`persist` does."""
         with self._persist_lock:
             try:
                 write_atomic(self.path, data)

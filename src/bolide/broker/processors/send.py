@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
 from typing import TYPE_CHECKING
 
+from bolide.broker.retry import dlq_topic, group_of_retry_topic, max_reconsume_times
 from bolide.broker.topic_config import NOT_SENDABLE, PERM_WRITE
 from bolide.common import properties as P
 from bolide.common.hosts import encode_host
@@ -38,15 +38,18 @@ PUT_STATUS_CODES = {
 
 
 _DROPPED = ("WAIT\x01", "CLUSTER\x01")
+_DROPPED_DEAD = (*_DROPPED, "DELAY\x01")  # a dead letter is stored at once
 
 
-def stored_properties(header_properties: str | None, cluster: str) -> bytes:
+def stored_properties(header_properties: str | None, cluster: str, *, dead: bool = False) -> bytes:
     """The send header's property string as the Java broker stores it: ``WAIT`` dropped,
-    ``CLUSTER`` set to this broker's cluster (spec 3.4 step 5), without decoding the rest."""
+    ``CLUSTER`` set to this broker's cluster (spec 3.4 step 5), ``DELAY`` dropped from a
+    message redirected to a dead letter queue; the rest is not decoded."""
     text = header_properties or ""
-    if "WAIT\x01" in text or "CLUSTER\x01" in text:
+    dropped = _DROPPED_DEAD if dead else _DROPPED
+    if any(key in text for key in dropped):
         text = "".join(f"{pair}\x02" for pair in text.split("\x02")
-                       if pair and not pair.startswith(_DROPPED))
+                       if pair and not pair.startswith(dropped))
     elif text and not text.endswith("\x02"):
         text += "\x02"
     return f"{text}CLUSTER\x01{cluster}\x02".encode()
@@ -93,6 +96,13 @@ class SendProcessor:
             return request.make_response(ResponseCode.NO_PERMISSION,
                                          f"the topic {topic} or this broker is not writable")
         queue_id = header.queue_id
+        dead = False
+        group = group_of_retry_topic(topic)
+        if group is not None and request.code != RequestCode.SEND_BATCH_MESSAGE:
+            limit = max_reconsume_times(request.version, header.max_reconsume_times)
+            if (header.reconsume_times or 0) >= limit:  # out of retries: to the DLQ, no delay
+                topic, queue_id, dead = dlq_topic(group), 0, True
+                tc = topics.create_for_group(topic)
         if queue_id < 0:
             queue_id = random.randrange(max(1, tc.write_queue_nums))
         if queue_id >= max(tc.read_queue_nums, tc.write_queue_nums):
@@ -112,12 +122,12 @@ class SendProcessor:
             result = store.put_messages(msgs, queue_id, born_timestamp=header.born_timestamp,
                                         born_host=born, wait_store=False)
         else:
-            result = store.put_encoded(topic, body, stored_properties(header.properties, cluster),
+            result = store.put_encoded(topic, body,
+                                       stored_properties(header.properties, cluster, dead=dead),
                                        queue_id, flag=header.flag, sys_flag=header.sys_flag,
                                        born_timestamp=header.born_timestamp, born_host=born,
                                        reconsume_times=header.reconsume_times or 0, wait_store=False)
-        if result.ok and store.config.sync_flush:
-            await self._wait_flushed(result)
+        await self.broker.flush_waiters.settle(result)
         code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
                         ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE):
@@ -125,14 +135,6 @@ class SendProcessor:
         answer = SendMessageResponseHeader(msg_id=",".join(self._offset_ids(result)),
                                            queue_id=queue_id, queue_offset=result.queue_offset)
         return request.make_response(code, result.remark or None, answer)
-
-    async def _wait_flushed(self, result: PutMessageResult) -> None:
-        timeout = self.broker.store.config.sync_flush_timeout_ms / 1000
-        try:
-            await asyncio.wait_for(self.broker.flush_waiters.wait(result.end_offset), timeout)
-        except TimeoutError:
-            result.status = PutStatus.FLUSH_DISK_TIMEOUT
-            result.remark = "the disk did not confirm the write within syncFlushTimeout"
 
     def _offset_ids(self, result: PutMessageResult) -> list[str]:
         """The offset message id of every record written (several for a batch)."""

@@ -1,0 +1,167 @@
+"""Delivery of delayed messages (RocketMQ's ScheduleMessageService).
+
+The store writes a message sent with ``DELAY=<level>`` to ``SCHEDULE_TOPIC_XXXX`` queue
+``level - 1``, with its real topic and queue in ``REAL_TOPIC``/``REAL_QID``; the dispatcher gives
+its ConsumeQueue entry the delivery time as tags code. This service walks each level's queue from
+its offset in ``config/delayOffset.json`` and, once an entry is due, appends the message again to
+its real topic and queue (``DELAY`` removed), on the event loop like every other append.
+
+It sleeps until the earliest head entry is due, or until dispatch reports new schedule entries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterable
+
+from bolide.common import properties as P
+from bolide.common.message import Message
+from bolide.common.topic import SCHEDULE_TOPIC
+from bolide.store import MessageStore, PutStatus
+from bolide.store.config_files import DelayOffsetManager
+
+log = logging.getLogger(__name__)
+
+BATCH = 256  # deliveries per level before yielding to other work on the loop
+IDLE_S = 1.0  # longest sleep: picks up entries whose dispatch wake-up was missed
+RETRY_S = 1.0  # wait after the store refused a delivery (disk full, read-only)
+# Refusals that will never succeed for this message: report and skip it.
+_HOPELESS = (PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class ScheduleService:
+    """Moves due messages from SCHEDULE_TOPIC_XXXX to their real topics."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, store: MessageStore,
+                 offsets: DelayOffsetManager) -> None:
+        self.loop = loop
+        self.store = store
+        self.offsets = offsets
+        self.delivered = 0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._clamp_offsets()
+        self.store.add_dispatch_listener(self.on_dispatch)
+        self._task = self.loop.create_task(self._run(), name="bolide-schedule")
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _clamp_offsets(self) -> None:
+        """Bring loaded offsets into each queue's [min, max] (files may have been deleted)."""
+        for level in self.store.delay_millis:
+            offset = self.offsets.get(level)
+            if offset is None:
+                continue
+            lo = self.store.get_min_offset_in_queue(SCHEDULE_TOPIC, level - 1)
+            hi = self.store.get_max_offset_in_queue(SCHEDULE_TOPIC, level - 1)
+            if not lo <= offset <= hi:
+                self.offsets.update(level, min(max(offset, lo), hi))
+
+    def on_dispatch(self, keys: Iterable[tuple[str, int]]) -> None:
+        """Dispatch listener (dispatch thread): wake up when schedule entries arrive."""
+        if any(topic == SCHEDULE_TOPIC for topic, _ in keys):
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to wake
+                self.loop.call_soon_threadsafe(self._wake.set)
+
+    async def _run(self) -> None:
+        while True:
+            self._wake.clear()
+            try:
+                wait_s = await self.deliver_due()
+            except Exception:  # keep delivering later; never let the service die silently
+                log.exception("delivering delayed messages failed; retrying in %.0f s", RETRY_S)
+                wait_s = RETRY_S
+            if wait_s > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait_s)
+
+    async def deliver_due(self) -> float:
+        """Deliver every due message; seconds until the next one is due (at most IDLE_S)."""
+        wait_s = IDLE_S
+        for level, delay_ms in self.store.delay_millis.items():
+            while True:
+                outcome = self._deliver_level(level, delay_ms)
+                if outcome is not None:
+                    wait_s = min(wait_s, outcome)
+                    break
+                await asyncio.sleep(0)  # a full batch: let sends and pulls in, then go on
+        return wait_s
+
+    def _deliver_level(self, level: int, delay_ms: int) -> float | None:
+        """Deliver up to BATCH due messages of one level. Seconds until its head is due (or
+        until a refused delivery is retried); None when the batch was full."""
+        queue_id = level - 1
+        end = self.store.get_max_offset_in_queue(SCHEDULE_TOPIC, queue_id)
+        if end == 0:
+            return IDLE_S
+        cq = self.store.find_consume_queue(SCHEDULE_TOPIC, queue_id)
+        offset = self.offsets.get(level)
+        if offset is None or offset < cq.min_offset:
+            offset = cq.min_offset
+        now = _now_ms()
+        for _ in range(BATCH):
+            if offset >= end:
+                return IDLE_S
+            entry = cq.entry(offset)
+            if entry is None:
+                return IDLE_S
+            phys, _size, deliver_at = entry
+            # a deliver time past now + delay comes from a clock change: deliver it now
+            if now < deliver_at <= now + delay_ms:
+                return (deliver_at - now) / 1000
+            if not self._deliver(phys, level):
+                return RETRY_S
+            offset += 1
+            self.offsets.update(level, offset)
+        return None
+
+    def _deliver(self, phys: int, level: int) -> bool:
+        """Append the scheduled message at ``phys`` to its real topic; False to retry later."""
+        msg = self.store.look_message_by_offset(phys)
+        if msg is None:  # deleted by retention, or not a record: nothing left to deliver
+            log.warning("delay level %d: no message at CommitLog offset %d; skipped", level, phys)
+            return True
+        props = dict(msg.properties)
+        props.pop(P.DELAY_TIME_LEVEL, None)
+        topic = props.get(P.REAL_TOPIC)
+        queue_text = props.get(P.REAL_QUEUE_ID, "")
+        if not topic or not queue_text.isdecimal():
+            log.warning("delay level %d: message at %d has no REAL_TOPIC/REAL_QID; skipped",
+                        level, phys)
+            return True
+        result = self.store.put_message(
+            Message(topic, msg.body, flag=msg.flag, properties=props), int(queue_text),
+            sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
+            reconsume_times=msg.reconsume_times, wait_store=False)
+        if result.ok:
+            self.delivered += 1
+            return True
+        if result.status in _HOPELESS:
+            log.warning("delayed message at %d to %s cannot be stored (%s: %s); skipped",
+                        phys, topic, result.status.value, result.remark)
+            return True
+        log.warning("delayed message at %d to %s refused (%s: %s); retrying",
+                    phys, topic, result.status.value, result.remark)
+        return False
+
+    def persist(self) -> None:
+        """Write delayOffset.json (persister thread) once the deliveries it records are durable,
+        so a crash cannot lose a delivered message whose schedule entry is marked done."""
+        data = self.offsets.encode()
+        self.store.durable(self.store.max_phy_offset).result(
+            self.store.config.sync_flush_timeout_ms / 1000)
+        self.offsets.write(data)
