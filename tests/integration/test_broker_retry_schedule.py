@@ -1,5 +1,6 @@
 """Delayed delivery through SCHEDULE_TOPIC_XXXX, CONSUMER_SEND_MSG_BACK to the retry topic and
-the dead letter queue, and the DLQ redirect of a send to a retry topic out of retries."""
+the dead letter queue, the DLQ redirect of a send to a retry topic out of retries, and the
+orderly consumers' queue locks."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from test_broker_slice import create_topic, pull_request, records, send_header
 from bolide.common.fastjson import loads
 from bolide.common.topic import SCHEDULE_TOPIC
 from bolide.protocol import RemotingCommand
+from bolide.protocol.bodies.client import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
 from bolide.remoting import RemotingClient
@@ -153,3 +155,24 @@ def test_delay_offsets_survive_a_restart(tmp_path: Path) -> None:
 
     run(tmp_path, first_run)
     run(tmp_path, second_run)
+
+
+def test_orderly_queue_locks(tmp_path: Path) -> None:
+    async def lock(client: RemotingClient, s: Servers, code: int, client_id: str,
+                   queues: set[MessageQueue]) -> RemotingCommand:
+        body = LockBatchRequestBody(consumer_group="cg", client_id=client_id, mq_set=queues)
+        r = await client.invoke(s.broker_addr, RemotingCommand.request(code, body=body.encode()))
+        assert r.code == ResponseCode.SUCCESS, r
+        return r
+
+    async def test(s: Servers, client: RemotingClient) -> None:
+        q0, q1 = MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-a", 1)
+        r = await lock(client, s, RequestCode.LOCK_BATCH_MQ, "c1", {q0})
+        assert LockBatchResponseBody.decode(r.body_bytes()).lock_ok_mq_set == {q0}
+        r = await lock(client, s, RequestCode.LOCK_BATCH_MQ, "c2", {q0, q1})
+        assert LockBatchResponseBody.decode(r.body_bytes()).lock_ok_mq_set == {q1}
+        await lock(client, s, RequestCode.UNLOCK_BATCH_MQ, "c1", {q0})
+        r = await lock(client, s, RequestCode.LOCK_BATCH_MQ, "c2", {q0, q1})
+        assert LockBatchResponseBody.decode(r.body_bytes()).lock_ok_mq_set == {q0, q1}
+
+    run(tmp_path, test)

@@ -14,9 +14,11 @@ from bolide.broker.long_polling import PullHoldService
 from bolide.broker.persistence import ConfigPersister
 from bolide.broker.processors.admin import AdminProcessor
 from bolide.broker.processors.consumer import ConsumerProcessor
+from bolide.broker.processors.lock import LockProcessor
 from bolide.broker.processors.pull import PullProcessor
 from bolide.broker.processors.send import SendProcessor
 from bolide.broker.processors.send_back import SendBackProcessor
+from bolide.broker.queue_locks import QueueLocks
 from bolide.broker.registration import BrokerRegistration
 from bolide.broker.schedule import ScheduleService
 from bolide.broker.topic_config import TopicConfigManager
@@ -54,6 +56,7 @@ class BrokerController:
                                                   self.config.flush_consumer_offset_interval_ms / 1000)
         self._persisting = False
         self.clients = ClientManager(self.config.max_client_groups)
+        self.queue_locks = QueueLocks(self.config.max_client_groups)
         self.namesrv_client = RemotingClient()
         self._store: MessageStore | None = None
         self._flush_waiters: FlushWaiters | None = None
@@ -115,7 +118,7 @@ class BrokerController:
         self._delay_persister.start()
         self.schedule.start()
         for processor in (SendProcessor(self), PullProcessor(self), ConsumerProcessor(self),
-                          AdminProcessor(self), SendBackProcessor(self)):
+                          AdminProcessor(self), SendBackProcessor(self), LockProcessor(self)):
             for code in processor.CODES:
                 self.server.register(code, processor)
         self.registration = BrokerRegistration(self.config, self.topics, self.namesrv_client,
