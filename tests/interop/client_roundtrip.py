@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -13,7 +14,7 @@ from typing import NoReturn
 import pytest
 
 from bolide.store import StoreConfig
-from bolide.testing.servers import running_servers
+from bolide.testing.servers import Servers, running_servers
 from conftest import assert_consistent
 
 COUNT = 20
@@ -54,8 +55,10 @@ def expected(i: int) -> tuple[str, str, str]:
     return f"body-{i}", f"tag{i % 3}", f"key-{i} k{i % 2}"
 
 
-async def run_driver(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> list[list[str]]:
-    """Run a client driver; its protocol lines (tab-split); stdout+stderr go to ``log``."""
+async def run_driver(cmd: list[str], log: Path, env: dict[str, str] | None = None,
+                     prefixes: tuple[str, ...] = ("SEND", "MSG")) -> list[list[str]]:
+    """Run a client driver; its protocol lines (tab-split, first field in ``prefixes``);
+    stdout+stderr go to ``log``."""
     proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.PIPE, env=env)
     try:
@@ -67,20 +70,25 @@ async def run_driver(cmd: list[str], log: Path, env: dict[str, str] | None = Non
     text = out.decode(errors="replace")
     errors = err.decode(errors="replace")
     log.write_text(text + "\n--- stderr ---\n" + errors)
-    lines = [line.split("\t") for line in text.splitlines() if line.startswith(("SEND\t", "MSG\t"))]
+    lines = [fields for fields in (line.split("\t") for line in text.splitlines())
+             if len(fields) > 1 and fields[0] in prefixes]
     assert proc.returncode == 0, (f"{cmd[-6:]} exited {proc.returncode}; see {log}:\n"
                                   f"{text[-3000:]}\n{errors[-3000:]}")
     return lines
 
 
 def round_trip(client: list[str], tmp_path: Path, topic: str, group: str, consume_timeout_sec: int,
-               env: dict[str, str] | None = None) -> None:
-    """Produce COUNT messages and consume them with ``client``; check both sides and the store."""
+               env: dict[str, str] | None = None,
+               before: Callable[[Servers, str], Awaitable[None]] | None = None) -> None:
+    """Produce COUNT messages and consume them with ``client``; check both sides and the store.
+    ``before(servers, topic)``, if given, runs once the servers are up (e.g. to create the topic)."""
     store_dir = tmp_path / "store"
 
     async def main() -> tuple[list[Sent], list[Received]]:
         async with running_servers(store_dir, auto_create_topic_enable=True) as servers:
             ns = servers.namesrv_addr
+            if before is not None:
+                await before(servers, topic)
             produced = await run_driver([*client, "produce", ns, topic, str(COUNT)],
                                         tmp_path / "produce.log", env)
             sent = [Sent(f[1], f[2], f[3], int(f[4]), int(f[5])) for f in produced]

@@ -1,4 +1,4 @@
-"""The official Apache RocketMQ Java client (rocketmq-client 4.9.7, unmodified) against Bolide:
+"""The official Apache RocketMQ Java client (rocketmq-client 4.9.7 and 5.3.3, unmodified) against Bolide:
 a DefaultMQProducer sends messages with tags and keys through an auto-created topic, then a
 DefaultMQPushConsumer (clustering, CONSUME_FROM_FIRST_OFFSET) receives every one of them.
 
@@ -19,9 +19,10 @@ from bolide.testing.rocketmq import RocketMQUnavailable, java_client_command
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
 
-def test_java_producer_and_push_consumer_against_bolide(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", ["4.9.7", "5.3.3"])
+def test_java_producer_and_push_consumer_against_bolide(tmp_path: Path, version: str) -> None:
     try:
-        java = java_client_command(home=tmp_path / "jclient")
+        java = java_client_command(version, home=tmp_path / "jclient")
     except RocketMQUnavailable as exc:
         unavailable(f"real RocketMQ unavailable: {exc}")
     round_trip(java, tmp_path, "BolideJavaClientTopic", "bolide_java_client_cg", consume_timeout_sec=60)

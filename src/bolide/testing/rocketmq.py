@@ -181,22 +181,26 @@ def _compile(src: Path, out_name: str, cp: str) -> Path:
 
 
 JAVA_CLIENT_MAIN = "BolideClient"
+JAVA_SCENARIOS_MAIN = "BolideScenarios"
+JAVA_DRIVERS = (JAVA_CLIENT_MAIN, JAVA_SCENARIOS_MAIN)
 
 
-def java_client_command(version: str = DEFAULT_VERSION, home: Path | None = None) -> list[str]:
-    """The ``java ...`` prefix that runs ``interop/java-client/BolideClient.java`` (the official
-    ``rocketmq-client`` of ``version`` driving a producer or a push consumer; its ``produce`` and
-    ``consume`` commands are described in the source). Compiles it once into ``interop/.cache``;
-    ``home`` becomes ``user.home``, where the client writes ``logs/rocketmqlogs``."""
+def java_client_command(version: str = DEFAULT_VERSION, home: Path | None = None,
+                        main: str = JAVA_CLIENT_MAIN) -> list[str]:
+    """The ``java ...`` prefix that runs a driver of ``interop/java-client/`` (the official
+    ``rocketmq-client`` of ``version``): ``BolideClient`` (``produce``/``consume``) or
+    ``BolideScenarios`` (send modes, retries, orderly, groups, lite pull, query), whose commands
+    are described in their sources. Compiles it once into ``interop/.cache``; ``home`` becomes
+    ``user.home``, where the client writes ``logs/rocketmqlogs`` and broadcasting offsets."""
     require_tools()
     cp = classpath(version)
-    src = interop_dir() / "java-client" / f"{JAVA_CLIENT_MAIN}.java"
+    src = interop_dir() / "java-client" / f"{main}.java"
     classes = _compile(src, f"java-client-{version}", cp)
     cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", *_COMMON_JVM,
            "-Drocketmq.client.rebalance.waitInterval=1000"]
     if home is not None:
         cmd.append(f"-Duser.home={home}")
-    return [*cmd, "-cp", f"{classes}{os.pathsep}{cp}", JAVA_CLIENT_MAIN]
+    return [*cmd, "-cp", f"{classes}{os.pathsep}{cp}", main]
 
 
 def prepare(versions: Sequence[str] = VERSIONS) -> None:
@@ -204,7 +208,8 @@ def prepare(versions: Sequence[str] = VERSIONS) -> None:
     for version in versions:
         cp = classpath(version)
         _batch_classes(version, cp)
-        _compile(interop_dir() / "java-client" / f"{JAVA_CLIENT_MAIN}.java", f"java-client-{version}", cp)
+        for main in JAVA_DRIVERS:
+            _compile(interop_dir() / "java-client" / f"{main}.java", f"java-client-{version}", cp)
 
 
 # -- ports ------------------------------------------------------------------------------------

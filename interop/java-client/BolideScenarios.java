@@ -1,0 +1,422 @@
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendCallback;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+
+/**
+ * Client scenarios beyond the plain round trip, for interop tests (rocketmq-client 4.9.x API).
+ * Every command prints tab-separated protocol lines and ends with "DONE" (exit 0), or prints
+ * "TIMEOUT ..." and exits 3.
+ *
+ * <pre>
+ *   send-modes NAMESRV TOPIC N     N sync, N async, N oneway sends and one batch of N:
+ *                                  SEND mode status msgId queueId queueOffset (oneway: no result)
+ *   retry NAMESRV TOPIC GROUP N MAX TIMEOUT
+ *                                  push consumer with maxReconsumeTimes MAX that fails even bodies
+ *                                  once and odd bodies always: MSG body reconsumeTimes topic msgId;
+ *                                  then reads %DLQ%GROUP: DLQ body reconsumeTimes topic RETRY_TOPIC
+ *   orderly NAMESRV TOPIC GROUP N KEYS TIMEOUT
+ *                                  sends N messages "K:I" hashed to a queue by key K (KEYS keys),
+ *                                  then an orderly consumer prints MSG body queueId queueOffset
+ *   group NAMESRV TOPIC GROUP MODEL N TIMEOUT
+ *                                  two push consumers (instances a and b) in one group, MODEL
+ *                                  CLUSTERING or BROADCASTING; once the rebalance has split
+ *                                  (or, broadcasting, given each) the queues: ASSIGNED na nb,
+ *                                  then N messages are sent: MSG instance body msgId
+ *   lite-pull NAMESRV TOPIC GROUP N TIMEOUT
+ *                                  subscribing lite pull consumer: MSG body queueId queueOffset
+ *   query NAMESRV TOPIC KEY OFFSET_MSG_ID
+ *                                  queryMessage by key, then viewMessage by offset id:
+ *                                  FOUND body msgId / VIEW body topic
+ * </pre>
+ */
+public final class BolideScenarios {
+    private BolideScenarios() {
+    }
+
+    public static void main(String[] a) throws Exception {
+        if (a.length < 1) {
+            usage();
+        }
+        int code;
+        switch (a[0]) {
+            case "send-modes":
+                code = sendModes(a[1], a[2], Integer.parseInt(a[3]));
+                break;
+            case "retry":
+                code = retry(a[1], a[2], a[3], Integer.parseInt(a[4]), Integer.parseInt(a[5]),
+                             Integer.parseInt(a[6]));
+                break;
+            case "orderly":
+                code = orderly(a[1], a[2], a[3], Integer.parseInt(a[4]), Integer.parseInt(a[5]),
+                               Integer.parseInt(a[6]));
+                break;
+            case "group":
+                code = group(a[1], a[2], a[3], a[4], Integer.parseInt(a[5]),
+                             Integer.parseInt(a[6]));
+                break;
+            case "lite-pull":
+                code = litePull(a[1], a[2], a[3], Integer.parseInt(a[4]), Integer.parseInt(a[5]));
+                break;
+            case "query":
+                code = query(a[1], a[2], a[3], a[4]);
+                break;
+            default:
+                usage();
+                return;
+        }
+        System.out.println(code == 0 ? "DONE" : "TIMEOUT");
+        System.out.flush();
+        System.exit(code);
+    }
+
+    private static void usage() {
+        System.err.println("usage: see the class comment of BolideScenarios.java");
+        System.exit(2);
+    }
+
+    private static void line(String... fields) {
+        synchronized (System.out) {
+            System.out.println(String.join("\t", fields));
+            System.out.flush();
+        }
+    }
+
+    private static String instance(String role) {
+        return "bolide-" + role + "-" + ProcessHandle.current().pid() + "-" + System.nanoTime();
+    }
+
+    private static byte[] utf8(String s) {
+        return s.getBytes(StandardCharsets.UTF_8);
+    }
+
+    private static String text(MessageExt m) {
+        return new String(m.getBody(), StandardCharsets.UTF_8);
+    }
+
+    private static DefaultMQProducer producer(String namesrv) throws Exception {
+        DefaultMQProducer producer = new DefaultMQProducer("bolide_scenarios_pg");
+        producer.setNamesrvAddr(namesrv);
+        producer.setInstanceName(instance("p"));
+        producer.setSendMsgTimeout(5000);
+        producer.setVipChannelEnabled(false);
+        producer.start();
+        return producer;
+    }
+
+    private static DefaultMQPushConsumer pushConsumer(String namesrv, String group, String name) {
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+        consumer.setNamesrvAddr(namesrv);
+        consumer.setInstanceName(name);
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        consumer.setPollNameServerInterval(1000);
+        consumer.setHeartbeatBrokerInterval(1000);
+        consumer.setPersistConsumerOffsetInterval(1000);
+        consumer.setVipChannelEnabled(false);
+        return consumer;
+    }
+
+    private static void printSend(String mode, SendResult r) {
+        line("SEND", mode, String.valueOf(r.getSendStatus()), r.getMsgId(),
+             String.valueOf(r.getMessageQueue().getQueueId()), String.valueOf(r.getQueueOffset()));
+    }
+
+    private static int sendModes(String namesrv, String topic, int n) throws Exception {
+        DefaultMQProducer producer = producer(namesrv);
+        try {
+            for (int i = 0; i < n; i++) {
+                printSend("sync", producer.send(new Message(topic, "sync", "sync-" + i, utf8("sync-" + i))));
+            }
+            CountDownLatch async = new CountDownLatch(n);
+            for (int i = 0; i < n; i++) {
+                producer.send(new Message(topic, "async", "async-" + i, utf8("async-" + i)), new SendCallback() {
+                    @Override
+                    public void onSuccess(SendResult r) {
+                        printSend("async", r);
+                        async.countDown();
+                    }
+
+                    @Override
+                    public void onException(Throwable e) {
+                        line("ERROR", "async", String.valueOf(e));
+                        async.countDown();
+                    }
+                });
+            }
+            if (!async.await(30, TimeUnit.SECONDS)) {
+                return 3;
+            }
+            for (int i = 0; i < n; i++) {
+                producer.sendOneway(new Message(topic, "oneway", "oneway-" + i, utf8("oneway-" + i)));
+            }
+            List<Message> batch = new ArrayList<>();
+            for (int i = 0; i < n; i++) {
+                batch.add(new Message(topic, "batch", "batch-" + i, utf8("batch-" + i)));
+            }
+            SendResult r = producer.send(batch);
+            line("SEND", "batch", String.valueOf(r.getSendStatus()), r.getMsgId(),
+                 String.valueOf(r.getMessageQueue().getQueueId()), String.valueOf(r.getQueueOffset()));
+            return 0;
+        } finally {
+            producer.shutdown();
+        }
+    }
+
+    private static int retry(String namesrv, String topic, String group, int n, int max, int timeoutSec)
+            throws Exception {
+        DefaultMQProducer producer = producer(namesrv);
+        try {
+            for (int i = 0; i < n; i++) {
+                producer.send(new Message(topic, "retry", "r-" + i, utf8(String.valueOf(i))));
+            }
+        } finally {
+            producer.shutdown();
+        }
+        int evens = (n + 1) / 2;
+        int odds = n / 2;
+        Set<Integer> succeeded = ConcurrentHashMap.newKeySet();
+        Set<Integer> exhausted = ConcurrentHashMap.newKeySet();
+        CountDownLatch done = new CountDownLatch(1);
+        DefaultMQPushConsumer consumer = pushConsumer(namesrv, group, instance("c"));
+        consumer.setMaxReconsumeTimes(max);
+        consumer.setConsumeMessageBatchMaxSize(1);
+        consumer.subscribe(topic, "*");
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            MessageExt m = msgs.get(0);
+            int i = Integer.parseInt(text(m));
+            line("MSG", text(m), String.valueOf(m.getReconsumeTimes()), m.getTopic(), m.getMsgId());
+            boolean fail = i % 2 == 1 || m.getReconsumeTimes() == 0;
+            if (i % 2 == 0 && !fail) {
+                succeeded.add(i);
+            } else if (i % 2 == 1 && m.getReconsumeTimes() >= max) {
+                exhausted.add(i);
+            }
+            if (succeeded.size() == evens && exhausted.size() == odds) {
+                done.countDown();
+            }
+            return fail ? ConsumeConcurrentlyStatus.RECONSUME_LATER : ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        consumer.start();
+        long deadline = System.currentTimeMillis() + timeoutSec * 1000L;
+        try {
+            if (!done.await(timeoutSec, TimeUnit.SECONDS)) {
+                return 3;
+            }
+            // the consumer keeps running while the last failures reach the dead letter queue
+            DefaultLitePullConsumer dlq = new DefaultLitePullConsumer(group + "_dlq_reader");
+            dlq.setNamesrvAddr(namesrv);
+            dlq.setInstanceName(instance("dlq"));
+            dlq.setVipChannelEnabled(false);
+            dlq.start();
+            Set<String> dead = new java.util.HashSet<>();
+            try {
+                String dlqTopic = "%DLQ%" + group;
+                List<MessageQueue> queues = new ArrayList<>();
+                while (queues.isEmpty() && System.currentTimeMillis() < deadline) {
+                    try {
+                        queues.addAll(dlq.fetchMessageQueues(dlqTopic));
+                    } catch (Exception e) {
+                        Thread.sleep(200); // the route appears once the broker re-registers
+                    }
+                }
+                dlq.assign(queues);
+                for (MessageQueue q : queues) {
+                    dlq.seekToBegin(q);
+                }
+                while (dead.size() < odds && System.currentTimeMillis() < deadline) {
+                    for (MessageExt m : dlq.poll(1000)) {
+                        line("DLQ", text(m), String.valueOf(m.getReconsumeTimes()), m.getTopic(),
+                             String.valueOf(m.getProperty("RETRY_TOPIC")));
+                        dead.add(text(m));
+                    }
+                }
+            } finally {
+                dlq.shutdown();
+            }
+            return dead.size() >= odds ? 0 : 3;
+        } finally {
+            consumer.shutdown();
+        }
+    }
+
+    private static int orderly(String namesrv, String topic, String group, int n, int keys, int timeoutSec)
+            throws Exception {
+        DefaultMQProducer producer = producer(namesrv);
+        try {
+            for (int i = 0; i < n; i++) {
+                int key = i % keys;
+                SendResult r = producer.send(new Message(topic, "order", "order-" + key, utf8(key + ":" + i)),
+                        (List<MessageQueue> mqs, Message msg, Object arg) -> mqs.get((Integer) arg % mqs.size()),
+                        key);
+                printSend("orderly", r);
+            }
+        } finally {
+            producer.shutdown();
+        }
+        Set<String> seen = ConcurrentHashMap.newKeySet();
+        CountDownLatch done = new CountDownLatch(1);
+        DefaultMQPushConsumer consumer = pushConsumer(namesrv, group, instance("c"));
+        consumer.subscribe(topic, "*");
+        consumer.registerMessageListener((MessageListenerOrderly) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                line("MSG", text(m), String.valueOf(m.getQueueId()), String.valueOf(m.getQueueOffset()));
+                seen.add(text(m));
+            }
+            if (seen.size() >= n) {
+                done.countDown();
+            }
+            return ConsumeOrderlyStatus.SUCCESS;
+        });
+        consumer.start();
+        try {
+            return done.await(timeoutSec, TimeUnit.SECONDS) ? 0 : 3;
+        } finally {
+            consumer.shutdown();
+        }
+    }
+
+    /** MessageModel moved package in 5.x: set it by name so one source serves 4.9 and 5.x. */
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    private static void setMessageModel(DefaultMQPushConsumer consumer, String model) throws Exception {
+        Class type = DefaultMQPushConsumer.class.getMethod("getMessageModel").getReturnType();
+        DefaultMQPushConsumer.class.getMethod("setMessageModel", type).invoke(consumer, Enum.valueOf(type, model));
+    }
+
+    private static int group(String namesrv, String topic, String group, String model, int n,
+                             int timeoutSec) throws Exception {
+        long deadline = System.currentTimeMillis() + timeoutSec * 1000L;
+        DefaultMQProducer producer = producer(namesrv);
+        int queues = producer.fetchPublishMessageQueues(topic).size();
+        boolean broadcast = model.equals("BROADCASTING");
+        int wanted = broadcast ? 2 * n : n;
+        Set<String> seen = ConcurrentHashMap.newKeySet();
+        CountDownLatch done = new CountDownLatch(1);
+        List<DefaultMQPushConsumer> consumers = new ArrayList<>();
+        try {
+            for (String name : new String[] {"a", "b"}) {
+                DefaultMQPushConsumer consumer = pushConsumer(namesrv, group, instance("c" + name));
+                setMessageModel(consumer, model);
+                consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET);
+                consumer.subscribe(topic, "*");
+                consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+                    for (MessageExt m : msgs) {
+                        line("MSG", name, text(m), m.getMsgId());
+                        seen.add(name + "/" + m.getMsgId());
+                    }
+                    if (seen.size() >= wanted) {
+                        done.countDown();
+                    }
+                    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+                });
+                consumers.add(consumer);
+                consumer.start();
+            }
+            // wait for the rebalance: clustering splits the queues, broadcasting gives each all
+            while (true) {
+                Set<MessageQueue> a = assigned(consumers.get(0), topic);
+                Set<MessageQueue> b = assigned(consumers.get(1), topic);
+                Set<MessageQueue> both = new java.util.HashSet<>(a);
+                both.retainAll(b);
+                boolean ready = broadcast ? a.size() == queues && b.size() == queues
+                        : !a.isEmpty() && !b.isEmpty() && both.isEmpty() && a.size() + b.size() == queues;
+                if (ready) {
+                    line("ASSIGNED", String.valueOf(a.size()), String.valueOf(b.size()));
+                    break;
+                }
+                if (System.currentTimeMillis() > deadline) {
+                    line("UNBALANCED", String.valueOf(a), String.valueOf(b));
+                    return 3;
+                }
+                Thread.sleep(100);
+            }
+            for (int i = 0; i < n; i++) {
+                producer.send(new Message(topic, "g", "g-" + i, utf8("g-" + i)));
+            }
+            return done.await(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS) ? 0 : 3;
+        } finally {
+            producer.shutdown();
+            for (DefaultMQPushConsumer consumer : consumers) {
+                consumer.shutdown();
+            }
+        }
+    }
+
+    /** The queues of ``topic`` a push consumer is pulling now (its process queue table). */
+    private static Set<MessageQueue> assigned(DefaultMQPushConsumer consumer, String topic) {
+        Set<MessageQueue> out = new java.util.HashSet<>();
+        for (MessageQueue mq : consumer.getDefaultMQPushConsumerImpl().getRebalanceImpl()
+                .getProcessQueueTable().keySet()) {
+            if (mq.getTopic().equals(topic)) {
+                out.add(mq);
+            }
+        }
+        return out;
+    }
+
+    private static int litePull(String namesrv, String topic, String group, int n, int timeoutSec)
+            throws Exception {
+        DefaultMQProducer producer = producer(namesrv);
+        try {
+            for (int i = 0; i < n; i++) {
+                producer.send(new Message(topic, "lite", "lite-" + i, utf8("lite-" + i)));
+            }
+        } finally {
+            producer.shutdown();
+        }
+        DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(group);
+        consumer.setNamesrvAddr(namesrv);
+        consumer.setInstanceName(instance("l"));
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        consumer.setPollNameServerInterval(1000);
+        consumer.setHeartbeatBrokerInterval(1000);
+        consumer.setAutoCommitIntervalMillis(1000);
+        consumer.setVipChannelEnabled(false);
+        consumer.subscribe(topic, "*");
+        consumer.start();
+        Set<String> seen = new java.util.HashSet<>();
+        long deadline = System.currentTimeMillis() + timeoutSec * 1000L;
+        try {
+            while (seen.size() < n && System.currentTimeMillis() < deadline) {
+                for (MessageExt m : consumer.poll(1000)) {
+                    line("MSG", text(m), String.valueOf(m.getQueueId()), String.valueOf(m.getQueueOffset()));
+                    seen.add(text(m));
+                }
+            }
+            consumer.commitSync();
+        } finally {
+            consumer.shutdown();
+        }
+        return seen.size() >= n ? 0 : 3;
+    }
+
+    private static int query(String namesrv, String topic, String key, String offsetMsgId) throws Exception {
+        DefaultMQProducer producer = producer(namesrv);
+        try {
+            for (MessageExt m : producer.queryMessage(topic, key, 32, 0, Long.MAX_VALUE).getMessageList()) {
+                line("FOUND", text(m), m.getMsgId());
+            }
+            MessageExt m = producer.viewMessage(topic, offsetMsgId);
+            line("VIEW", text(m), m.getTopic());
+            return 0;
+        } finally {
+            producer.shutdown();
+        }
+    }
+}

@@ -1,0 +1,193 @@
+"""The official Java client (rocketmq-client 4.9.7 and 5.3.3, unmodified) against Bolide beyond
+the plain round trip: sync/async/oneway/batch sends, retries ending in the dead letter queue,
+orderly consumption with queue locks, two push consumers sharing a group (clustering rebalance
+and broadcasting), the lite pull consumer, and query by key / view by id.
+
+The driver is ``interop/java-client/BolideScenarios.java``; each test runs one of its commands
+in a JVM against an in-process NameServer + Broker on free ports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from client_roundtrip import run_driver, unavailable
+
+from bolide.protocol import RemotingCommand
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.headers import CreateTopicRequestHeader
+from bolide.remoting import RemotingClient
+from bolide.store.record import decode_record, read_total_size
+from bolide.testing.rocketmq import JAVA_SCENARIOS_MAIN, RocketMQUnavailable, java_client_command
+from bolide.testing.servers import Servers, running_servers
+
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
+
+FAST_RETRIES = {"message_delay_level": "1s 1s 1s 1s 1s 1s"}  # retry delays 3 + n stay at 1 s
+VERSIONS = ("4.9.7", "5.3.3")
+
+
+def scenarios(tmp_path: Path, version: str = "4.9.7") -> list[str]:
+    try:
+        return java_client_command(version, home=tmp_path / "jhome", main=JAVA_SCENARIOS_MAIN)
+    except RocketMQUnavailable as exc:
+        unavailable(f"real RocketMQ unavailable: {exc}")
+
+
+def with_servers(tmp_path: Path, test: Callable[[Servers], Awaitable[Any]], **store: Any) -> Any:
+    async def main() -> Any:
+        async with running_servers(tmp_path / "store", store_options=store) as servers:
+            return await test(servers)
+
+    return asyncio.run(main())
+
+
+async def create_topic(s: Servers, topic: str, queues: int = 4) -> None:
+    header = CreateTopicRequestHeader(topic=topic, default_topic="TBW102", read_queue_nums=queues,
+                                      write_queue_nums=queues, perm=6)
+    async with RemotingClient() as client:
+        r = await client.invoke(s.broker_addr,
+                                RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header))
+        assert r.code == ResponseCode.SUCCESS, r
+        assert s.broker.registration is not None
+        await s.broker.registration.wait_pending()
+
+
+def stored(s: Servers, topic: str) -> list:
+    """Every message of ``topic`` in the store, queue by queue."""
+    store = s.broker.store
+    out = []
+    for queue_id in store.topics().get(topic, []):
+        cq = store.find_consume_queue(topic, queue_id)
+        for index in range(cq.min_offset, cq.max_offset):
+            phys, size, _ = cq.entry(index)
+            buf = store.commit_log.read(phys, size)
+            assert buf is not None and read_total_size(buf, 0) == size
+            out.append(decode_record(buf, 0))
+    return out
+
+
+async def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    async def poll() -> None:
+        while not condition():
+            await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(poll(), timeout)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_send_modes(tmp_path: Path, version: str) -> None:
+    java, n, topic = scenarios(tmp_path, version), 5, "JavaSendModes"
+
+    async def test(s: Servers) -> tuple[list[list[str]], list]:
+        lines = await run_driver([*java, "send-modes", s.namesrv_addr, topic, str(n)],
+                                 tmp_path / "send.log")
+        await wait_for(lambda: len(stored(s, topic)) == 4 * n)  # oneway sends are not answered
+        return lines, stored(s, topic)
+
+    lines, msgs = with_servers(tmp_path, test)
+    modes = Counter(fields[1] for fields in lines)
+    assert modes == {"sync": n, "async": n, "batch": 1}
+    assert all(fields[2] == "SEND_OK" for fields in lines)
+    [batch] = [fields for fields in lines if fields[1] == "batch"]
+    assert len(batch[3].split(",")) == n  # one message id per batched message
+    bodies = Counter(m.body.decode() for m in msgs)
+    assert bodies == {f"{mode}-{i}": 1 for mode in ("sync", "async", "oneway", "batch") for i in range(n)}
+    for m in msgs:
+        mode, i = m.body.decode().split("-")
+        assert m.tags == mode and m.keys == [f"{mode}-{i}"]
+        assert m.properties["UNIQ_KEY"]
+
+
+def test_retries_end_in_the_dead_letter_queue(tmp_path: Path) -> None:
+    java, n, topic, group = scenarios(tmp_path), 4, "JavaRetry", "java_retry_cg"
+
+    async def test(s: Servers) -> tuple[list[list[str]], list, list]:
+        await create_topic(s, topic, queues=1)
+        lines = await run_driver([*java, "retry", s.namesrv_addr, topic, group, str(n), "2", "120"],
+                                 tmp_path / "retry.log", prefixes=("MSG", "DLQ"))
+        return lines, stored(s, f"%RETRY%{group}"), stored(s, f"%DLQ%{group}")
+
+    lines, retried, dead = with_servers(tmp_path, test, **FAST_RETRIES)
+    attempts = defaultdict(list)
+    for fields in lines:
+        if fields[0] == "MSG":
+            attempts[int(fields[1])].append(int(fields[2]))
+            assert fields[3] == topic  # the client maps retries back to the original topic
+    assert attempts[0] == [0, 1] and attempts[2] == [0, 1]  # failed once, then consumed
+    assert attempts[1] == [0, 1, 2] and attempts[3] == [0, 1, 2]  # failed until the limit
+    dlq_lines = [fields for fields in lines if fields[0] == "DLQ"]
+    assert sorted(fields[1] for fields in dlq_lines) == ["1", "3"]
+    assert all(fields[2] == "3" and fields[4] == topic for fields in dlq_lines)
+    assert sorted(m.body for m in dead) == [b"1", b"3"]
+    assert all(m.properties["RETRY_TOPIC"] == topic and m.reconsume_times == 3 for m in dead)
+    assert Counter(m.reconsume_times for m in retried) == {1: 4, 2: 2}
+
+
+def test_orderly_consumer_sees_each_key_in_order(tmp_path: Path) -> None:
+    java, n, keys, topic = scenarios(tmp_path), 30, 3, "JavaOrderly"
+
+    async def test(s: Servers) -> list[list[str]]:
+        await create_topic(s, topic, queues=4)
+        return await run_driver([*java, "orderly", s.namesrv_addr, topic, "java_orderly_cg", str(n),
+                                 str(keys), "90"], tmp_path / "orderly.log")
+
+    lines = with_servers(tmp_path, test)
+    sent = [fields for fields in lines if fields[0] == "SEND"]
+    assert len(sent) == n
+    queue_of_key = {int(f[4]) for f in sent[:keys]}
+    assert len(queue_of_key) == keys  # three keys, three queues
+    by_key: dict[int, list[int]] = defaultdict(list)
+    for fields in lines:
+        if fields[0] == "MSG":
+            key, i = map(int, fields[1].split(":"))
+            by_key[key].append(i)
+    assert set(by_key) == set(range(keys))
+    for key, seen in by_key.items():
+        assert seen == sorted(seen) and set(seen) == set(range(key, n, keys)), (key, seen)
+
+
+@pytest.mark.parametrize("model", ["CLUSTERING", "BROADCASTING"])
+def test_two_consumers_in_one_group(tmp_path: Path, model: str) -> None:
+    java, n, topic = scenarios(tmp_path), 20, f"JavaGroup{model.title()}"
+
+    async def test(s: Servers) -> list[list[str]]:
+        await create_topic(s, topic, queues=4)
+        return await run_driver([*java, "group", s.namesrv_addr, topic, f"java_{model.lower()}_cg",
+                                 model, str(n), "90"], tmp_path / "group.log",
+                                prefixes=("MSG", "ASSIGNED"))
+
+    lines = with_servers(tmp_path, test)
+    [assigned] = [fields for fields in lines if fields[0] == "ASSIGNED"]
+    received: dict[str, set[str]] = defaultdict(set)
+    for fields in lines:
+        if fields[0] == "MSG":
+            received[fields[1]].add(fields[2])
+    everything = {f"g-{i}" for i in range(n)}
+    if model == "CLUSTERING":
+        assert int(assigned[1]) + int(assigned[2]) == 4
+        assert received["a"] | received["b"] == everything
+        assert received["a"] and received["b"]  # the queues were shared
+    else:
+        assert assigned[1:] == ["4", "4"]
+        assert received["a"] == received["b"] == everything
+
+
+def test_lite_pull_consumer(tmp_path: Path) -> None:
+    java, n, topic = scenarios(tmp_path), 10, "JavaLitePull"
+
+    async def test(s: Servers) -> tuple[list[list[str]], int]:
+        await create_topic(s, topic, queues=2)
+        lines = await run_driver([*java, "lite-pull", s.namesrv_addr, topic, "java_lite_cg", str(n),
+                                  "60"], tmp_path / "lite.log")
+        committed = sum(s.broker.offsets.query("java_lite_cg", topic, q) or 0 for q in (0, 1))
+        return lines, committed
+
+    lines, committed = with_servers(tmp_path, test)
+    assert {fields[1] for fields in lines} == {f"lite-{i}" for i in range(n)}
+    assert committed == n  # commitSync stored every queue's next offset
