@@ -2,13 +2,19 @@ import java.nio.charset.StandardCharsets;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
+import org.apache.rocketmq.client.producer.TransactionSendResult;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
@@ -24,6 +30,11 @@ import org.apache.rocketmq.common.message.MessageExt;
  *       push consumer (clustering, CONSUME_FROM_FIRST_OFFSET), one line per message:
  *       MSG body tags keys queueId queueOffset msgId   (fields tab-separated)
  *       exits 0 once N distinct msgIds arrived, 3 on timeout
+ *   transaction NAMESRV TOPIC N TIMEOUT_SEC
+ *       TransactionMQProducer sends N messages "tx-I" (tag "tx", key "key-I"); the local
+ *       transaction commits even I, rolls back odd I, except I%4==1: UNKNOW, then committed
+ *       when the broker checks. One line per send: SEND status msgId localState I;
+ *       exits 0 once every unknown one was checked, 3 on timeout
  * </pre>
  * Only lines starting with "SEND\t" / "MSG\t" / "DONE" are the protocol; anything else is noise.
  */
@@ -49,13 +60,21 @@ public final class BolideClient {
                 System.exit(consume(args[1], args[2], args[3], Integer.parseInt(args[4]),
                                     Integer.parseInt(args[5])));
                 break;
+            case "transaction":
+                if (args.length != 5) {
+                    usage();
+                }
+                System.exit(transaction(args[1], args[2], Integer.parseInt(args[3]),
+                                        Integer.parseInt(args[4])));
+                break;
             default:
                 usage();
         }
     }
 
     private static void usage() {
-        System.err.println("usage: produce NAMESRV TOPIC N | consume NAMESRV TOPIC GROUP N TIMEOUT_SEC");
+        System.err.println("usage: produce NAMESRV TOPIC N | consume NAMESRV TOPIC GROUP N TIMEOUT_SEC"
+                           + " | transaction NAMESRV TOPIC N TIMEOUT_SEC");
         System.exit(2);
     }
 
@@ -126,6 +145,76 @@ public final class BolideClient {
             consumer.shutdown();
         }
         System.out.println(ok ? "DONE" : "TIMEOUT " + seen.size() + "/" + n);
+        System.out.flush();
+        return ok ? 0 : 3;
+    }
+
+    /** The local transaction outcome of message I, when sent and when the broker checks it. */
+    private static LocalTransactionState decide(int i, boolean check) {
+        if (i % 4 == 1) {
+            return check ? LocalTransactionState.COMMIT_MESSAGE : LocalTransactionState.UNKNOW;
+        }
+        return i % 2 == 0 ? LocalTransactionState.COMMIT_MESSAGE : LocalTransactionState.ROLLBACK_MESSAGE;
+    }
+
+    private static int transaction(String namesrv, String topic, int n, int timeoutSec) throws Exception {
+        Set<Integer> unknown = ConcurrentHashMap.newKeySet();
+        for (int i = 0; i < n; i++) {
+            if (decide(i, false) == LocalTransactionState.UNKNOW) {
+                unknown.add(i);
+            }
+        }
+        CountDownLatch checked = new CountDownLatch(unknown.size());
+        ExecutorService checkExecutor = Executors.newFixedThreadPool(2);
+        TransactionMQProducer producer = new TransactionMQProducer("bolide_interop_tx_pg");
+        producer.setNamesrvAddr(namesrv);
+        producer.setInstanceName(instance("t"));
+        producer.setSendMsgTimeout(5000);
+        producer.setRetryTimesWhenSendFailed(0);
+        producer.setPollNameServerInterval(1000);
+        producer.setHeartbeatBrokerInterval(1000);
+        producer.setVipChannelEnabled(false);
+        producer.setExecutorService(checkExecutor);  // runs the checks and their END_TRANSACTION
+        producer.setTransactionListener(new TransactionListener() {
+            @Override
+            public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
+                return decide((Integer) arg, false);
+            }
+
+            @Override
+            public LocalTransactionState checkLocalTransaction(MessageExt msg) {
+                int i = Integer.parseInt(new String(msg.getBody(), StandardCharsets.UTF_8).substring(3));
+                LocalTransactionState state = decide(i, true);
+                synchronized (System.out) {
+                    System.out.println(String.join("\t", "CHECK", String.valueOf(i), String.valueOf(state),
+                            msg.getTopic(), msg.getMsgId()));
+                    System.out.flush();
+                }
+                if (unknown.remove(i)) {
+                    checked.countDown();
+                }
+                return state;
+            }
+        });
+        producer.start();
+        boolean ok;
+        try {
+            for (int i = 0; i < n; i++) {
+                Message msg = new Message(topic, "tx", "key-" + i, ("tx-" + i).getBytes(StandardCharsets.UTF_8));
+                TransactionSendResult r = producer.sendMessageInTransaction(msg, i);
+                synchronized (System.out) {
+                    System.out.println(String.join("\t", "SEND", String.valueOf(r.getSendStatus()), r.getMsgId(),
+                            String.valueOf(r.getLocalTransactionState()), String.valueOf(i)));
+                    System.out.flush();
+                }
+            }
+            ok = checked.await(timeoutSec, TimeUnit.SECONDS);
+        } finally {
+            checkExecutor.shutdown();  // lets the running checks send their END_TRANSACTION
+            checkExecutor.awaitTermination(10, TimeUnit.SECONDS);
+            producer.shutdown();
+        }
+        System.out.println(ok ? "DONE" : "TIMEOUT " + unknown + " not checked");
         System.out.flush();
         return ok ? 0 : 3;
     }

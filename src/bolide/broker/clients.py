@@ -3,6 +3,7 @@ or UNREGISTER_CLIENT arrives. Bounded in the number of groups."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bolide.protocol.bodies.client import SubscriptionData
@@ -19,15 +20,49 @@ class ConsumerGroupInfo:
     subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class ClientChannelInfo:
+    """What a connection said about itself in its latest heartbeat (admin connection lists).
+
+    ``client_addr`` empty: the connection's remote address is meant.
+    """
+
+    client_id: str
+    language: str = "JAVA"
+    version: int = 0
+    client_addr: str = ""
+
+
 class ClientManager:
-    """Producer and consumer groups seen in heartbeats."""
+    """Producer and consumer groups seen in heartbeats.
+
+    ``on_consumer`` listeners are called with the group name on every consumer registration
+    (the broker creates the group's subscription group there).
+    """
 
     def __init__(self, max_groups: int = 10_000) -> None:
         self.max_groups = max_groups
         self.producers: dict[str, dict[object, str]] = {}
         self.consumers: dict[str, ConsumerGroupInfo] = {}
+        self.channels: dict[object, ClientChannelInfo] = {}
+        self.on_consumer: list[Callable[[str], None]] = []
 
-    def register_producer(self, group: str, channel: object, client_id: str) -> bool:
+    def _remember(self, channel: object, client_id: str, language: str | None, version: int | None,
+                  client_addr: str | None) -> None:
+        info = self.channels.get(channel)
+        if info is None:
+            info = self.channels[channel] = ClientChannelInfo(client_id)
+        info.client_id = client_id
+        if language is not None:
+            info.language = language
+        if version is not None:
+            info.version = version
+        if client_addr is not None:
+            info.client_addr = client_addr
+
+    def register_producer(self, group: str, channel: object, client_id: str, *,
+                          language: str | None = None, version: int | None = None,
+                          client_addr: str | None = None) -> bool:
         """Record a producer; False when the group table is full."""
         clients = self.producers.get(group)
         if clients is None:
@@ -35,12 +70,19 @@ class ClientManager:
                 return False
             clients = self.producers[group] = {}
         clients[channel] = client_id
+        self._remember(channel, client_id, language, version, client_addr)
         return True
 
     def register_consumer(self, group: str, channel: object, client_id: str,
                           subscriptions: list[SubscriptionData], consume_type: str | None,
-                          message_model: str | None, consume_from_where: str | None) -> bool:
-        """Record a consumer and its subscriptions; False when the group table is full."""
+                          message_model: str | None, consume_from_where: str | None, *,
+                          language: str | None = None, version: int | None = None,
+                          client_addr: str | None = None) -> bool:
+        """Record a consumer and its subscriptions; False when the group table is full.
+
+        ``language`` (a LanguageCode name), ``version`` (the request's) and ``client_addr``
+        are what GET_CONSUMER/PRODUCER_CONNECTION_LIST report for the connection.
+        """
         info = self.consumers.get(group)
         if info is None:
             if len(self.consumers) >= self.max_groups:
@@ -50,7 +92,17 @@ class ClientManager:
         info.consume_from_where = consume_from_where
         info.clients[channel] = client_id
         info.subscriptions = {s.topic: s for s in subscriptions}
+        self._remember(channel, client_id, language, version, client_addr)
+        for listener in self.on_consumer:
+            listener(group)
         return True
+
+    def channel_info(self, channel: object) -> ClientChannelInfo | None:
+        return self.channels.get(channel)
+
+    def groups_of_topic(self, topic: str) -> set[str]:
+        """Consumer groups subscribed to ``topic`` (QUERY_TOPIC_CONSUME_BY_WHO)."""
+        return {group for group, info in self.consumers.items() if topic in info.subscriptions}
 
     def consumer_ids(self, group: str) -> list[str]:
         info = self.consumers.get(group)
@@ -64,6 +116,8 @@ class ClientManager:
                    consumer_group: str | None = None) -> None:
         """Drop ``channel`` from the named groups (every group when both are None)."""
         everything = producer_group is None and consumer_group is None
+        if everything:
+            self.channels.pop(channel, None)
         for group, clients in list(self.producers.items()):
             if everything or group == producer_group:
                 clients.pop(channel, None)

@@ -35,6 +35,10 @@ class BrokerConfig(PropertiesConfig):
     max_pull_suspend_ms: int = _key("bolideMaxPullSuspendMillis", 25_000)
     max_client_groups: int = _key("bolideMaxClientGroups", 10_000)
     flush_consumer_offset_interval_ms: int = _key("flushConsumerOffsetInterval", 5000)
+    reject_transaction_message: bool = _key("rejectTransactionMessage", False)
+    transaction_timeout_ms: int = _key("transactionTimeOut", 6000)
+    transaction_check_max: int = _key("transactionCheckMax", 15)
+    transaction_check_interval_ms: int = _key("transactionCheckInterval", 60_000)
     flush_delay_offset_interval_ms: int = _key("flushDelayOffsetInterval", 10_000)
 
     def __post_init__(self) -> None:
@@ -46,6 +50,8 @@ class BrokerConfig(PropertiesConfig):
             raise ConfigError("flushDelayOffsetInterval must be positive; RocketMQ uses 10000 (ms)")
         if self.flush_consumer_offset_interval_ms <= 0:
             raise ConfigError("flushConsumerOffsetInterval must be positive; RocketMQ uses 5000 (ms)")
+        if self.transaction_check_interval_ms <= 0:
+            raise ConfigError("transactionCheckInterval must be positive; RocketMQ uses 60000 (ms)")
         if not 10_000 <= self.register_name_server_period_ms <= 60_000:
             object.__setattr__(self, "register_name_server_period_ms",
                                min(max(self.register_name_server_period_ms, 10_000), 60_000))

@@ -13,15 +13,21 @@ from bolide.broker.flush_waiters import FlushWaiters
 from bolide.broker.long_polling import PullHoldService
 from bolide.broker.persistence import ConfigPersister
 from bolide.broker.processors.admin import AdminProcessor
+from bolide.broker.processors.admin_stats import AdminStatsProcessor
 from bolide.broker.processors.consumer import ConsumerProcessor
 from bolide.broker.processors.lock import LockProcessor
 from bolide.broker.processors.pull import PullProcessor
+from bolide.broker.processors.query import QueryProcessor
 from bolide.broker.processors.send import SendProcessor
 from bolide.broker.processors.send_back import SendBackProcessor
+from bolide.broker.processors.transaction import EndTransactionProcessor
 from bolide.broker.queue_locks import QueueLocks
 from bolide.broker.registration import BrokerRegistration
 from bolide.broker.schedule import ScheduleService
+from bolide.broker.stats import BrokerStats
+from bolide.broker.subscription_groups import SubscriptionGroupManager
 from bolide.broker.topic_config import TopicConfigManager
+from bolide.broker.transaction import TransactionalMessages, TransactionCheckService
 from bolide.protocol.bodies.broker import TopicConfig
 from bolide.remoting import Channel, RemotingClient, RemotingServer
 from bolide.store import MessageStore, StoreConfig
@@ -54,8 +60,14 @@ class BrokerController:
         self._topics_persister = ConfigPersister("bolide-topics-persist", self.topics.persist)
         self._offsets_persister = ConfigPersister("bolide-offsets-persist", self.offsets.persist,
                                                   self.config.flush_consumer_offset_interval_ms / 1000)
+        self.subscription_groups = SubscriptionGroupManager(
+            self.config, config_dir / "subscriptionGroup.json")
+        self._groups_persister = ConfigPersister("bolide-groups-persist",
+                                                 self.subscription_groups.persist)
         self._persisting = False
         self.clients = ClientManager(self.config.max_client_groups)
+        self.clients.on_consumer.append(self.subscription_groups.find)
+        self.stats = BrokerStats()
         self.queue_locks = QueueLocks(self.config.max_client_groups)
         self.namesrv_client = RemotingClient()
         self._store: MessageStore | None = None
@@ -64,6 +76,8 @@ class BrokerController:
         self.schedule: ScheduleService | None = None
         self._delay_persister: ConfigPersister | None = None
         self.registration: BrokerRegistration | None = None
+        self.transactions = TransactionalMessages(self)
+        self.transaction_check = TransactionCheckService(self, self.transactions)
 
     # -- state available once started --------------------------------------------------------
     @property
@@ -107,7 +121,9 @@ class BrokerController:
         self._store = store
         self._topics_persister.start()
         self._offsets_persister.start()
+        self._groups_persister.start()
         self._persisting = True
+        self.subscription_groups.on_change.append(self._groups_persister.request)
         self.topics.on_change.append(self._persist_topics)
         self._flush_waiters = FlushWaiters(loop, store)
         self._pull_holds = PullHoldService(loop, self.config.max_held_pulls)
@@ -118,7 +134,9 @@ class BrokerController:
         self._delay_persister.start()
         self.schedule.start()
         for processor in (SendProcessor(self), PullProcessor(self), ConsumerProcessor(self),
-                          AdminProcessor(self), SendBackProcessor(self), LockProcessor(self)):
+                          AdminProcessor(self), SendBackProcessor(self), LockProcessor(self),
+                          QueryProcessor(self), AdminStatsProcessor(self),
+                          EndTransactionProcessor(self)):
             for code in processor.CODES:
                 self.server.register(code, processor)
         self.registration = BrokerRegistration(self.config, self.topics, self.namesrv_client,
@@ -126,12 +144,14 @@ class BrokerController:
                                                f"{self.config.broker_ip1}:{self.port + 1}")
         self.topics.on_change.append(self._topic_changed)
         await self.registration.start()
+        self.transaction_check.start()
         return self
 
     def _load_config_files(self) -> None:
         for what, loaded in (("topic configs", self.topics.load()),
                              ("consumer offsets", self.offsets.load()),
-                             ("delay offsets", self.delay_offsets.load())):
+                             ("delay offsets", self.delay_offsets.load()),
+                             ("subscription groups", self.subscription_groups.load())):
             if not loaded:
                 log.info("no %s to load in %s: starting with none", what, self._store_config.config_dir)
 
@@ -152,6 +172,7 @@ class BrokerController:
             await self.registration.close()
         if self.schedule is not None:
             await self.schedule.close()
+        await self.transaction_check.close()
         if self._pull_holds is not None:
             self._pull_holds.wake_all()
         await self.server.close()
@@ -160,6 +181,7 @@ class BrokerController:
             self._persisting = False
             await asyncio.to_thread(self._topics_persister.stop)
             await asyncio.to_thread(self._offsets_persister.stop)
+            await asyncio.to_thread(self._groups_persister.stop)
             if self._delay_persister is not None:
                 await asyncio.to_thread(self._delay_persister.stop)
         if self._store is not None:

@@ -94,6 +94,16 @@ class TopicConfigManager:
         for listener in self.on_change:
             listener(tc)
 
+    def delete(self, topic: str) -> bool:
+        """Forget a topic; True if it existed (bumps the data version, notifies listeners)."""
+        tc = self.table.pop(topic, None)
+        if tc is None:
+            return False
+        self.file.remove(topic)
+        for listener in self.on_change:
+            listener(tc)
+        return True
+
     def create_in_send(self, topic: str, default_topic: str, queue_nums: int) -> TopicConfig | None:
         """Auto-create ``topic`` from the template ``default_topic`` if it may be inherited."""
         template = self.table.get(default_topic)

@@ -142,6 +142,7 @@ class RequestCode(IntEnum):
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     ADD_WRITE_PERM_OF_BROKER = 327
+    GET_TOPIC_CONFIG = 351  # 5.x: mqadmin topicStatus/consumerProgress look for static topics
     LITE_PULL_MESSAGE = 361  # 5.x
     QUERY_ASSIGNMENT = 400  # 5.x
     BROKER_HEARTBEAT = 904  # 5.x

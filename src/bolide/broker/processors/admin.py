@@ -1,36 +1,101 @@
-"""Admin codes of this slice: UPDATE_AND_CREATE_TOPIC (17) and GET_ALL_TOPIC_CONFIG (21)."""
+"""Broker administration (mqadmin, spec 3.7): topics (17, 21, 215, 5.x's 351), the broker's configuration
+(25, 26), its runtime figures (28) and subscription groups (200, 201, 207). Statistics and
+connection lists are in :mod:`bolide.broker.processors.admin_stats`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+import enum
+import time
+from typing import TYPE_CHECKING, Any
 
+from bolide.broker.config import BrokerConfig
+from bolide.broker.runtime_info import runtime_info
 from bolide.broker.topic_config import SYSTEM_TOPICS
+from bolide.common.config_file import known_values, parse_properties
 from bolide.common.topic import validate_topic
-from bolide.protocol.bodies.broker import TopicConfig
+from bolide.errors import BolideError
+from bolide.protocol import fastjson
+from bolide.protocol.bodies.admin import KVTable
+from bolide.protocol.bodies.broker import DataVersion, TopicConfig
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
-from bolide.protocol.headers.admin import CreateTopicRequestHeader
+from bolide.protocol.headers.admin import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
+    GetBrokerConfigResponseHeader,
+    GetTopicConfigRequestHeader,
+)
 from bolide.remoting import RequestContext
+from bolide.store.topic_config import SubscriptionGroupConfig
 
 if TYPE_CHECKING:
     from bolide.broker.controller import BrokerController
 
+# BrokerConfig keys UPDATE_BROKER_CONFIG may not change: they fix the broker's identity, its
+# sockets or sizes chosen at start
+RESTART_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "listenPort", "brokerIP1",
+                          "bolideBindAddress", "bolideMaxHeldPulls", "bolideMaxClientGroups",
+                          "flushConsumerOffsetInterval", "flushDelayOffsetInterval"})
+
+
+def config_properties(*configs: Any) -> dict[str, str]:
+    """The RocketMQ properties of config dataclasses (``key`` metadata), as Java prints them."""
+    props: dict[str, str] = {}
+    for config in configs:
+        for f in dataclasses.fields(config):
+            key = f.metadata.get("key")
+            value = getattr(config, f.name)
+            if key is None or value is None:
+                continue
+            if isinstance(value, bool):
+                props[key] = "true" if value else "false"
+            elif isinstance(value, enum.Enum):
+                props[key] = str(value.value)
+            else:
+                props[key] = str(value)
+    return props
+
+
+def _config_keys(cls: type) -> set[str]:
+    return {f.metadata["key"] for f in dataclasses.fields(cls) if "key" in f.metadata}
+
 
 class AdminProcessor:
-    """Topic administration."""
+    """Topic, configuration and subscription-group administration."""
 
-    CODES = (RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.GET_ALL_TOPIC_CONFIG)
+    CODES = (RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.GET_ALL_TOPIC_CONFIG,
+             RequestCode.DELETE_TOPIC_IN_BROKER, RequestCode.GET_BROKER_CONFIG,
+             RequestCode.UPDATE_BROKER_CONFIG, RequestCode.GET_BROKER_RUNTIME_INFO,
+             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, RequestCode.DELETE_SUBSCRIPTIONGROUP,
+             RequestCode.GET_TOPIC_CONFIG)
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
+        self.config_version = DataVersion(timestamp=int(time.time() * 1000))
+        c = RequestCode
+        self._handlers = {
+            c.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
+            c.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
+            c.GET_TOPIC_CONFIG: self.get_topic_config,
+            c.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            c.GET_BROKER_CONFIG: self.get_broker_config,
+            c.UPDATE_BROKER_CONFIG: self.update_broker_config,
+            c.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
+            c.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_subscription_group,
+            c.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_groups,
+            c.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
+        }
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-        if request.code == RequestCode.GET_ALL_TOPIC_CONFIG:
-            return request.make_response(body=self.broker.topics.wrapper().encode())
+        return self._handlers[request.code](request)
+
+    # -- topics -------------------------------------------------------------------------------
+    def update_and_create_topic(self, request: RemotingCommand) -> RemotingCommand:
         header = request.read_header(CreateTopicRequestHeader)
-        why = validate_topic(header.topic)
-        if why is None and header.topic in SYSTEM_TOPICS:
-            why = f"The topic[{header.topic}] is conflict with system topic."
+        why = self._refuse_topic(header.topic)
         if why is not None:
             return request.make_response(ResponseCode.SYSTEM_ERROR, why)
         self.broker.topics.update(TopicConfig(
@@ -38,4 +103,103 @@ class AdminProcessor:
             write_queue_nums=header.write_queue_nums, perm=header.perm,
             topic_filter_type=header.topic_filter_type, topic_sys_flag=header.topic_sys_flag or 0,
             order=header.order))
+        return request.make_response()
+
+    def get_all_topic_config(self, request: RemotingCommand) -> RemotingCommand:
+        return request.make_response(body=self.broker.topics.wrapper().encode())
+
+    def get_topic_config(self, request: RemotingCommand) -> RemotingCommand:
+        """One topic's config (5.x); 17 when the broker does not have it."""
+        header = request.read_header(GetTopicConfigRequestHeader)
+        tc = self.broker.topics.get(header.topic)
+        if tc is None:
+            return request.make_response(ResponseCode.TOPIC_NOT_EXIST,
+                                         f"No topic in this broker. topic: {header.topic}")
+        return request.make_response(body=tc.encode())
+
+    def delete_topic(self, request: RemotingCommand) -> RemotingCommand:
+        """Forget the topic's config and re-register (answers 0 for an unknown topic, as Java
+        does). Its messages stay in the store until retention removes them: the ConsumeQueue
+        files are not deleted."""
+        header = request.read_header(DeleteTopicRequestHeader)
+        if header.topic in SYSTEM_TOPICS:
+            return request.make_response(ResponseCode.SYSTEM_ERROR,
+                                         f"The topic[{header.topic}] is conflict with system topic.")
+        self.broker.topics.delete(header.topic)
+        return request.make_response()
+
+    @staticmethod
+    def _refuse_topic(topic: str) -> str | None:
+        why = validate_topic(topic)
+        if why is None and topic in SYSTEM_TOPICS:
+            why = f"The topic[{topic}] is conflict with system topic."
+        return why
+
+    # -- broker configuration -------------------------------------------------------------------
+    def get_broker_config(self, request: RemotingCommand) -> RemotingCommand:
+        """The broker's and the store's settings as ``key=value`` lines; ext ``version``. The
+        store's copy goes last: its ``listenPort`` is the bound port (``listenPort=0`` picks one)."""
+        props = config_properties(self.broker.config, self.broker.store.config)
+        text = "".join(f"{key}={value}\n" for key, value in sorted(props.items()))
+        answer = GetBrokerConfigResponseHeader(version=self.config_version.encode().decode())
+        return request.make_response(header=answer, body=text.encode())
+
+    def update_broker_config(self, request: RemotingCommand) -> RemotingCommand:
+        """Apply BrokerConfig keys (``key=value`` lines) in memory; keys that need a restart or
+        that are not broker settings are refused and nothing changes. Not written to a file."""
+        props = parse_properties(request.body_bytes().decode("utf-8", "replace"))
+        unknown = sorted(set(props) - _config_keys(BrokerConfig))
+        fixed = sorted(set(props) & RESTART_KEYS)
+        if unknown or fixed:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"cannot change {', '.join(unknown + fixed)} at runtime: edit broker.conf and "
+                "restart the broker")
+        try:
+            config = self.broker.config.replace(**known_values(BrokerConfig, props))
+        except (BolideError, TypeError, ValueError) as exc:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc))
+        self._apply_config(config)
+        self.config_version.counter += 1
+        self.config_version.timestamp = int(time.time() * 1000)
+        if "brokerPermission" in props and self.broker.registration is not None:
+            self.broker.registration.request_register()
+        return request.make_response()
+
+    def _apply_config(self, config: BrokerConfig) -> None:
+        broker = self.broker
+        broker.config = config
+        broker.topics.config = config
+        broker.subscription_groups.config = config
+        if broker.registration is not None:
+            broker.registration.config = config
+
+    def get_broker_runtime_info(self, request: RemotingCommand) -> RemotingCommand:
+        return request.make_response(body=KVTable(table=runtime_info(self.broker)).encode())
+
+    # -- subscription groups -------------------------------------------------------------------
+    def update_subscription_group(self, request: RemotingCommand) -> RemotingCommand:
+        """Create or replace a group from a SubscriptionGroupConfig body (5.x fields kept)."""
+        try:
+            obj = fastjson.loads(request.body_bytes())
+            config = SubscriptionGroupConfig.from_json_obj(obj)
+        except BolideError as exc:
+            return request.make_response(ResponseCode.SYSTEM_ERROR,
+                                         f"the body is not a SubscriptionGroupConfig: {exc}")
+        if not config.group_name:
+            return request.make_response(ResponseCode.SYSTEM_ERROR,
+                                         "the SubscriptionGroupConfig has no groupName: set it")
+        self.broker.subscription_groups.update(config)
+        return request.make_response()
+
+    def get_all_subscription_groups(self, request: RemotingCommand) -> RemotingCommand:
+        return request.make_response(body=self.broker.subscription_groups.encode())
+
+    def delete_subscription_group(self, request: RemotingCommand) -> RemotingCommand:
+        """Forget a group (0 even when unknown, as Java); ``removeOffset=true`` also drops its
+        consumer offsets."""
+        header = request.read_header(DeleteSubscriptionGroupRequestHeader)
+        self.broker.subscription_groups.delete(header.group_name)
+        if header.remove_offset:
+            self.broker.offsets.remove_group(header.group_name)
         return request.make_response()

@@ -1,5 +1,5 @@
-"""Consumer-side codes: offsets (14, 15, 30, 31), HEART_BEAT (34), UNREGISTER_CLIENT (35) and
-GET_CONSUMER_LIST_BY_GROUP (38)."""
+"""Consumer-side codes: offsets (14, 15, 29, 30, 31, 32), HEART_BEAT (34), UNREGISTER_CLIENT (35)
+and GET_CONSUMER_LIST_BY_GROUP (38)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ class ConsumerProcessor:
 
     CODES = (RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET,
              RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET, RequestCode.HEART_BEAT,
-             RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP)
+             RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, RequestCode.GET_EARLIEST_MSG_STORETIME)
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
@@ -34,6 +35,8 @@ class ConsumerProcessor:
             c.HEART_BEAT: self.heart_beat,
             c.UNREGISTER_CLIENT: self.unregister_client,
             c.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list_by_group,
+            c.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset_by_timestamp,
+            c.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
         }
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
@@ -63,6 +66,24 @@ class ConsumerProcessor:
         header = request.read_header(h.GetMinOffsetRequestHeader)
         offset = self.broker.store.get_min_offset_in_queue(header.topic, header.queue_id)
         return request.make_response(header=h.GetMinOffsetResponseHeader(offset=offset))
+
+    def search_offset_by_timestamp(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """The first queue offset stored at or after ``timestamp`` (the max offset when every
+        message is older); 5.x ``boundaryType=UPPER``: the last one stored at or before it."""
+        header = request.read_header(h.SearchOffsetRequestHeader)
+        store = self.broker.store
+        if (header.boundary_type or "").upper() == "UPPER":
+            after = store.get_offset_in_queue_by_time(header.topic, header.queue_id, header.timestamp + 1)
+            offset = max(after - 1, store.get_min_offset_in_queue(header.topic, header.queue_id))
+        else:
+            offset = store.get_offset_in_queue_by_time(header.topic, header.queue_id, header.timestamp)
+        return request.make_response(header=h.SearchOffsetResponseHeader(offset=offset))
+
+    def get_earliest_msg_storetime(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """Store time of the queue's first retained message; -1 for an empty or unknown queue."""
+        header = request.read_header(h.GetEarliestMsgStoretimeRequestHeader)
+        timestamp = self.broker.store.get_earliest_message_time(header.topic, header.queue_id)
+        return request.make_response(header=h.GetEarliestMsgStoretimeResponseHeader(timestamp=timestamp))
 
     def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """Record producer and consumer groups; create each consumer group's retry topic."""

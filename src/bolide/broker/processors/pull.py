@@ -109,4 +109,5 @@ class PullProcessor:
                                            min_offset=result.min_offset, max_offset=result.max_offset,
                                            suggest_which_broker_id=0)
         body = list(result.buffers) if code == ResponseCode.SUCCESS else b""
+        self.broker.stats.on_get(len(body))
         return request.make_response(code, result.status.value, answer, body)

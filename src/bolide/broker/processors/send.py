@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from bolide.broker.retry import dlq_topic, group_of_retry_topic, max_reconsume_times
 from bolide.broker.topic_config import NOT_SENDABLE, PERM_WRITE
+from bolide.broker.transaction import is_half_message
 from bolide.common import properties as P
 from bolide.common.hosts import encode_host
 from bolide.common.msgid import create_offset_msg_id
@@ -121,6 +122,15 @@ class SendProcessor:
             msgs = decode_batch_body(body, topic, props)
             result = store.put_messages(msgs, queue_id, born_timestamp=header.born_timestamp,
                                         born_host=born, wait_store=False)
+        elif is_half_message(header.properties):  # TRAN_MSG=true (spec 3.4 step 5)
+            if self.broker.config.reject_transaction_message:
+                return request.make_response(ResponseCode.NO_PERMISSION,
+                                             f"the broker[{self.broker.config.broker_ip1}] sending "
+                                             "transaction message is forbidden")
+            result = self.broker.transactions.put_half(
+                topic, queue_id, body, stored_properties(header.properties, cluster),
+                flag=header.flag, sys_flag=header.sys_flag, born_timestamp=header.born_timestamp,
+                born_host=born, reconsume_times=header.reconsume_times or 0)
         else:
             result = store.put_encoded(topic, body,
                                        stored_properties(header.properties, cluster, dead=dead),
@@ -132,6 +142,7 @@ class SendProcessor:
         if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
                         ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE):
             return request.make_response(code, f"{result.status.value}: {result.remark}")
+        self.broker.stats.on_put(result.msg_num)
         answer = SendMessageResponseHeader(msg_id=",".join(self._offset_ids(result)),
                                            queue_id=queue_id, queue_offset=result.queue_offset)
         return request.make_response(code, result.remark or None, answer)

@@ -31,6 +31,15 @@ class DeleteTopicRequestHeader(Header):
 
 
 @header
+class GetTopicConfigRequestHeader(Header):
+    """GET_TOPIC_CONFIG (351, 5.x); the answer's body is the TopicConfig (with 5.x's optional
+    ``mappingDetail`` of static topics, which Bolide does not have)."""
+
+    topic: str
+    lo: bool | None = None
+
+
+@header
 class GetTopicStatsInfoRequestHeader(Header):
     """GET_TOPIC_STATS_INFO (202); the answer's body is a TopicStatsTable."""
 

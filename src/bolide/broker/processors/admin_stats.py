@@ -1,0 +1,146 @@
+"""Broker statistics and connection lists for mqadmin (spec 3.7): GET_TOPIC_STATS_INFO (202),
+GET_CONSUME_STATS (208), GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204)
+and QUERY_TOPIC_CONSUME_BY_WHO (300)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bolide.protocol.bodies.admin import (
+    Connection,
+    ConsumerConnection,
+    ConsumeStats,
+    GroupList,
+    OffsetWrapper,
+    ProducerConnection,
+    TopicOffset,
+    TopicStatsTable,
+)
+from bolide.protocol.bodies.client import MessageQueue
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers import admin as h
+from bolide.remoting import RequestContext
+from bolide.store import MessageStore
+from bolide.store.record import read_store_timestamp
+
+if TYPE_CHECKING:
+    from bolide.broker.controller import BrokerController
+
+
+def store_time_at(store: MessageStore, topic: str, queue_id: int, offset: int) -> int:
+    """Store time of the message at a queue offset; 0 when there is none (Java's
+    getMessageStoreTimeStamp reports -1, which callers turn into 0)."""
+    if offset < 0:
+        return 0
+    result = store.get_message("", topic, queue_id, offset, 1)
+    try:
+        return read_store_timestamp(result.buffers[0], 0) if result.buffers else 0
+    finally:
+        result.release()
+
+
+class AdminStatsProcessor:
+    """Queue offsets, consumer progress and who is connected."""
+
+    CODES = (RequestCode.GET_TOPIC_STATS_INFO, RequestCode.GET_CONSUME_STATS,
+             RequestCode.GET_CONSUMER_CONNECTION_LIST, RequestCode.GET_PRODUCER_CONNECTION_LIST,
+             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO)
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        c = RequestCode
+        self._handlers = {
+            c.GET_TOPIC_STATS_INFO: self.get_topic_stats,
+            c.GET_CONSUME_STATS: self.get_consume_stats,
+            c.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connections,
+            c.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connections,
+            c.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
+        }
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        return self._handlers[request.code](request)
+
+    def get_topic_stats(self, request: RemotingCommand) -> RemotingCommand:
+        """Min and max offset and last store time of every write queue; 17 for an unknown topic."""
+        header = request.read_header(h.GetTopicStatsInfoRequestHeader)
+        tc = self.broker.topics.get(header.topic)
+        if tc is None:
+            return request.make_response(ResponseCode.TOPIC_NOT_EXIST,
+                                         f"topic[{header.topic}] not exist")
+        store = self.broker.store
+        name = self.broker.config.broker_name
+        table: dict[MessageQueue, TopicOffset] = {}
+        for qid in range(tc.write_queue_nums):
+            max_offset = max(store.get_max_offset_in_queue(header.topic, qid), 0)
+            table[MessageQueue(topic=header.topic, broker_name=name, queue_id=qid)] = TopicOffset(
+                min_offset=max(store.get_min_offset_in_queue(header.topic, qid), 0),
+                max_offset=max_offset,
+                last_update_timestamp=store_time_at(store, header.topic, qid, max_offset - 1))
+        return request.make_response(body=TopicStatsTable(offset_table=table).encode())
+
+    def get_consume_stats(self, request: RemotingCommand) -> RemotingCommand:
+        """Per read queue of each topic the group has offsets on (or of ``topic``): the queue's
+        max offset, the group's committed offset and the store time of the last one consumed.
+        Topics an online group no longer subscribes to are left out, as Java does."""
+        header = request.read_header(h.GetConsumeStatsRequestHeader)
+        broker = self.broker
+        group = header.consumer_group
+        topics = [header.topic] if header.topic else sorted(broker.offsets.topics_of_group(group))
+        online = broker.clients.consumers.get(group)
+        store = broker.store
+        name = broker.config.broker_name
+        table: dict[MessageQueue, OffsetWrapper] = {}
+        for topic in topics:
+            tc = broker.topics.get(topic)
+            if tc is None:
+                continue
+            if online is not None and online.subscriptions and topic not in online.subscriptions:
+                continue
+            for qid in range(tc.read_queue_nums):
+                consumer_offset = max(broker.offsets.query(group, topic, qid) or 0, 0)
+                table[MessageQueue(topic=topic, broker_name=name, queue_id=qid)] = OffsetWrapper(
+                    broker_offset=max(store.get_max_offset_in_queue(topic, qid), 0),
+                    consumer_offset=consumer_offset,
+                    pull_offset=consumer_offset,  # 5.x: no separate pull offsets, nothing in flight
+                    last_timestamp=store_time_at(store, topic, qid, consumer_offset - 1))
+        return request.make_response(body=ConsumeStats(offset_table=table).encode())
+
+    def _connection(self, channel: object, client_id: str) -> Connection:
+        info = self.broker.clients.channel_info(channel)
+        addr = (info.client_addr if info is not None else "") or getattr(channel, "remote_address", "")
+        if info is None:
+            return Connection(client_id=client_id, client_addr=addr)
+        return Connection(client_id=client_id, client_addr=addr, language=info.language,
+                          version=info.version)
+
+    def get_consumer_connections(self, request: RemotingCommand) -> RemotingCommand:
+        """The group's connections and subscriptions; 206 when no consumer of it is online."""
+        header = request.read_header(h.GetConsumerConnectionListRequestHeader)
+        info = self.broker.clients.consumers.get(header.consumer_group)
+        if info is None or not info.clients:
+            return request.make_response(ResponseCode.CONSUMER_NOT_ONLINE,
+                                         f"the consumer group[{header.consumer_group}] not online")
+        body = ConsumerConnection(
+            connection_set=[self._connection(ch, cid) for ch, cid in info.clients.items()],
+            subscription_table=dict(info.subscriptions), consume_type=info.consume_type,
+            message_model=info.message_model, consume_from_where=info.consume_from_where)
+        return request.make_response(body=body.encode())
+
+    def get_producer_connections(self, request: RemotingCommand) -> RemotingCommand:
+        """The group's producer connections; 1 when the group is unknown, as Java answers."""
+        header = request.read_header(h.GetProducerConnectionListRequestHeader)
+        clients = self.broker.clients.producers.get(header.producer_group)
+        if not clients:
+            return request.make_response(ResponseCode.SYSTEM_ERROR,
+                                         f"the producer group[{header.producer_group}] not exist")
+        body = ProducerConnection(
+            connection_set=[self._connection(ch, cid) for ch, cid in clients.items()])
+        return request.make_response(body=body.encode())
+
+    def query_topic_consume_by_who(self, request: RemotingCommand) -> RemotingCommand:
+        """Groups subscribed to the topic (heartbeats) or holding offsets on it."""
+        header = request.read_header(h.QueryTopicConsumeByWhoRequestHeader)
+        groups = (self.broker.clients.groups_of_topic(header.topic)
+                  | self.broker.offsets.groups_of_topic(header.topic))
+        return request.make_response(body=GroupList(group_list=sorted(groups)).encode())

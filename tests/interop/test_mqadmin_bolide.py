@@ -1,0 +1,181 @@
+"""The real Apache RocketMQ ``mqadmin`` (4.9.7 and 5.3.3, from Maven Central) against Bolide's
+in-process NameServer + Broker: cluster and broker status, topics (list, route, status, update,
+delete), subscription groups, consumer progress and connections, and the three message queries.
+
+The servers run on this process's event loop while mqadmin is a JVM subprocess, so each batch
+runs in a thread (``asyncio.to_thread``). A raw RemotingClient heartbeats as consumer group
+``cg`` / producer group ``pg`` and keeps its connection open while mqadmin looks. Needs java,
+javac and mvn: without them the module is skipped, or fails when ``CI`` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from pathlib import Path
+
+import pytest
+from client_roundtrip import unavailable
+
+from bolide.common.fastjson import loads
+from bolide.protocol import RemotingCommand
+from bolide.protocol.bodies import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.headers import (
+    CreateTopicRequestHeader,
+    SendMessageRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from bolide.remoting import RemotingClient
+from bolide.testing.rocketmq import RocketMQ, RocketMQUnavailable, parse_query_by_key, parse_topic_status
+from bolide.testing.servers import Servers, running_servers
+
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(600)]
+
+TOPIC = "MqadminTopic"
+NEW_TOPIC = "MqadminNewTopic"
+CLIENT_ID = "10.9.8.7@4242"
+UNIQ = "0A0908070000ABCDEF0123456789{:04X}"
+COUNT = 4  # messages, alternating between queues 0 and 1
+
+
+async def _invoke(client: RemotingClient, addr: str, code: int, header: object = None,
+                  body: bytes = b"") -> RemotingCommand:
+    r = await client.invoke(addr, RemotingCommand.request(code, header, body))  # type: ignore[arg-type]
+    assert r.code == ResponseCode.SUCCESS, r
+    return r
+
+
+async def _prepare(s: Servers, client: RemotingClient) -> str:
+    """Topic with COUNT messages, a heartbeat of cg/pg, offsets 1 and 2 committed; returns the
+    client's local address as the broker sees it."""
+    await _invoke(client, s.broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, CreateTopicRequestHeader(
+        topic=TOPIC, default_topic="TBW102", read_queue_nums=2, write_queue_nums=2, perm=6))
+    for i in range(COUNT):
+        props = f"KEYS\x01key-{i} common\x02UNIQ_KEY\x01{UNIQ.format(i)}\x02"
+        header = SendMessageRequestHeader(producer_group="pg", topic=TOPIC, default_topic="TBW102",
+                                          default_topic_queue_nums=4, queue_id=i % 2, sys_flag=0,
+                                          born_timestamp=int(time.time() * 1000), flag=0,
+                                          properties=props)
+        await _invoke(client, s.broker_addr, RequestCode.SEND_MESSAGE_V2, header.to_v2(), b"body-%d" % i)
+    consumer = ConsumerData(group_name="cg", consume_type="CONSUME_PASSIVELY", message_model="CLUSTERING",
+                            consume_from_where="CONSUME_FROM_LAST_OFFSET",
+                            subscription_data_set=[SubscriptionData.of(TOPIC, "*")])
+    beat = HeartbeatData(client_id=CLIENT_ID, producer_data_set=[ProducerData(group_name="pg")],
+                         consumer_data_set=[consumer])
+    await _invoke(client, s.broker_addr, RequestCode.HEART_BEAT, body=beat.encode())
+    for qid, offset in ((0, 1), (1, 2)):
+        await _invoke(client, s.broker_addr, RequestCode.UPDATE_CONSUMER_OFFSET,
+                      UpdateConsumerOffsetRequestHeader(consumer_group="cg", topic=TOPIC, queue_id=qid,
+                                                        commit_offset=offset))
+    assert await asyncio.to_thread(s.broker.store.wait_dispatched, 10.0)
+    return (await client.get_channel(s.broker_addr)).local_address
+
+
+def _fields(text: str) -> dict[str, str]:
+    """``Name:   value`` / ``name : value`` lines (queryMsgBy*, brokerStatus)."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^([A-Za-z][\w ]*?)\s*:\s+(.*?)\s*$", line)
+        if m:
+            out[m[1]] = m[2]
+    return out
+
+
+def _rows(text: str, first: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines() if line.split()[:1] == [first]]
+
+
+@pytest.mark.parametrize("version", ["4.9.7", "5.3.3"])
+def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
+    try:
+        rmq = RocketMQ(version, tmp_path / "mqadmin")
+    except RocketMQUnavailable as exc:
+        unavailable(f"real RocketMQ unavailable: {exc}")
+    major5 = version.startswith("5")
+
+    async def main() -> tuple[str, str, list[list[str]], list[str], dict[str, object]]:
+        async with running_servers(tmp_path / "store") as s, RemotingClient() as client:
+            local = await _prepare(s, client)
+            rmq.namesrv_port = s.namesrv.port  # mqadmin asks Bolide's NameServer
+            first = s.broker.store.get_message("g", TOPIC, 0, 0, 1).messages[0]
+            by_id = ["queryMsgById", "-i", first.offset_msg_id] + (["-t", TOPIC] if major5 else [])
+            commands = [
+                ["clusterList"], ["clusterList", "-m"], ["brokerStatus", "-b", s.broker_addr],
+                ["topicList"], ["topicList", "-c"], ["topicRoute", "-t", TOPIC], ["topicStatus", "-t", TOPIC],
+                ["updateTopic", "-b", s.broker_addr, "-t", NEW_TOPIC, "-r", "3", "-w", "3"],
+                ["topicStatus", "-t", NEW_TOPIC],
+                ["deleteTopic", "-c", "DefaultCluster", "-t", NEW_TOPIC],
+                ["updateSubGroup", "-b", s.broker_addr, "-g", "admin_group", "-r", "5"],
+                ["consumerProgress", "-g", "cg"], ["consumerProgress"],
+                ["consumerConnection", "-g", "cg"],
+                ["producerConnection", "-g", "pg", "-t", TOPIC],
+                by_id, ["queryMsgByKey", "-t", TOPIC, "-k", "common"],
+                ["queryMsgByKey", "-t", TOPIC, "-k", "no-such-key"],
+                ["queryMsgByUniqueKey", "-t", TOPIC, "-i", UNIQ.format(2)],
+            ]
+            outputs = await asyncio.to_thread(rmq.mqadmin_batch, commands)
+            group = s.broker.subscription_groups.get("admin_group")
+            state = {"new_topic": s.broker.topics.get(NEW_TOPIC),
+                     "retry_max": group.retry_max_times if group is not None else None,
+                     "max_phy": s.broker.store.max_phy_offset,
+                     "offset_id": first.offset_msg_id}
+            return s.broker_addr, local, commands, outputs, state
+
+    broker_addr, local, commands, outputs, state = asyncio.run(main())
+    log = "\n".join(f"===== {' '.join(c)}\n{o}" for c, o in zip(commands, outputs, strict=True))
+    (tmp_path / "mqadmin.log").write_text(log)
+
+    # clusterList / brokerStatus (GET_BROKER_RUNTIME_INFO)
+    (row,) = _rows(outputs[0], "DefaultCluster")
+    assert row[1:5] == ["broker-a", "0", broker_addr, "V4_9_8"], log
+    (row,) = _rows(outputs[1], "DefaultCluster")
+    assert int(row[2]) + int(row[4]) == COUNT, log  # puts yesterday + today (midnight-proof)
+    status = _fields(outputs[2])
+    assert status["brokerVersionDesc"] == "V4_9_8" and status["msgPutTotalTodayNow"] == str(COUNT), log
+    assert status["commitLogMaxOffset"] == str(state["max_phy"]), log
+
+    # topics
+    assert {TOPIC, "%RETRY%cg", "TBW102"} <= set(outputs[3].split()), log
+    consumed_by = [r for r in _rows(outputs[4], "DefaultCluster") if r[1] == TOPIC]
+    assert consumed_by == [["DefaultCluster", TOPIC, "cg"]], log  # QUERY_TOPIC_CONSUME_BY_WHO
+    route = loads(outputs[5])
+    assert route["queueDatas"][0]["readQueueNums"] == 2
+    assert route["brokerDatas"][0]["brokerName"] == "broker-a"
+    queues = parse_topic_status(outputs[6])
+    assert {q: (v.broker, v.min_offset, v.max_offset) for q, v in queues.items()} == {
+        0: ("broker-a", 0, 2), 1: ("broker-a", 0, 2)}, log
+    assert "success" in outputs[7], log
+    assert set(parse_topic_status(outputs[8])) == {0, 1, 2}, log
+    assert "delete topic [MqadminNewTopic] from cluster [DefaultCluster] success" in outputs[9], log
+    assert state["new_topic"] is None
+
+    # subscription groups
+    assert "create subscription group" in outputs[10] and "success" in outputs[10], log
+    assert state["retry_max"] == 5
+
+    # consumer progress (GET_CONSUME_STATS) and connections
+    progress = {int(r[2]): (int(r[3]), int(r[4]), int(r[5])) for r in _rows(outputs[11], TOPIC)}
+    assert progress == {0: (2, 1, 1), 1: (2, 2, 0)}, log
+    assert re.search(r"Diff Total: 1\b", outputs[11]), log
+    (row,) = _rows(outputs[12], "cg")
+    assert row[1] == "1" and row[3:] == ["PUSH", "CLUSTERING", "0", "1"], log
+    (row,) = _rows(outputs[13], CLIENT_ID)
+    assert row[1:3] == [local, "JAVA"], log
+    assert _rows(outputs[13], TOPIC) == [[TOPIC, "*"]], log
+    assert "ConsumeType: CONSUME_PASSIVELY" in outputs[13] and "MessageModel: CLUSTERING" in outputs[13]
+    (row,) = [r for r in outputs[14].split("\n") if CLIENT_ID in r]
+    assert row.split()[1:4] == [CLIENT_ID, local, "JAVA"], log
+
+    # message queries: VIEW_MESSAGE_BY_ID and QUERY_MESSAGE by key and by unique key
+    viewed = _fields(outputs[15])
+    assert viewed["OffsetID"] == state["offset_id"] and viewed["Topic"] == TOPIC, log
+    assert (viewed["Keys"], viewed["Queue ID"], viewed["Queue Offset"]) == ("[key-0 common]", "0", "0"), log
+    assert "MessageTrack [consumerGroup=cg, trackType=CONSUMED" in outputs[15], log
+    expected = [(UNIQ.format(i), i % 2, i // 2) for i in range(COUNT)]
+    assert sorted(parse_query_by_key(outputs[16])) == expected, log
+    assert parse_query_by_key(outputs[17]) == [], log  # QUERY_NOT_FOUND: mqadmin prints no rows
+    unique = _fields(outputs[18])
+    assert (unique["Keys"], unique["Queue ID"], unique["Queue Offset"]) == ("[key-2 common]", "0", "1"), log
+    assert "trackType=NOT_CONSUME_YET" in outputs[18], log
