@@ -67,3 +67,14 @@ def test_nothing_imports_testing_helpers() -> None:
             continue
         for line, name in _imports(path):
             assert not name.startswith("bolide.testing"), f"{path}:{line} imports {name}"
+
+
+@pytest.mark.parametrize("path", sorted((SRC / "client").rglob("*.py")), ids=lambda p: p.name)
+def test_client_never_imports_servers_or_the_store(path: Path) -> None:
+    """The client speaks the protocol only: no store (records are read with bolide.common.records),
+    no broker, no NameServer, no test helpers."""
+    for line, name in _imports(path):
+        parts = name.split(".")
+        if parts[0] == "bolide" and len(parts) > 1:
+            assert parts[1] not in ("store", "broker", "namesrv", "testing", "cli", "spark"), \
+                f"{path.name}:{line} imports {name}"

@@ -45,6 +45,14 @@ class Message:
     def delay_time_level(self) -> int:
         return int(self.properties.get(P.DELAY_TIME_LEVEL, "0") or 0)
 
+    @delay_time_level.setter
+    def delay_time_level(self, level: int) -> None:
+        """Deliver the message after delay level ``level`` (1 = 1 s, ... 18 = 2 h); 0: at once."""
+        if level > 0:
+            self.properties[P.DELAY_TIME_LEVEL] = str(level)
+        else:
+            self.properties.pop(P.DELAY_TIME_LEVEL, None)
+
     def __repr__(self) -> str:
         return f"Message(topic={self.topic!r}, body={len(self.body)} bytes, props={self.properties})"
 

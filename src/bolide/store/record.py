@@ -10,12 +10,9 @@ from typing import NamedTuple
 
 from bolide.common import sysflag
 from bolide.common.hashing import tags_code as _tags_code
-from bolide.common.hosts import decode_host
-from bolide.common.message import MessageExt
-from bolide.common.properties import decode_properties
+from bolide.common.records import MAGIC_V1, MAGIC_V2
+from bolide.common.records import decode_record as decode_record  # the store's reader too
 
-MAGIC_V1 = -626843481  # 0xDAA320A7
-MAGIC_V2 = -626843477  # 0xDAA320AB
 BLANK_MAGIC = -875286124  # 0xCBD43194
 BLANK_SIZE = 8
 MIN_FREE_AFTER_RECORD = 8
@@ -252,47 +249,6 @@ def property_bytes(props: bytes, needle: bytes) -> bytes | None:
 def _property(props: bytes, needle: bytes) -> str | None:
     value = property_bytes(props, needle)
     return value.decode("utf-8", "replace") if value is not None else None
-
-
-def decode_record(buf: memoryview | bytes, pos: int = 0) -> MessageExt:
-    """Decode the full record at ``pos`` (v1 or v2) into a :class:`MessageExt`."""
-    (total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts) = (
-        _PREFIX.unpack_from(buf, pos)
-    )
-    if magic != MAGIC_V1 and magic != MAGIC_V2:
-        raise ValueError(f"no message record at {pos}: magic 0x{magic & 0xFFFFFFFF:08X}")
-    born_len = 20 if sys_flag & sysflag.BORNHOST_V6 else 8
-    store_len = 20 if sys_flag & sysflag.STOREHOST_V6 else 8
-    p = pos + 48
-    born_host = decode_host(buf[p : p + born_len])
-    p += born_len
-    store_ts = _I64.unpack_from(buf, p)[0]
-    p += 8
-    store_host = decode_host(buf[p : p + store_len])
-    p += store_len
-    reconsume = _I32.unpack_from(buf, p)[0]
-    prepared = _I64.unpack_from(buf, p + 4)[0]
-    body_len = _I32.unpack_from(buf, p + 12)[0]
-    p += 16
-    body = bytes(buf[p : p + body_len])
-    p += body_len
-    if magic == MAGIC_V1:
-        topic_len = buf[p]
-        p += 1
-    else:
-        topic_len = _I16.unpack_from(buf, p)[0]
-        p += 2
-    topic = bytes(buf[p : p + topic_len]).decode("utf-8")
-    p += topic_len
-    props_len = _I16.unpack_from(buf, p)[0]
-    props = decode_properties(buf[p + 2 : p + 2 + props_len]) if props_len > 0 else {}
-    return MessageExt(
-        topic, body, flag=flag, properties=props, queue_id=queue_id, queue_offset=queue_offset,
-        commit_log_offset=phys, store_size=total, body_crc=crc, sys_flag=sys_flag,
-        born_timestamp=born_ts, born_host=born_host, store_timestamp=store_ts,
-        store_host=store_host, reconsume_times=reconsume, prepared_transaction_offset=prepared,
-        magic=magic,
-    )
 
 
 def record_property(buf: memoryview | bytes, needle: bytes) -> str | None:

@@ -1,0 +1,62 @@
+"""Bolide's RocketMQ client: producer, push consumer and pull consumer.
+
+The classes here are the asyncio API; :mod:`bolide.client.blocking` has the same classes with
+blocking methods (each client object runs its own event loop in a background thread). Guide:
+docs/client.md.
+"""
+
+from bolide.client.allocate import allocate_averagely
+from bolide.client.config import ClientConfig
+from bolide.client.errors import (
+    ClientConfigError,
+    ClientStateError,
+    MessageError,
+    MQBrokerError,
+    MQClientError,
+    NoRouteError,
+    SendTimeoutError,
+)
+from bolide.client.producer import DEFAULT_PRODUCER_GROUP, Producer
+from bolide.client.pull_consumer import PullConsumer
+from bolide.client.push_consumer import ConsumeContext, PushConsumer
+from bolide.client.results import (
+    ConsumeFrom,
+    ConsumeStatus,
+    MessageModel,
+    MessageQueue,
+    PullResult,
+    PullStatus,
+    SendResult,
+    SendStatus,
+)
+from bolide.client.selector import select_by_hash, select_random
+from bolide.common.message import Message, MessageExt
+
+__all__ = [
+    "DEFAULT_PRODUCER_GROUP",
+    "ClientConfig",
+    "ClientConfigError",
+    "ClientStateError",
+    "ConsumeContext",
+    "ConsumeFrom",
+    "ConsumeStatus",
+    "MQBrokerError",
+    "MQClientError",
+    "Message",
+    "MessageError",
+    "MessageExt",
+    "MessageModel",
+    "MessageQueue",
+    "NoRouteError",
+    "Producer",
+    "PullConsumer",
+    "PullResult",
+    "PullStatus",
+    "PushConsumer",
+    "SendResult",
+    "SendStatus",
+    "SendTimeoutError",
+    "allocate_averagely",
+    "select_by_hash",
+    "select_random",
+]

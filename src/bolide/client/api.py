@@ -1,0 +1,140 @@
+"""The client's remote calls (Java MQClientAPIImpl): one method per request code, typed
+headers in, typed results out, error answers turned into :mod:`bolide.client.errors`."""
+
+from __future__ import annotations
+
+import logging
+
+from bolide.client.errors import error_for_response
+from bolide.errors import RemotingError
+from bolide.protocol import LanguageCode, RemotingCommand, RequestCode, ResponseCode
+from bolide.protocol.bodies.client import ConsumerListBody, HeartbeatData
+from bolide.protocol.bodies.route import TopicRouteData
+from bolide.protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    GetRouteInfoRequestHeader,
+    PullMessageRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from bolide.protocol.headers.base import Header
+from bolide.remoting import RemotingClient
+
+log = logging.getLogger(__name__)
+
+
+def request(code: int, header: Header | None = None, body: bytes = b"") -> RemotingCommand:
+    cmd = RemotingCommand.request(code, header, body)
+    cmd.language = LanguageCode.PYTHON
+    return cmd
+
+
+class ClientAPI:
+    """Calls NameServers and brokers through one :class:`RemotingClient`."""
+
+    def __init__(self, remoting: RemotingClient, namesrv_addrs: list[str], timeout_ms: int) -> None:
+        self.remoting = remoting
+        self.namesrv_addrs = list(namesrv_addrs)
+        self.timeout_ms = timeout_ms
+        self._ns_index = 0
+
+    async def call(self, addr: str, cmd: RemotingCommand, what: str, timeout_ms: int | None = None,
+                   ok: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
+        """Invoke and raise the mapped error unless the answer's code is in ``ok``."""
+        response = await self.remoting.invoke(addr, cmd, timeout_ms or self.timeout_ms)
+        if response.code not in ok:
+            raise error_for_response(response, what, addr)
+        return response
+
+    # -- NameServer -----------------------------------------------------------------------
+    async def get_route(self, topic: str) -> TopicRouteData | None:
+        """The topic's route, or None when the NameServer has none (TOPIC_NOT_EXIST).
+
+        Tries each NameServer in turn on transport errors, starting with the last good one.
+        """
+        last: Exception | None = None
+        n = len(self.namesrv_addrs)
+        for i in range(n):
+            addr = self.namesrv_addrs[(self._ns_index + i) % n]
+            try:
+                response = await self.call(
+                    addr, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=topic)),
+                    f"route lookup of topic {topic!r}",
+                    ok=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST))
+            except RemotingError as exc:
+                last = exc
+                continue
+            self._ns_index = (self._ns_index + i) % n
+            if response.code == ResponseCode.TOPIC_NOT_EXIST:
+                return None
+            return TopicRouteData.decode(response.body_bytes())
+        assert last is not None
+        raise last
+
+    # -- broker: registration ---------------------------------------------------------------
+    async def heartbeat(self, addr: str, data: HeartbeatData) -> None:
+        await self.call(addr, request(RequestCode.HEART_BEAT, body=data.encode()), "HEART_BEAT")
+
+    async def unregister_client(self, addr: str, client_id: str, producer_group: str | None = None,
+                                consumer_group: str | None = None) -> None:
+        header = UnregisterClientRequestHeader(client_id=client_id, producer_group=producer_group,
+                                               consumer_group=consumer_group)
+        await self.call(addr, request(RequestCode.UNREGISTER_CLIENT, header), "UNREGISTER_CLIENT")
+
+    async def consumer_ids(self, addr: str, group: str) -> list[str]:
+        """The group's client ids as the broker knows them (empty when it knows none)."""
+        response = await self.call(
+            addr, request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                          GetConsumerListByGroupRequestHeader(consumer_group=group)),
+            f"consumer list of group {group!r}", ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR))
+        if response.code != ResponseCode.SUCCESS or not response.body_length:
+            return []
+        return ConsumerListBody.decode(response.body_bytes()).consumer_id_list
+
+    # -- broker: offsets --------------------------------------------------------------------
+    async def query_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int) -> int | None:
+        """The committed offset, or None when none is stored (any error answer, as in Java)."""
+        header = QueryConsumerOffsetRequestHeader(consumer_group=group, topic=topic, queue_id=queue_id)
+        response = await self.remoting.invoke(addr, request(RequestCode.QUERY_CONSUMER_OFFSET, header),
+                                              self.timeout_ms)
+        if response.code != ResponseCode.SUCCESS:
+            return None
+        return int(response.ext_fields.get("offset", "-1"))
+
+    async def update_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int,
+                                     offset: int) -> None:
+        header = UpdateConsumerOffsetRequestHeader(consumer_group=group, topic=topic, queue_id=queue_id,
+                                                   commit_offset=offset)
+        await self.call(addr, request(RequestCode.UPDATE_CONSUMER_OFFSET, header), "UPDATE_CONSUMER_OFFSET")
+
+    async def _offset(self, addr: str, code: int, header: Header, what: str) -> int:
+        response = await self.call(addr, request(code, header), what)
+        return int(response.ext_fields["offset"])
+
+    async def max_offset(self, addr: str, topic: str, queue_id: int) -> int:
+        return await self._offset(addr, RequestCode.GET_MAX_OFFSET,
+                                  GetMaxOffsetRequestHeader(topic=topic, queue_id=queue_id), "GET_MAX_OFFSET")
+
+    async def min_offset(self, addr: str, topic: str, queue_id: int) -> int:
+        return await self._offset(addr, RequestCode.GET_MIN_OFFSET,
+                                  GetMinOffsetRequestHeader(topic=topic, queue_id=queue_id), "GET_MIN_OFFSET")
+
+    async def search_offset(self, addr: str, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        header = SearchOffsetRequestHeader(topic=topic, queue_id=queue_id, timestamp=timestamp_ms)
+        return await self._offset(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header,
+                                  "SEARCH_OFFSET_BY_TIMESTAMP")
+
+    # -- broker: messages -------------------------------------------------------------------
+    async def pull(self, addr: str, header: PullMessageRequestHeader, timeout_ms: int) -> RemotingCommand:
+        """The raw pull answer (codes 0, 19, 20, 21 are normal outcomes; others raise)."""
+        return await self.call(addr, request(RequestCode.PULL_MESSAGE, header), "PULL_MESSAGE", timeout_ms,
+                               ok=(ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND,
+                                   ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_OFFSET_MOVED))
+
+    async def send_back(self, addr: str, header: ConsumerSendMsgBackRequestHeader) -> None:
+        await self.call(addr, request(RequestCode.CONSUMER_SEND_MSG_BACK, header), "CONSUMER_SEND_MSG_BACK")

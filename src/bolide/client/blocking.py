@@ -1,0 +1,299 @@
+"""The blocking client API: the classes of :mod:`bolide.client` with the same names, arguments
+and results, whose methods block instead of returning coroutines.
+
+::
+
+    from bolide.client.blocking import Producer
+    from bolide.client import Message
+
+    with Producer("127.0.0.1:9876", group="pg") as producer:
+        result = producer.send(Message("Orders", b"hi"))
+
+Each client object runs the asyncio client on an event loop in a background thread of its
+own, started on first use; ``close()`` stops that loop and joins the thread (and the threads
+of its pool, where plain-function listeners run), so no thread is left behind. After
+``os.fork()`` the child's object starts a fresh loop on first use; a consumer started in the
+parent is not running in the child: call ``start()`` there again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, Generic, Self, TypeVar
+
+from bolide.client import producer as _producer
+from bolide.client import pull_consumer as _pull
+from bolide.client import push_consumer as _push
+from bolide.client.errors import ClientStateError
+from bolide.client.results import SendResult
+from bolide.client.selector import MessageQueueSelector
+from bolide.common.message import Message, MessageExt
+from bolide.protocol.bodies.client import MessageQueue
+
+T = TypeVar("T")
+C = TypeVar("C")
+
+
+class LoopThread:
+    """An event loop running in a background thread, started on demand, fork-aware."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._pid == os.getpid()
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    def forked(self) -> bool:
+        """True (once) in a child process: the parent's loop thread does not exist here."""
+        if self._pid == os.getpid():
+            return False
+        self._loop = self._thread = None  # the child has copies of the objects but no thread
+        self._pid = os.getpid()
+        return True
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            self.forked()
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+
+                def main() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(ready.set)
+                    loop.run_forever()
+
+                thread = threading.Thread(target=main, name=self.name, daemon=True)
+                thread.start()
+                ready.wait()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def submit(self, coro: Awaitable[T]) -> concurrent.futures.Future[T]:
+        loop = self.loop()
+        if threading.current_thread() is self._thread:
+            raise ClientStateError("a blocking client method was called on its own event loop thread: "
+                                   "use the asyncio client (bolide.client) inside coroutines")
+        return asyncio.run_coroutine_threadsafe(coro, loop)  # type: ignore[arg-type]
+
+    def run(self, coro: Awaitable[T]) -> T:
+        return self.submit(coro).result()
+
+    def stop(self) -> None:
+        """Cancel what still runs, shut the thread pool down, stop the loop, join the thread."""
+        with self._lock:
+            if self.forked() or self._loop is None or self._thread is None:
+                return
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        asyncio.run_coroutine_threadsafe(_shutdown(), loop).result()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
+
+
+async def _shutdown() -> None:
+    loop = asyncio.get_running_loop()
+    me = asyncio.current_task()
+    tasks = [t for t in asyncio.all_tasks() if t is not me]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await loop.shutdown_asyncgens()
+    await loop.shutdown_default_executor()
+
+
+class _Blocking(Generic[C]):
+    """Holds the asyncio client object ``C`` and the loop thread it runs on."""
+
+    _REPLAYED: tuple[str, ...] = ()  # configuration calls repeated on the fresh object after a fork
+
+    def __init__(self, factory: Callable[[], C]) -> None:
+        self._factory = factory
+        self._runner = LoopThread(f"bolide-client-{type(self).__name__}")
+        self._core_obj: C | None = factory()
+        self._calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self._closed = False
+
+    @property
+    def _core(self) -> C:
+        if self._closed:
+            raise ClientStateError(f"this {type(self).__name__} is closed: create a new one")
+        if self._runner.forked() or self._core_obj is None:
+            core = self._factory()
+            for name, args, kwargs in self._calls:
+                getattr(core, name)(*args, **kwargs)
+            self._core_obj = core
+        return self._core_obj
+
+    def _configure(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        result = getattr(self._core, name)(*args, **kwargs)
+        self._calls.append((name, args, kwargs))
+        return result
+
+    def _run(self, make: Callable[[C], Awaitable[T]]) -> T:
+        core = self._core
+        return self._runner.run(make(core))
+
+    @property
+    def loop_thread(self) -> threading.Thread | None:
+        """The background thread (None before first use and after close)."""
+        return self._runner.thread
+
+    def close(self) -> None:
+        """Close the client, stop its event loop and join its thread."""
+        if self._closed:
+            return
+        core = self._core_obj
+        try:
+            if core is not None and self._runner.running:
+                self._runner.run(core.close())  # type: ignore[attr-defined]
+        finally:
+            self._closed = True
+            self._runner.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def client_id(self) -> str:
+        return self._core.client_id  # type: ignore[attr-defined, no-any-return]
+
+
+class Producer(_Blocking[_producer.Producer]):
+    """Blocking :class:`bolide.client.Producer`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(lambda: _producer.Producer(*args, **kwargs))
+
+    def start(self) -> Producer:
+        self._run(lambda c: c.start())
+        return self
+
+    def send(self, msg: Message, *, queue: MessageQueue | None = None,
+             selector: MessageQueueSelector | None = None, arg: Any = None,
+             timeout_ms: int | None = None) -> SendResult:
+        return self._run(lambda c: c.send(msg, queue=queue, selector=selector, arg=arg,
+                                          timeout_ms=timeout_ms))
+
+    def send_async(self, msg: Message, **kwargs: Any) -> concurrent.futures.Future[SendResult]:
+        """Send in the background; returns a ``concurrent.futures.Future`` of the SendResult."""
+        core = self._core
+        return self._runner.submit(core.send(msg, **kwargs))
+
+    def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None,
+                    selector: MessageQueueSelector | None = None, arg: Any = None) -> None:
+        self._run(lambda c: c.send_oneway(msg, queue=queue, selector=selector, arg=arg))
+
+    def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
+                   timeout_ms: int | None = None) -> SendResult:
+        return self._run(lambda c: c.send_batch(messages, queue=queue, timeout_ms=timeout_ms))
+
+    def publish_queues(self, topic: str) -> list[MessageQueue]:
+        return self._run(lambda c: c.publish_queues(topic))
+
+
+class PushConsumer(_Blocking[_push.PushConsumer]):
+    """Blocking :class:`bolide.client.PushConsumer`; plain-function listeners run in the
+    consumer's thread pool, coroutine listeners on its loop."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(lambda: _push.PushConsumer(*args, **kwargs))
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        self._configure("subscribe", topic, expression)
+
+    def register_listener(self, listener: _push.Listener) -> None:
+        self._configure("register_listener", listener)
+
+    def start(self) -> PushConsumer:
+        self._run(lambda c: c.start())
+        return self
+
+    def assignment(self) -> set[MessageQueue]:
+        return self._run(_async(lambda c: c.assignment()))
+
+    @property
+    def rebalances(self) -> int:
+        return self._core.rebalances
+
+
+class PullConsumer(_Blocking[_pull.PullConsumer]):
+    """Blocking :class:`bolide.client.PullConsumer`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(lambda: _pull.PullConsumer(*args, **kwargs))
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        self._configure("subscribe", topic, expression)
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        queues = list(queues)
+        if self._core.started:
+            self._run(_async(lambda c: c.assign(queues)))
+            self._calls.append(("assign", (queues,), {}))
+        else:
+            self._configure("assign", queues)
+
+    def start(self) -> PullConsumer:
+        self._run(lambda c: c.start())
+        return self
+
+    def poll(self, timeout_ms: int | None = None) -> list[MessageExt]:
+        return self._run(lambda c: c.poll(timeout_ms))
+
+    def seek(self, mq: MessageQueue, offset: int) -> None:
+        self._run(lambda c: c.seek(mq, offset))
+
+    def seek_to_begin(self, mq: MessageQueue) -> None:
+        self._run(lambda c: c.seek_to_begin(mq))
+
+    def seek_to_end(self, mq: MessageQueue) -> None:
+        self._run(lambda c: c.seek_to_end(mq))
+
+    def committed(self, mq: MessageQueue) -> int | None:
+        return self._run(lambda c: c.committed(mq))
+
+    def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
+        self._run(lambda c: c.commit(offsets))
+
+    def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        return self._run(lambda c: c.fetch_message_queues(topic))
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        return self._run(lambda c: c.min_offset(mq))
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self._run(lambda c: c.max_offset(mq))
+
+    def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return self._run(lambda c: c.offset_for_timestamp(mq, timestamp_ms))
+
+    def assignment(self) -> set[MessageQueue]:
+        return self._run(_async(lambda c: c.assignment()))
+
+
+def _async(fn: Callable[[C], T]) -> Callable[[C], Awaitable[T]]:
+    """Run a plain method on the loop thread (the consumers' state belongs to it)."""
+    async def call(core: C) -> T:
+        return fn(core)
+    return lambda core: call(core)
+
+
+__all__ = ["LoopThread", "Producer", "PullConsumer", "PushConsumer"]

@@ -1,0 +1,67 @@
+"""Client settings shared by producers and consumers, and the client id."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import time
+from dataclasses import dataclass
+
+from bolide.client.errors import ClientConfigError
+
+
+def local_ip() -> str:
+    """The IPv4 address this host uses for outbound traffic (127.0.0.1 when there is none)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks a source address
+            return str(s.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """What every client needs: NameServer addresses, timeouts and the Java client's timers.
+
+    ``namesrv_addr`` is ``"host:port"`` or several joined by ``;`` (as RocketMQ writes it).
+    ``instance_name`` defaults to ``<pid>#<nanos>``, so the client id is ``ip@pid#nanos`` like
+    the Java client's.
+    """
+
+    namesrv_addr: str
+    instance_name: str | None = None
+    client_ip: str | None = None
+    api_timeout_ms: int = 3000
+    poll_name_server_interval_ms: int = 30_000
+    heartbeat_broker_interval_ms: int = 30_000
+
+    def __post_init__(self) -> None:
+        if not self.namesrv_addrs:
+            raise ClientConfigError("namesrv_addr is empty: give the NameServer as host:port "
+                                    "(several separated by ';')")
+        for name in ("api_timeout_ms", "poll_name_server_interval_ms", "heartbeat_broker_interval_ms"):
+            if getattr(self, name) <= 0:
+                raise ClientConfigError(f"{name} must be positive, not {getattr(self, name)}")
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    def replace(self, **changes: object) -> ClientConfig:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    def make_client_id(self) -> str:
+        """``ip@instanceName``; the default instance name is ``pid#nanos`` (unique per client)."""
+        instance = self.instance_name or f"{os.getpid()}#{time.monotonic_ns()}"
+        return f"{self.client_ip or local_ip()}@{instance}"
+
+
+def as_config(namesrv: str | ClientConfig) -> ClientConfig:
+    """A ClientConfig from an address string or a config."""
+    if isinstance(namesrv, ClientConfig):
+        return namesrv
+    if not isinstance(namesrv, str):
+        raise ClientConfigError(f"namesrv must be 'host:port' or a ClientConfig, not {namesrv!r}")
+    return ClientConfig(namesrv_addr=namesrv)

@@ -1,0 +1,130 @@
+"""What push and pull consumers share: subscriptions, heartbeat data, offsets, where a new
+queue starts, and rebalancing (which queues of the subscribed topics this member owns)."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from pathlib import Path
+
+from bolide.client.allocate import AllocateStrategy, allocate_averagely
+from bolide.client.config import ClientConfig, as_config
+from bolide.client.errors import ClientConfigError, ClientStateError
+from bolide.client.filtering import subscription
+from bolide.client.instance import ClientInstance
+from bolide.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
+from bolide.client.results import ConsumeFrom, MessageModel
+from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
+from bolide.protocol.bodies.client import ConsumerData, MessageQueue, SubscriptionData
+
+log = logging.getLogger(__name__)
+
+
+class ConsumerBase:
+    """Group membership and offsets of one consumer; subclasses add the message flow."""
+
+    CONSUME_TYPE = "CONSUME_PASSIVELY"
+
+    def __init__(self, namesrv: str | ClientConfig, group: str, *,
+                 message_model: MessageModel = MessageModel.CLUSTERING,
+                 consume_from: ConsumeFrom = ConsumeFrom.LAST_OFFSET,
+                 consume_timestamp_ms: int | None = None, rebalance_interval_ms: int = 20_000,
+                 persist_offset_interval_ms: int = 5_000, offset_store_dir: str | Path | None = None,
+                 allocate: AllocateStrategy = allocate_averagely) -> None:
+        if not group or group.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            raise ClientConfigError(f"consumer group {group!r} is not valid: give a non-empty name "
+                                    "without the %RETRY% prefix")
+        if rebalance_interval_ms <= 0 or persist_offset_interval_ms <= 0:
+            raise ClientConfigError("rebalance_interval_ms and persist_offset_interval_ms must be positive")
+        self.config = as_config(namesrv)
+        self.group = group
+        self.message_model = message_model
+        self.consume_from = consume_from
+        # Java's default: half an hour ago
+        self.consume_timestamp_ms = consume_timestamp_ms or int(time.time() * 1000) - 30 * 60 * 1000
+        self.rebalance_interval_ms = rebalance_interval_ms
+        self.persist_offset_interval_ms = persist_offset_interval_ms
+        self.allocate = allocate
+        self.subscriptions: dict[str, SubscriptionData] = {}
+        self._instance = ClientInstance(self.config)
+        self._instance.consumer_data = self._consumer_data
+        self.offsets: OffsetStore = (
+            LocalOffsetStore(offset_store_dir, group) if message_model is MessageModel.BROADCASTING
+            else RemoteOffsetStore(self._instance, group))
+        self.started = False
+
+    @property
+    def client_id(self) -> str:
+        return self._instance.client_id
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Consume ``topic`` messages matching the tag expression (``"*"`` or ``"A || B"``)."""
+        if self._instance.closed:
+            raise ClientStateError("this consumer is closed: create a new one")
+        self.subscriptions[topic] = subscription(topic, expression)
+
+    def _consumer_data(self) -> ConsumerData:
+        return ConsumerData(group_name=self.group, consume_type=self.CONSUME_TYPE,
+                            message_model=self.message_model.value,
+                            consume_from_where=self.consume_from.value,
+                            subscription_data_set=list(self.subscriptions.values()))
+
+    def _subscription_of(self, mq: MessageQueue) -> SubscriptionData:
+        return self.subscriptions.get(mq.topic) or subscription(mq.topic, "*")
+
+    async def start_instance(self) -> None:
+        if self._instance.closed:
+            raise ClientStateError("this consumer is closed: create a new one")
+        await self.offsets.load()
+        await self._instance.start()
+        for topic in self.subscriptions:
+            await self._instance.route(topic)  # a missing route is fine: the next rebalance retries
+        await self._instance.heartbeat()
+
+    async def initial_offset(self, mq: MessageQueue) -> int:
+        """Where to start on a newly owned queue: the stored offset, else per ``consume_from``."""
+        stored = await self.offsets.read_stored(mq)
+        if stored is not None:
+            return stored
+        api = self._instance.api
+        addr = self._instance.master_addr(mq.broker_name)
+        if addr is None:
+            raise ClientStateError(f"broker {mq.broker_name!r} has no master address yet")
+        retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        if self.consume_from is ConsumeFrom.FIRST_OFFSET:
+            return 0
+        if self.consume_from is ConsumeFrom.LAST_OFFSET:
+            return 0 if retry else await api.max_offset(addr, mq.topic, mq.queue_id)
+        if retry:
+            return await api.max_offset(addr, mq.topic, mq.queue_id)
+        return await api.search_offset(addr, mq.topic, mq.queue_id, self.consume_timestamp_ms)
+
+    async def allocated(self, topic: str) -> set[MessageQueue] | None:
+        """This member's share of ``topic``'s queues; None when it cannot be known now."""
+        route = await self._instance.route(topic)
+        if route is None or not route.subscribe_queues:
+            return None
+        queues = sorted(route.subscribe_queues)
+        if self.message_model is MessageModel.BROADCASTING:
+            return set(queues)
+        addrs = sorted(route.broker_addrs())
+        if not addrs:
+            return None
+        ids = await self._instance.api.consumer_ids(random.choice(addrs), self.group)
+        if not ids:
+            return None
+        return set(self.allocate(self.group, self.client_id, queues, sorted(ids)))
+
+    async def target_assignment(self, topics: list[str]) -> dict[str, set[MessageQueue]]:
+        """The queues to own per topic; a topic whose share is unknown keeps its current one."""
+        out: dict[str, set[MessageQueue]] = {}
+        for topic in topics:
+            try:
+                share = await self.allocated(topic)
+            except Exception as exc:  # keep the current queues; the next rebalance retries
+                log.warning("rebalance of %s for group %s failed: %s", topic, self.group, exc)
+                share = None
+            if share is not None:
+                out[topic] = share
+        return out

@@ -1,0 +1,130 @@
+"""Consumer offsets: on the broker (clustering) or in a local file (broadcasting).
+
+Both keep the latest offset of each queue in memory (``update``) and write them out on
+``persist`` (the consumer calls it every 5 s, when a queue leaves it, and at close). An
+offset is the next queue offset to consume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from pathlib import Path
+
+from bolide.client.instance import ClientInstance
+from bolide.protocol.bodies.client import MessageQueue
+
+log = logging.getLogger(__name__)
+
+DEFAULT_OFFSET_DIR = Path.home() / ".rocketmq_offsets"
+
+
+class OffsetStore:
+    """The in-memory table both kinds share."""
+
+    def __init__(self) -> None:
+        self.table: dict[MessageQueue, int] = {}
+
+    def update(self, mq: MessageQueue, offset: int, increase_only: bool = False) -> None:
+        old = self.table.get(mq)
+        if old is None or not increase_only or offset > old:
+            self.table[mq] = offset
+
+    def memory(self, mq: MessageQueue) -> int | None:
+        return self.table.get(mq)
+
+    def remove(self, mq: MessageQueue) -> None:
+        self.table.pop(mq, None)
+
+    async def load(self) -> None:
+        """Read stored offsets (the local store's file); the remote store reads per queue."""
+
+    async def read_stored(self, mq: MessageQueue) -> int | None:
+        raise NotImplementedError
+
+    async def persist(self, queues: list[MessageQueue] | None = None) -> None:
+        raise NotImplementedError
+
+
+class RemoteOffsetStore(OffsetStore):
+    """Offsets kept by the broker (QUERY_CONSUMER_OFFSET 14 / UPDATE_CONSUMER_OFFSET 15)."""
+
+    def __init__(self, instance: ClientInstance, group: str) -> None:
+        super().__init__()
+        self.instance = instance
+        self.group = group
+
+    async def _addr(self, mq: MessageQueue) -> str | None:
+        addr = self.instance.master_addr(mq.broker_name)
+        if addr is None:
+            await self.instance.route(mq.topic)
+            addr = self.instance.master_addr(mq.broker_name)
+        return addr
+
+    async def read_stored(self, mq: MessageQueue) -> int | None:
+        """The broker's committed offset (None when there is none); transport errors propagate."""
+        addr = await self._addr(mq)
+        if addr is None:
+            return None
+        offset = await self.instance.api.query_consumer_offset(addr, self.group, mq.topic, mq.queue_id)
+        if offset is not None and offset >= 0:
+            self.update(mq, offset)
+            return offset
+        return None
+
+    async def persist(self, queues: list[MessageQueue] | None = None) -> None:
+        todo = [(mq, off) for mq, off in list(self.table.items())
+                if off >= 0 and (queues is None or mq in queues)]
+
+        async def one(mq: MessageQueue, offset: int) -> None:
+            addr = await self._addr(mq)
+            if addr is not None:
+                await self.instance.api.update_consumer_offset(addr, self.group, mq.topic,
+                                                               mq.queue_id, offset)
+
+        results = await asyncio.gather(*(one(mq, off) for mq, off in todo), return_exceptions=True)
+        for (mq, _), result in zip(todo, results, strict=True):
+            if isinstance(result, Exception):
+                log.warning("committing the offset of %s for group %s failed: %s", mq, self.group, result)
+
+
+class LocalOffsetStore(OffsetStore):
+    """Offsets in ``<directory>/<group>/offsets.json`` (broadcasting: each consumer its own)."""
+
+    def __init__(self, directory: str | Path | None, group: str) -> None:
+        super().__init__()
+        base = Path(directory) if directory is not None else DEFAULT_OFFSET_DIR
+        self.path = base / group / "offsets.json"
+
+    async def load(self) -> None:
+        try:
+            text = await asyncio.to_thread(self.path.read_text)
+        except FileNotFoundError:
+            return
+        try:
+            data = json.loads(text)
+            for item in data["offsetTable"]:
+                mq = MessageQueue(item["topic"], item["brokerName"], int(item["queueId"]))
+                self.table[mq] = int(item["offset"])
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("offset file %s is unreadable (%s): starting without stored offsets; "
+                        "delete or fix the file", self.path, exc)
+
+    async def read_stored(self, mq: MessageQueue) -> int | None:
+        return self.table.get(mq)
+
+    async def persist(self, queues: list[MessageQueue] | None = None) -> None:
+        items = [{"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": off}
+                 for mq, off in sorted(self.table.items())]
+        await asyncio.to_thread(self._write, json.dumps({"offsetTable": items}, indent=1))
+
+    def _write(self, text: str) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)

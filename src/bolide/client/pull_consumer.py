@@ -1,0 +1,301 @@
+"""PullConsumer (asyncio): the application polls for messages (Java DefaultLitePullConsumer).
+
+::
+
+    consumer = PullConsumer("127.0.0.1:9876", "cg")
+    consumer.subscribe("Orders", "*")        # share the queues with the group, or
+    # consumer.assign(await consumer.fetch_message_queues("Orders"))
+    await consumer.start()
+    msgs = await consumer.poll(timeout_ms=1000)
+    await consumer.close()                   # commits what poll() returned
+
+Each owned queue has a background long-polling pull that fills a buffer (at most
+``pull_threshold_for_queue`` messages per queue); ``poll`` returns the next batch. The offset to
+commit for a queue moves past a batch when ``poll`` returns it; offsets are committed every
+``auto_commit_interval_ms`` and at close when ``auto_commit``, else by :meth:`commit`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bolide.client.config import ClientConfig
+from bolide.client.consumer_base import ConsumerBase
+from bolide.client.errors import ClientConfigError, ClientStateError, NoRouteError
+from bolide.client.pulling import pull
+from bolide.client.results import ConsumeFrom, MessageModel, PullStatus
+from bolide.common.message import MessageExt
+from bolide.errors import BolideError
+from bolide.protocol.bodies.client import MessageQueue
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _QueueState:
+    offset: int  # next offset to pull
+    consumed: int  # next offset after the messages poll() has returned
+    generation: int = 0
+    buffered: int = 0
+    space: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+_Batch = tuple[MessageQueue, int, list[MessageExt], int]  # queue, generation, messages, next offset
+
+
+class PullConsumer(ConsumerBase):
+    """Subscribe (the group shares the queues) or assign queues, then poll; asyncio API."""
+
+    CONSUME_TYPE = "CONSUME_ACTIVELY"
+
+    def __init__(self, namesrv: str | ClientConfig, group: str, *, auto_commit: bool = True,
+                 auto_commit_interval_ms: int = 5000, pull_batch_size: int = 10,
+                 pull_threshold_for_queue: int = 1000, poll_timeout_ms: int = 5000,
+                 suspend_ms: int = 20_000, pull_timeout_ms: int = 30_000, pull_retry_delay_ms: int = 3000,
+                 message_model: MessageModel = MessageModel.CLUSTERING,
+                 consume_from: ConsumeFrom = ConsumeFrom.LAST_OFFSET, consume_timestamp_ms: int | None = None,
+                 rebalance_interval_ms: int = 20_000, offset_store_dir: str | Path | None = None) -> None:
+        super().__init__(namesrv, group, message_model=message_model, consume_from=consume_from,
+                         consume_timestamp_ms=consume_timestamp_ms,
+                         rebalance_interval_ms=rebalance_interval_ms,
+                         persist_offset_interval_ms=auto_commit_interval_ms,
+                         offset_store_dir=offset_store_dir)
+        if pull_timeout_ms <= suspend_ms:
+            raise ClientConfigError(f"pull_timeout_ms ({pull_timeout_ms}) must exceed "
+                                    f"suspend_ms ({suspend_ms})")
+        self.auto_commit = auto_commit
+        self.pull_batch_size = pull_batch_size
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.poll_timeout_ms = poll_timeout_ms
+        self.suspend_ms = suspend_ms
+        self.pull_timeout_ms = pull_timeout_ms
+        self.pull_retry_delay_ms = pull_retry_delay_ms
+        self._assigned: set[MessageQueue] | None = None  # None: subscribe mode
+        self._states: dict[MessageQueue, _QueueState] = {}
+        self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
+        self._buffer: asyncio.Queue[_Batch] | None = None
+        self._stop: asyncio.Event | None = None
+        self._lock: asyncio.Lock | None = None
+        self._assign_task: asyncio.Task[None] | None = None
+
+    # -- configuration ------------------------------------------------------------------------
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        if self._assigned is not None:
+            raise ClientStateError("this consumer has assigned queues: use subscribe() or assign(), not both")
+        super().subscribe(topic, expression)
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        """Consume exactly ``queues`` (no group rebalance); may be called again while running."""
+        if self.subscriptions and self._assigned is None:
+            raise ClientStateError("this consumer subscribed to topics: "
+                                   "use subscribe() or assign(), not both")
+        self._assigned = set(queues)
+        self._instance.consumer_data = None  # assign mode takes no part in the group's rebalance
+        if self.started:
+            self._assign_task = asyncio.ensure_future(self._apply(self._assigned))
+
+    def assignment(self) -> set[MessageQueue]:
+        return set(self._states)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def start(self) -> PullConsumer:
+        if self.started:
+            return self
+        if self._assigned is None and not self.subscriptions:
+            raise ClientConfigError("subscribe() to a topic or assign() queues before start()")
+        self._buffer = asyncio.Queue()
+        self._stop = asyncio.Event()
+        self._lock = asyncio.Lock()
+        await self.start_instance()
+        self.started = True
+        if self.auto_commit:
+            self._instance.every(self.persist_offset_interval_ms, self.commit, "auto commit")
+        if self._assigned is not None:
+            await self._apply(self._assigned)
+        else:
+            await self.rebalance()
+            self._instance.every(self.rebalance_interval_ms, self.rebalance, "rebalance")
+        return self
+
+    async def close(self) -> None:
+        """Stop pulling, commit (when ``auto_commit``), unregister and close connections."""
+        if self._instance.closed:
+            return
+        if self._stop is not None:
+            self._stop.set()
+        await self._instance.stop_timers()
+        tasks = list(self._tasks.values())
+        self._tasks.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.started and self.auto_commit:
+            await self.commit()
+        await self._instance.close(consumer_group=self.group)
+
+    async def __aenter__(self) -> PullConsumer:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- queues ---------------------------------------------------------------------------------
+    async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        """The readable queues of ``topic``; raises NoRouteError when it has no route."""
+        await self._instance.start()
+        route = await self._instance.update_route(topic)
+        if route is None:
+            raise NoRouteError(f"topic {topic!r} has no route: create it or send to it first")
+        return sorted(route.subscribe_queues)
+
+    async def rebalance(self) -> None:
+        """Subscribe mode: take this member's share of the subscribed topics' queues."""
+        if self._assigned is not None:
+            return
+        target = await self.target_assignment(list(self.subscriptions))
+        wanted = {mq for mq in self._states if mq.topic not in target}
+        for share in target.values():
+            wanted |= share
+        await self._apply(wanted)
+
+    async def _apply(self, wanted: set[MessageQueue]) -> None:
+        assert self._lock is not None
+        async with self._lock:
+            for mq in [q for q in self._states if q not in wanted]:
+                await self._stop_task(mq)
+                st = self._states.pop(mq)
+                self.offsets.update(mq, st.consumed)
+                await self.offsets.persist([mq])
+                self.offsets.remove(mq)
+            for mq in sorted(wanted - self._states.keys()):
+                try:
+                    offset = await self.initial_offset(mq)
+                except BolideError as exc:
+                    log.warning("no start offset for %s (%s): retried at the next rebalance", mq, exc)
+                    continue
+                self._states[mq] = _QueueState(offset, offset)
+                self._start_task(mq)
+
+    def _start_task(self, mq: MessageQueue) -> None:
+        self._tasks[mq] = asyncio.ensure_future(self._pull_loop(mq, self._states[mq]))
+
+    async def _stop_task(self, mq: MessageQueue) -> None:
+        task = self._tasks.pop(mq, None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _pull_loop(self, mq: MessageQueue, st: _QueueState) -> None:
+        assert self._buffer is not None and self._stop is not None
+        generation = st.generation
+        sub = self._subscription_of(mq)
+        while not self._stop.is_set():
+            if st.buffered >= self.pull_threshold_for_queue:
+                st.space.clear()
+                await st.space.wait()
+                continue
+            try:
+                result = await pull(self._instance, self.group, mq, st.offset, sub,
+                                    max_nums=self.pull_batch_size, suspend_ms=self.suspend_ms,
+                                    timeout_ms=self.pull_timeout_ms)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.info("pull from %s failed (%s); retrying in %d ms", mq, exc, self.pull_retry_delay_ms)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), self.pull_retry_delay_ms / 1000)
+                continue
+            st.offset = result.next_begin_offset
+            if result.messages:
+                st.buffered += len(result.messages)
+                self._buffer.put_nowait((mq, generation, result.messages, result.next_begin_offset))
+            elif st.buffered == 0:
+                st.consumed = result.next_begin_offset
+            if result.status is PullStatus.OFFSET_ILLEGAL:
+                log.warning("offset of %s moved; continuing from %d", mq, st.offset)
+
+    # -- polling and offsets -------------------------------------------------------------------
+    async def poll(self, timeout_ms: int | None = None) -> list[MessageExt]:
+        """The next batch of messages (of one queue), or ``[]`` when none came within the timeout."""
+        if not self.started or self._buffer is None:
+            raise ClientStateError("start() the consumer before poll()")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (self.poll_timeout_ms if timeout_ms is None else timeout_ms) / 1000
+        while True:
+            remaining = deadline - loop.time()
+            try:
+                if remaining <= 0:
+                    mq, generation, msgs, next_offset = self._buffer.get_nowait()
+                else:
+                    async with asyncio.timeout(remaining):
+                        mq, generation, msgs, next_offset = await self._buffer.get()
+            except (TimeoutError, asyncio.QueueEmpty):
+                return []
+            st = self._states.get(mq)
+            if st is None or st.generation != generation:
+                continue  # from before a seek or from a queue this consumer gave up
+            st.buffered -= len(msgs)
+            st.space.set()
+            st.consumed = next_offset
+            return msgs
+
+    async def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Continue ``mq`` (an owned queue) from ``offset``; buffered messages are discarded."""
+        st = self._states.get(mq)
+        if st is None:
+            raise ClientStateError(f"{mq} is not assigned to this consumer: assign() it or wait for "
+                                   "the rebalance to give it to this consumer")
+        await self._stop_task(mq)
+        st.generation += 1
+        st.offset = st.consumed = offset
+        st.buffered = 0
+        st.space.set()
+        self._start_task(mq)
+
+    async def seek_to_begin(self, mq: MessageQueue) -> None:
+        await self.seek(mq, await self.min_offset(mq))
+
+    async def seek_to_end(self, mq: MessageQueue) -> None:
+        await self.seek(mq, await self.max_offset(mq))
+
+    async def _addr(self, mq: MessageQueue) -> str:
+        addr = self._instance.master_addr(mq.broker_name)
+        if addr is None:
+            await self._instance.route(mq.topic)
+            addr = self._instance.master_addr(mq.broker_name)
+        if addr is None:
+            raise ClientStateError(f"broker {mq.broker_name!r} has no master address in the route "
+                                   f"of {mq.topic!r}: wait for it to register with the NameServer")
+        return addr
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        return await self._instance.api.min_offset(await self._addr(mq), mq.topic, mq.queue_id)
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        return await self._instance.api.max_offset(await self._addr(mq), mq.topic, mq.queue_id)
+
+    async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """The first offset stored at or after ``timestamp_ms`` (SEARCH_OFFSET_BY_TIMESTAMP)."""
+        addr = await self._addr(mq)
+        return await self._instance.api.search_offset(addr, mq.topic, mq.queue_id, timestamp_ms)
+
+    async def committed(self, mq: MessageQueue) -> int | None:
+        """The offset the broker (or the local file) holds for ``mq``; None when none."""
+        return await self.offsets.read_stored(mq)
+
+    async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
+        """Commit ``offsets`` (next offsets to consume), or by default every owned queue's
+        position after the last batch poll() returned."""
+        if offsets is None:
+            offsets = {mq: st.consumed for mq, st in self._states.items()}
+        for mq, offset in offsets.items():
+            self.offsets.update(mq, offset)
+        await self.offsets.persist(list(offsets))

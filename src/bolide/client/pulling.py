@@ -1,0 +1,98 @@
+"""One PULL_MESSAGE for a queue and what a consumer does with the answer (Java PullAPIWrapper):
+decode the records, decompress bodies, drop messages the tag filter does not want, put the
+original topic back on messages of the group's retry topic."""
+
+from __future__ import annotations
+
+import logging
+import zlib
+
+from bolide.client.errors import NoRouteError
+from bolide.client.filtering import matches
+from bolide.client.instance import ClientInstance
+from bolide.client.results import PullResult, PullStatus
+from bolide.common import properties as P
+from bolide.common import sysflag
+from bolide.common.message import MessageExt
+from bolide.common.records import RecordFormatError, decode_records
+from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
+from bolide.errors import ProtocolError
+from bolide.protocol import ResponseCode
+from bolide.protocol.bodies.client import MessageQueue, SubscriptionData
+from bolide.protocol.headers.consumer import (
+    PULL_COMMIT_OFFSET,
+    PULL_SUBSCRIPTION,
+    PULL_SUSPEND,
+    PullMessageRequestHeader,
+)
+
+log = logging.getLogger(__name__)
+
+_STATUS = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+_ZLIB_TYPES = (0, 0x300)  # compression type bits: 0 (old senders) and 3 are zlib
+
+
+def decompress(msg: MessageExt) -> None:
+    """Inflate a compressed body in place (zlib; LZ4/ZSTD bodies are left as they are)."""
+    if msg.sys_flag & sysflag.COMPRESSED and msg.sys_flag & sysflag.COMPRESSION_TYPE_MASK in _ZLIB_TYPES:
+        try:
+            msg.body = zlib.decompress(msg.body)
+        except zlib.error as exc:
+            log.warning("message %s at offset %d of %s has a bad compressed body (%s); delivered as is",
+                        msg.msg_id, msg.queue_offset, msg.topic, exc)
+
+
+def restore_retry_topic(msg: MessageExt, group: str) -> None:
+    """A message of ``%RETRY%<group>`` gets back the topic it was first sent to."""
+    original = msg.properties.get(P.RETRY_TOPIC)
+    if original and msg.topic == RETRY_GROUP_TOPIC_PREFIX + group:
+        msg.topic = original
+
+
+async def pull(instance: ClientInstance, group: str, mq: MessageQueue, offset: int,
+               sub: SubscriptionData, *, max_nums: int, suspend_ms: int, timeout_ms: int,
+               commit_offset: int | None = None) -> PullResult:
+    """Pull from ``offset`` of ``mq``; the broker may hold the call up to ``suspend_ms``."""
+    route = await instance.route(mq.topic)
+    addr = route.any_addr(mq.broker_name) if route is not None else None
+    if addr is None:
+        addr = instance.any_addr(mq.broker_name)
+    if addr is None:
+        raise NoRouteError(f"no address for broker {mq.broker_name!r} of topic {mq.topic!r}: "
+                           "wait for the broker to register with the NameServer")
+    sys_flag = PULL_SUBSCRIPTION
+    if suspend_ms > 0:
+        sys_flag |= PULL_SUSPEND
+    if commit_offset is not None and commit_offset > 0:
+        sys_flag |= PULL_COMMIT_OFFSET
+    header = PullMessageRequestHeader(
+        consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
+        max_msg_nums=max_nums, sys_flag=sys_flag,
+        commit_offset=commit_offset if sys_flag & PULL_COMMIT_OFFSET else 0,
+        suspend_timeout_millis=suspend_ms, subscription=sub.sub_string, sub_version=sub.sub_version,
+        expression_type=sub.expression_type, bname=mq.broker_name)
+    response = await instance.api.pull(addr, header, timeout_ms)
+    ext = response.ext_fields
+    result = PullResult(_STATUS[response.code], int(ext.get("nextBeginOffset", offset)),
+                        int(ext.get("minOffset", 0)), int(ext.get("maxOffset", 0)))
+    if result.status is PullStatus.FOUND:
+        try:
+            msgs = decode_records(response.body_bytes())
+        except RecordFormatError as exc:
+            raise ProtocolError(f"the pull answer from {addr} is malformed: {exc}") from None
+        kept = []
+        for msg in msgs:
+            if not matches(sub, msg):
+                continue
+            decompress(msg)
+            msg.properties[P.MIN_OFFSET] = str(result.min_offset)
+            msg.properties[P.MAX_OFFSET] = str(result.max_offset)
+            restore_retry_topic(msg, group)
+            kept.append(msg)
+        result.messages = kept
+    return result

@@ -1,0 +1,81 @@
+"""Value types returned by the client: send results, pull results and consumer enums."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from bolide.common.message import MessageExt
+from bolide.protocol.bodies.client import (
+    BROADCASTING,
+    CLUSTERING,
+    CONSUME_FROM_FIRST_OFFSET,
+    CONSUME_FROM_LAST_OFFSET,
+    CONSUME_FROM_TIMESTAMP,
+    MessageQueue,
+)
+
+__all__ = ["ConsumeFrom", "ConsumeStatus", "MessageModel", "MessageQueue", "PullResult",
+           "PullStatus", "SendResult", "SendStatus"]
+
+
+class SendStatus(enum.Enum):
+    """How a send ended: stored and safe, or stored with a durability warning."""
+
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """``msg_id`` is the client id (UNIQ_KEY; comma-joined for batches), ``offset_msg_id`` the
+    broker's id (store address + CommitLog offset), ``queue_offset`` the (first) queue offset."""
+
+    status: SendStatus
+    msg_id: str
+    offset_msg_id: str
+    queue: MessageQueue
+    queue_offset: int
+    region_id: str = "DefaultRegion"
+
+
+class PullStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+@dataclass(slots=True)
+class PullResult:
+    """A pull's outcome; ``messages`` are already filtered by tag and decompressed."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt] = field(default_factory=list)
+
+
+class ConsumeStatus(enum.Enum):
+    """What a push listener reports: done, or deliver again later (through the retry topic)."""
+
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+class ConsumeFrom(enum.Enum):
+    """Where a group without a committed offset starts on a queue."""
+
+    LAST_OFFSET = CONSUME_FROM_LAST_OFFSET
+    FIRST_OFFSET = CONSUME_FROM_FIRST_OFFSET
+    TIMESTAMP = CONSUME_FROM_TIMESTAMP
+
+
+class MessageModel(enum.Enum):
+    """CLUSTERING: the group shares the queues; BROADCASTING: every consumer gets everything."""
+
+    CLUSTERING = CLUSTERING
+    BROADCASTING = BROADCASTING

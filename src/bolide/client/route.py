@@ -1,0 +1,90 @@
+"""A topic's route as clients use it: writable queues, readable queues, broker addresses.
+
+Pure functions over :class:`TopicRouteData` (spec 5.2): publish queues come from writable
+QueueData whose broker has a master (sorted by broker name), or from ``orderTopicConf`` when
+set; subscribe queues from every readable QueueData.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bolide.protocol.bodies.client import MessageQueue
+from bolide.protocol.bodies.route import MASTER_ID, PERM_READ, PERM_WRITE, QueueData, TopicRouteData
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRoute:
+    """One topic's route; ``from_default`` when it was derived from the auto-create topic."""
+
+    topic: str
+    data: TopicRouteData
+    publish_queues: tuple[MessageQueue, ...]
+    subscribe_queues: tuple[MessageQueue, ...]
+    from_default: bool = False
+
+    def master_addr(self, broker_name: str) -> str | None:
+        for bd in self.data.broker_datas:
+            if bd.broker_name == broker_name:
+                return bd.broker_addrs.get(MASTER_ID)
+        return None
+
+    def any_addr(self, broker_name: str) -> str | None:
+        """The master's address, else any address of the broker (pulls may go to slaves)."""
+        for bd in self.data.broker_datas:
+            if bd.broker_name == broker_name:
+                return bd.broker_addrs.get(MASTER_ID) or next(iter(bd.broker_addrs.values()), None)
+        return None
+
+    def broker_addrs(self, masters_only: bool = False) -> set[str]:
+        out: set[str] = set()
+        for bd in self.data.broker_datas:
+            if masters_only:
+                if MASTER_ID in bd.broker_addrs:
+                    out.add(bd.broker_addrs[MASTER_ID])
+            else:
+                out.update(bd.broker_addrs.values())
+        return out
+
+
+def _publish_queues(topic: str, data: TopicRouteData) -> list[MessageQueue]:
+    if data.order_topic_conf:
+        queues = []
+        for item in data.order_topic_conf.split(";"):
+            name, _, num = item.partition(":")
+            if name and num.strip().isdigit():
+                queues += [MessageQueue(topic, name, i) for i in range(int(num))]
+        return queues
+    masters = {bd.broker_name for bd in data.broker_datas if MASTER_ID in bd.broker_addrs}
+    queues = []
+    for qd in sorted(data.queue_datas, key=lambda q: q.broker_name):
+        if qd.perm & PERM_WRITE and qd.broker_name in masters:
+            queues += [MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums)]
+    return queues
+
+
+def _subscribe_queues(topic: str, data: TopicRouteData) -> list[MessageQueue]:
+    queues = []
+    for qd in sorted(data.queue_datas, key=lambda q: q.broker_name):
+        if qd.perm & PERM_READ:
+            queues += [MessageQueue(topic, qd.broker_name, i) for i in range(qd.read_queue_nums)]
+    return queues
+
+
+def build_route(topic: str, data: TopicRouteData) -> TopicRoute:
+    """The route of ``topic`` from the NameServer's answer for it."""
+    return TopicRoute(topic, data, tuple(_publish_queues(topic, data)),
+                      tuple(_subscribe_queues(topic, data)))
+
+
+def default_route(topic: str, template: TopicRouteData, queue_nums: int) -> TopicRoute:
+    """A route for a topic the broker will create on first send, from TBW102's route, with
+    queue counts clamped to ``queue_nums`` as the Java producer does."""
+    qds = []
+    for qd in template.queue_datas:
+        n = min(queue_nums, qd.read_queue_nums)
+        qds.append(QueueData(broker_name=qd.broker_name, read_queue_nums=n, write_queue_nums=n,
+                             perm=qd.perm, topic_sys_flag=qd.topic_sys_flag))
+    data = TopicRouteData(queue_datas=qds, broker_datas=list(template.broker_datas))
+    return TopicRoute(topic, data, tuple(_publish_queues(topic, data)),
+                      tuple(_subscribe_queues(topic, data)), from_default=True)
