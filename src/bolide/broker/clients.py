@@ -3,6 +3,7 @@ or UNREGISTER_CLIENT arrives. Bounded in the number of groups."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -31,6 +32,7 @@ class ClientChannelInfo:
     language: str = "JAVA"
     version: int = 0
     client_addr: str = ""
+    last_heartbeat: float = 0.0  # time.monotonic() of the latest registration
 
 
 class ClientManager:
@@ -53,6 +55,7 @@ class ClientManager:
         if info is None:
             info = self.channels[channel] = ClientChannelInfo(client_id)
         info.client_id = client_id
+        info.last_heartbeat = time.monotonic()
         if language is not None:
             info.language = language
         if version is not None:
@@ -81,7 +84,8 @@ class ClientManager:
         """Record a consumer and its subscriptions; False when the group table is full.
 
         ``language`` (a LanguageCode name), ``version`` (the request's) and ``client_addr``
-        are what GET_CONSUMER/PRODUCER_CONNECTION_LIST report for the connection.
+        are what GET_CONSUMER/PRODUCER_CONNECTION_LIST report for the connection. Compare
+        :meth:`membership` before and after to know whether the group changed.
         """
         info = self.consumers.get(group)
         if info is None:
@@ -96,6 +100,23 @@ class ClientManager:
         for listener in self.on_consumer:
             listener(group)
         return True
+
+    def membership(self, group: str) -> tuple[frozenset[str], frozenset[str]]:
+        """A consumer group's client ids and subscribed topics: when either changes, its
+        members must rebalance."""
+        info = self.consumers.get(group)
+        if info is None:
+            return frozenset(), frozenset()
+        return frozenset(info.clients.values()), frozenset(info.subscriptions)
+
+    def consumer_channels(self, group: str) -> list[object]:
+        info = self.consumers.get(group)
+        return list(info.clients) if info is not None else []
+
+    def expired(self, timeout_s: float) -> list[object]:
+        """Connections whose latest heartbeat is older than ``timeout_s`` seconds."""
+        deadline = time.monotonic() - timeout_s
+        return [channel for channel, info in self.channels.items() if info.last_heartbeat < deadline]
 
     def channel_info(self, channel: object) -> ClientChannelInfo | None:
         return self.channels.get(channel)
@@ -113,8 +134,10 @@ class ClientManager:
         return info.subscriptions.get(topic) if info is not None else None
 
     def unregister(self, channel: object, producer_group: str | None = None,
-                   consumer_group: str | None = None) -> None:
-        """Drop ``channel`` from the named groups (every group when both are None)."""
+                   consumer_group: str | None = None) -> list[str]:
+        """Drop ``channel`` from the named groups (every group when both are None); the
+        consumer groups it left that still have members (they must rebalance)."""
+        left: list[str] = []
         everything = producer_group is None and consumer_group is None
         if everything:
             self.channels.pop(channel, None)
@@ -124,7 +147,10 @@ class ClientManager:
                 if not clients:
                     del self.producers[group]
         for group, info in list(self.consumers.items()):
-            if everything or group == consumer_group:
-                info.clients.pop(channel, None)
-                if not info.clients:
+            if (everything or group == consumer_group) and channel in info.clients:
+                del info.clients[channel]
+                if info.clients:
+                    left.append(group)
+                else:
                     del self.consumers[group]
+        return left

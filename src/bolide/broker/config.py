@@ -34,6 +34,7 @@ class BrokerConfig(PropertiesConfig):
     max_held_pulls: int = _key("bolideMaxHeldPulls", 10_000)
     max_pull_suspend_ms: int = _key("bolideMaxPullSuspendMillis", 25_000)
     max_client_groups: int = _key("bolideMaxClientGroups", 10_000)
+    channel_expired_timeout_ms: int = _key("channelExpiredTimeout", 120_000)
     flush_consumer_offset_interval_ms: int = _key("flushConsumerOffsetInterval", 5000)
     reject_transaction_message: bool = _key("rejectTransactionMessage", False)
     transaction_timeout_ms: int = _key("transactionTimeOut", 6000)
@@ -46,6 +47,8 @@ class BrokerConfig(PropertiesConfig):
             raise ConfigError(f"listenPort={self.listen_port} is out of range; use 0 to 65535")
         if self.default_topic_queue_nums <= 0:
             raise ConfigError("defaultTopicQueueNums must be positive; RocketMQ uses 8")
+        if self.channel_expired_timeout_ms <= 0:
+            raise ConfigError("channelExpiredTimeout must be positive; RocketMQ uses 120000 (ms)")
         if self.flush_delay_offset_interval_ms <= 0:
             raise ConfigError("flushDelayOffsetInterval must be positive; RocketMQ uses 10000 (ms)")
         if self.flush_consumer_offset_interval_ms <= 0:

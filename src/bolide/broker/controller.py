@@ -10,6 +10,7 @@ import logging
 from bolide.broker.clients import ClientManager
 from bolide.broker.config import BrokerConfig
 from bolide.broker.flush_waiters import FlushWaiters
+from bolide.broker.housekeeping import ClientHousekeeping
 from bolide.broker.long_polling import PullHoldService
 from bolide.broker.persistence import ConfigPersister
 from bolide.broker.processors.admin import AdminProcessor
@@ -22,6 +23,7 @@ from bolide.broker.processors.send import SendProcessor
 from bolide.broker.processors.send_back import SendBackProcessor
 from bolide.broker.processors.transaction import EndTransactionProcessor
 from bolide.broker.queue_locks import QueueLocks
+from bolide.broker.rebalance_notify import notify_consumer_ids_changed
 from bolide.broker.registration import BrokerRegistration
 from bolide.broker.schedule import ScheduleService
 from bolide.broker.stats import BrokerStats
@@ -69,6 +71,7 @@ class BrokerController:
         self.clients.on_consumer.append(self.subscription_groups.find)
         self.stats = BrokerStats()
         self.queue_locks = QueueLocks(self.config.max_client_groups)
+        self.housekeeping = ClientHousekeeping(self.clients, self.config.channel_expired_timeout_ms)
         self.namesrv_client = RemotingClient()
         self._store: MessageStore | None = None
         self._flush_waiters: FlushWaiters | None = None
@@ -144,6 +147,7 @@ class BrokerController:
                                                f"{self.config.broker_ip1}:{self.port + 1}")
         self.topics.on_change.append(self._topic_changed)
         await self.registration.start()
+        self.housekeeping.start()
         self.transaction_check.start()
         return self
 
@@ -163,13 +167,22 @@ class BrokerController:
             self.registration.request_register()
 
     def _channel_closed(self, channel: Channel) -> None:
-        self.clients.unregister(channel)
+        for group in self.clients.unregister(channel):
+            self.consumer_group_changed(group)
+
+    def consumer_group_changed(self, group: str) -> None:
+        """A consumer joined or left ``group``, or its subscriptions changed: tell its clients
+        to rebalance now (NOTIFY_CONSUMER_IDS_CHANGED), unless the group turned that off."""
+        settings = self.subscription_groups.get(group)
+        if settings is None or settings.notify_consumer_ids_changed_enable:
+            notify_consumer_ids_changed(group, self.clients.consumer_channels(group))
 
     async def close(self) -> None:
         """Stop registering, answer held pulls, close the server, write the config files, then
         close the store."""
         if self.registration is not None:
             await self.registration.close()
+        await self.housekeeping.close()
         if self.schedule is not None:
             await self.schedule.close()
         await self.transaction_check.close()

@@ -86,24 +86,34 @@ class ConsumerProcessor:
         return request.make_response(header=h.GetEarliestMsgStoretimeResponseHeader(timestamp=timestamp))
 
     def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        """Record producer and consumer groups; create each consumer group's retry topic."""
+        """Record producer and consumer groups; create each consumer group's retry topic; tell
+        a group whose members or subscriptions changed to rebalance."""
         data = HeartbeatData.decode(request.body_bytes())
-        clients = self.broker.clients
+        broker = self.broker
+        clients = broker.clients
+        language, version, addr = request.language.name, request.version, ctx.remote_address
         for producer in data.producer_data_set:
-            if not clients.register_producer(producer.group_name, ctx.channel, data.client_id):
+            if not clients.register_producer(producer.group_name, ctx.channel, data.client_id,
+                                             language=language, version=version, client_addr=addr):
                 return request.make_response(ResponseCode.SYSTEM_BUSY, "too many producer groups")
         for consumer in data.consumer_data_set:
-            self.broker.topics.create_for_group(RETRY_GROUP_TOPIC_PREFIX + consumer.group_name)
-            if not clients.register_consumer(consumer.group_name, ctx.channel, data.client_id,
+            group = consumer.group_name
+            broker.topics.create_for_group(RETRY_GROUP_TOPIC_PREFIX + group)
+            before = clients.membership(group)
+            if not clients.register_consumer(group, ctx.channel, data.client_id,
                                              consumer.subscription_data_set, consumer.consume_type,
-                                             consumer.message_model, consumer.consume_from_where):
+                                             consumer.message_model, consumer.consume_from_where,
+                                             language=language, version=version, client_addr=addr):
                 return request.make_response(ResponseCode.SYSTEM_BUSY, "too many consumer groups")
+            if clients.membership(group) != before:
+                broker.consumer_group_changed(group)
         return request.make_response()  # its version (4.9.8) tells Java clients SQL92 is known
 
     def unregister_client(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = request.read_header(h.UnregisterClientRequestHeader)
-        self.broker.clients.unregister(ctx.channel, header.producer_group or "",
-                                       header.consumer_group or "")
+        for group in self.broker.clients.unregister(ctx.channel, header.producer_group or "",
+                                                    header.consumer_group or ""):
+            self.broker.consumer_group_changed(group)
         return request.make_response()
 
     def get_consumer_list_by_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:

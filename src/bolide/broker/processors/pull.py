@@ -52,6 +52,17 @@ class PullProcessor:
         broker = self.broker
         if not broker.config.broker_permission & PERM_READ:
             return request.make_response(ResponseCode.NO_PERMISSION, "this broker is not readable now")
+        group = broker.subscription_groups.find(header.consumer_group)
+        if group is None:
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{header.consumer_group}] does not exist: create it with "
+                "updateSubGroup, or set autoCreateSubscriptionGroup=true")
+        if not group.consume_enable:
+            return request.make_response(
+                ResponseCode.NO_PERMISSION,
+                f"subscription group [{header.consumer_group}] has consumeEnable=false: enable it "
+                "with updateSubGroup to consume")
         tc = broker.topics.get(header.topic)
         if tc is None:
             return request.make_response(ResponseCode.TOPIC_NOT_EXIST,

@@ -100,7 +100,14 @@ class SendProcessor:
         dead = False
         group = group_of_retry_topic(topic)
         if group is not None and request.code != RequestCode.SEND_BATCH_MESSAGE:
-            limit = max_reconsume_times(request.version, header.max_reconsume_times)
+            settings = self.broker.subscription_groups.find(group)
+            if settings is None:
+                return request.make_response(
+                    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                    f"subscription group [{group}] does not exist: create it with updateSubGroup, "
+                    "or set autoCreateSubscriptionGroup=true")
+            limit = max_reconsume_times(request.version, header.max_reconsume_times,
+                                        settings.retry_max_times)
             if (header.reconsume_times or 0) >= limit:  # out of retries: to the DLQ, no delay
                 topic, queue_id, dead = dlq_topic(group), 0, True
                 tc = topics.create_for_group(topic)

@@ -32,12 +32,18 @@ class SendBackProcessor:
             return request.make_response(ResponseCode.NO_PERMISSION,
                                          f"the broker[{broker.config.broker_name}] sending message "
                                          "is forbidden")
+        group = broker.subscription_groups.find(header.group)
+        if group is None:
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{header.group}] does not exist: create it with updateSubGroup, "
+                "or set autoCreateSubscriptionGroup=true")
         store = broker.store
         msg = store.look_message_by_offset(header.offset)
         if msg is None:
             return request.make_response(ResponseCode.SYSTEM_ERROR,
                                          f"look message by offset failed, {header.offset}")
-        limit = max_reconsume_times(request.version, header.max_reconsume_times)
+        limit = max_reconsume_times(request.version, header.max_reconsume_times, group.retry_max_times)
         where = redelivery(header.group, msg.reconsume_times, limit, header.delay_level)
         broker.topics.create_for_group(retry_topic(header.group))
         broker.topics.create_for_group(where.topic)
