@@ -191,3 +191,21 @@ def test_lite_pull_consumer(tmp_path: Path) -> None:
     lines, committed = with_servers(tmp_path, test)
     assert {fields[1] for fields in lines} == {f"lite-{i}" for i in range(n)}
     assert committed == n  # commitSync stored every queue's next offset
+
+
+def test_query_by_key_and_view_by_id(tmp_path: Path) -> None:
+    java, topic = scenarios(tmp_path), "JavaQuery"
+
+    async def test(s: Servers) -> tuple[list[list[str]], list]:
+        await create_topic(s, topic, queues=2)
+        lines = await run_driver([*java, "send-modes", s.namesrv_addr, topic, "3"], tmp_path / "send.log")
+        s.broker.store.wait_dispatched()
+        sync1 = next(m for m in stored(s, topic) if m.body == b"sync-1")
+        found = await run_driver([*java, "query", s.namesrv_addr, topic, "sync-1", sync1.offset_msg_id],
+                                 tmp_path / "query.log", prefixes=("FOUND", "VIEW"))
+        return found, [f for f in lines if f[1] == "sync" and f[3] == sync1.msg_id]
+
+    found, sent = with_servers(tmp_path, test)
+    [hit] = [f for f in found if f[0] == "FOUND"]
+    assert hit[1] == "sync-1" and hit[2] == sent[0][3]  # the client's message id
+    assert [f for f in found if f[0] == "VIEW"] == [["VIEW", "sync-1", topic]]
