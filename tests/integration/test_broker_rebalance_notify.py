@@ -121,3 +121,4 @@ def test_pulls_of_unknown_or_disabled_groups_are_refused(tmp_path: Path) -> None
             assert r.code == ResponseCode.PULL_NOT_FOUND
 
     run(tmp_path, test, auto_create_subscription_group=False)
+

@@ -284,3 +284,13 @@ def test_namesrv_drops_a_broker_whose_connection_closes(tmp_path: Path) -> None:
             await namesrv.close()
 
     asyncio.run(asyncio.wait_for(main(), TIMEOUT))
+
+
+def test_the_vip_port_serves_the_same_codes(tmp_path: Path) -> None:
+    async def test(s: Servers, client: RemotingClient) -> None:
+        fast = s.broker.fast_server  # listenPort - 2, the default of Java clients up to 4.4
+        assert fast is not None and fast.port not in (0, s.broker.port)
+        r = await client.invoke(f"127.0.0.1:{fast.port}", pull_request("TBW102", 0))
+        assert r.code == ResponseCode.PULL_NOT_FOUND
+
+    run_with_servers(tmp_path, test)

@@ -22,6 +22,7 @@ class BrokerConfig(PropertiesConfig):
     broker_id: int = _key("brokerId", 0)
     namesrv_addr: str = _key("namesrvAddr", "")
     listen_port: int = _key("listenPort", 10911)
+    vip_channel_enabled: bool = _key("bolideVipChannelEnabled", True)  # also serve listenPort - 2
     broker_ip1: str = _key("brokerIP1", "127.0.0.1")
     bind_address: str = _key("bolideBindAddress", "0.0.0.0")
     broker_permission: int = _key("brokerPermission", 6)

@@ -55,6 +55,13 @@ class BrokerController:
         self._store_config = store_config if store_config is not None else StoreConfig()
         self.server = RemotingServer(self.config.bind_address, self.config.listen_port)
         self.server.on_channel_close(self._channel_closed)
+        # the VIP ("fast") port, listenPort - 2, which Java clients up to 4.4 use by default
+        self.fast_server: RemotingServer | None = None
+        if self.config.vip_channel_enabled:
+            fast_port = self.config.listen_port - 2 if self.config.listen_port >= 2 else 0
+            self.fast_server = RemotingServer(self.config.bind_address, fast_port,
+                                              processors=self.server.processors)
+            self.fast_server.on_channel_close(self._channel_closed)
         config_dir = self._store_config.config_dir
         self.topics = TopicConfigManager(self.config, config_dir / "topics.json")
         self.offsets = ConsumerOffsetManager(config_dir / ConsumerOffsetManager.FILE_NAME)
@@ -113,6 +120,17 @@ class BrokerController:
         loop = asyncio.get_running_loop()
         await asyncio.to_thread(self._load_config_files)
         await self.server.start()
+        if self.fast_server is not None:
+            try:
+                await self.fast_server.start()
+            except OSError as exc:  # the main port works: run without the VIP port
+                log.warning("the VIP port %d (listenPort - 2) is not available (%s): Java clients "
+                            "up to 4.4 need setVipChannelEnabled(false)", self.config.listen_port - 2,
+                            exc.strerror or exc)
+                self.fast_server = None
+            except BaseException:
+                await self.server.close()
+                raise
         store_config = self._store_config.replace(store_host=self.config.broker_ip1,
                                                   listen_port=self.port)
         store = MessageStore(store_config)
@@ -120,6 +138,8 @@ class BrokerController:
             await asyncio.to_thread(store.open)
         except BaseException:
             await self.server.close()
+            if self.fast_server is not None:
+                await self.fast_server.close()
             raise
         self._store = store
         self._topics_persister.start()
@@ -189,6 +209,8 @@ class BrokerController:
         if self._pull_holds is not None:
             self._pull_holds.wake_all()
         await self.server.close()
+        if self.fast_server is not None:
+            await self.fast_server.close()
         await self.namesrv_client.close()
         if self._persisting:
             self._persisting = False
