@@ -1,6 +1,6 @@
 """Consumer group changes: NOTIFY_CONSUMER_IDS_CHANGED to the group's members when a consumer
-joins, leaves or disconnects, closing of connections whose heartbeats stopped, and pulls of
-unknown or disabled subscription groups."""
+joins, leaves or disconnects, closing of connections whose heartbeats stopped, pulls of
+unknown or disabled subscription groups, and CHECK_CLIENT_CONFIG for filter types."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ from typing import Any
 from test_broker_slice import pull_request
 
 from bolide.protocol import RemotingCommand
-from bolide.protocol.bodies import ConsumerData, ConsumerListBody, HeartbeatData, SubscriptionData
+from bolide.protocol.bodies import (
+    CheckClientRequestBody,
+    ConsumerData,
+    ConsumerListBody,
+    HeartbeatData,
+    SubscriptionData,
+)
 from bolide.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from bolide.protocol.headers import GetConsumerListByGroupRequestHeader
 from bolide.protocol.headers.consumer import NotifyConsumerIdsChangedRequestHeader
@@ -122,3 +128,19 @@ def test_pulls_of_unknown_or_disabled_groups_are_refused(tmp_path: Path) -> None
 
     run(tmp_path, test, auto_create_subscription_group=False)
 
+
+
+def test_check_client_config_accepts_tags_and_refuses_sql92(tmp_path: Path) -> None:
+    async def check(client: RemotingClient, s: Servers, sub: SubscriptionData) -> RemotingCommand:
+        body = CheckClientRequestBody(client_id="c@1", group="cg", subscription_data=sub)
+        return await client.invoke(s.broker_addr, RemotingCommand.request(
+            RequestCode.CHECK_CLIENT_CONFIG, body=body.encode()))
+
+    async def test(s: Servers) -> None:
+        async with RemotingClient() as client:
+            assert (await check(client, s, SubscriptionData.of("T", "a || b"))).code == ResponseCode.SUCCESS
+            sql = SubscriptionData.of("T", "a > 5", expression_type="SQL92")
+            r = await check(client, s, sql)
+            assert r.code == ResponseCode.SYSTEM_ERROR and "SQL92" in r.remark
+
+    run(tmp_path, test)

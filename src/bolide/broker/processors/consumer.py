@@ -6,7 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
-from bolide.protocol.bodies.client import ConsumerListBody, HeartbeatData
+from bolide.protocol.bodies.client import (
+    EXPRESSION_TAG,
+    CheckClientRequestBody,
+    ConsumerListBody,
+    HeartbeatData,
+)
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import consumer as h
@@ -22,7 +27,8 @@ class ConsumerProcessor:
     CODES = (RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET,
              RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET, RequestCode.HEART_BEAT,
              RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, RequestCode.GET_EARLIEST_MSG_STORETIME)
+             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, RequestCode.GET_EARLIEST_MSG_STORETIME,
+             RequestCode.CHECK_CLIENT_CONFIG)
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
@@ -37,6 +43,7 @@ class ConsumerProcessor:
             c.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list_by_group,
             c.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset_by_timestamp,
             c.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
+            c.CHECK_CLIENT_CONFIG: self.check_client_config,
         }
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
@@ -108,6 +115,18 @@ class ConsumerProcessor:
             if clients.membership(group) != before:
                 broker.consumer_group_changed(group)
         return request.make_response()  # its version (4.9.8) tells Java clients SQL92 is known
+
+    def check_client_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """Tag filters are supported; SQL92 is not (the Java consumer's start() then fails with
+        this remark, as against a RocketMQ broker with enablePropertyFilter=false)."""
+        body = CheckClientRequestBody.decode(request.body_bytes())
+        sub = body.subscription_data
+        if sub is not None and sub.expression_type != EXPRESSION_TAG:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                "The broker does not support consumer to filter message by " + sub.expression_type
+                + ": subscribe with a tag expression (TagA || TagB) instead")
+        return request.make_response()
 
     def unregister_client(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = request.read_header(h.UnregisterClientRequestHeader)

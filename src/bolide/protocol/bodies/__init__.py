@@ -28,6 +28,7 @@ from bolide.protocol.bodies.broker import (
     TopicConfigSerializeWrapper,
 )
 from bolide.protocol.bodies.client import (
+    CheckClientRequestBody,
     ConsumerData,
     ConsumerListBody,
     HeartbeatData,
@@ -44,6 +45,7 @@ __all__ = [
     "BatchEntry",
     "Bean",
     "BrokerData",
+    "CheckClientRequestBody",
     "ClusterInfo",
     "Connection",
     "ConsumeStats",

@@ -117,3 +117,12 @@ class UnlockBatchRequestBody(Bean):
     client_id: str = ""
     mq_set: set[MessageQueue] = jfield(factory=set)
     only_this_broker: bool | None = None
+
+
+@bean
+class CheckClientRequestBody(Bean):
+    """CHECK_CLIENT_CONFIG (46): a consumer asks whether the broker supports its filter."""
+
+    client_id: str = ""
+    group: str = ""
+    subscription_data: SubscriptionData | None = None
