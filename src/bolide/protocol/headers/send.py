@@ -4,9 +4,10 @@ response, END_TRANSACTION (37) and CHECK_TRANSACTION_STATE (39)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import ClassVar, NoReturn
 
 from bolide.common import sysflag
+from bolide.errors import HeaderFieldError
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.headers.base import Header, header, renamed
 
@@ -75,11 +76,35 @@ _SHORT_NAME_CODES = frozenset(
 )
 
 
+_INT32_FIELDS = ("default_topic_queue_nums", "queue_id", "sys_flag", "flag", "reconsume_times",
+                 "max_reconsume_times")  # Java Integer; born_timestamp is a Long
+_I32_MIN, _I32_MAX, _I64_MIN, _I64_MAX = -(2**31), 2**31 - 1, -(2**63), 2**63 - 1
+
+
 def decode_send_request_header(code: int, ext: Mapping[str, str]) -> SendMessageRequestHeader:
-    """The send header of a request with ``code``, in the naming that code uses."""
-    if code in _SHORT_NAME_CODES:
-        return SendMessageRequestHeaderV2.from_ext_fields(ext)
-    return SendMessageRequestHeader.from_ext_fields(ext)
+    """The send header of a request with ``code``, in the naming that code uses; numbers outside
+    their Java types' ranges raise HeaderFieldError, as Java's parseInt/parseLong refuse them
+    (they do not fit the stored record's fields)."""
+    cls = SendMessageRequestHeaderV2 if code in _SHORT_NAME_CODES else SendMessageRequestHeader
+    h = cls.from_ext_fields(ext)
+    if not (_I32_MIN <= h.queue_id <= _I32_MAX and _I32_MIN <= h.sys_flag <= _I32_MAX
+            and _I32_MIN <= h.flag <= _I32_MAX and _I64_MIN <= h.born_timestamp <= _I64_MAX
+            and _I32_MIN <= h.default_topic_queue_nums <= _I32_MAX
+            and (h.reconsume_times is None or _I32_MIN <= h.reconsume_times <= _I32_MAX)
+            and (h.max_reconsume_times is None or _I32_MIN <= h.max_reconsume_times <= _I32_MAX)):
+        _out_of_range(h)
+    return h
+
+
+def _out_of_range(h: SendMessageRequestHeader) -> NoReturn:
+    wires = {s.attr: s.wire for s in h.FIELDS}
+    ranges = [(attr, _I32_MIN, _I32_MAX) for attr in _INT32_FIELDS]
+    for attr, low, high in [*ranges, ("born_timestamp", _I64_MIN, _I64_MAX)]:
+        value = getattr(h, attr)
+        if value is not None and not low <= value <= high:
+            raise HeaderFieldError(type(h).__name__, wires[attr],
+                                   f"is {value}, outside the range {low}..{high} of its Java type")
+    raise AssertionError("no field out of range")  # pragma: no cover
 
 
 @header
