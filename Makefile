@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean venv interop-deps
+.PHONY: run test lint bench bench-broker clean venv interop-deps
 
 venv: $(STAMP)
 
@@ -23,14 +23,19 @@ lint: $(STAMP)
 # Real Apache RocketMQ (namesrv, broker, mqadmin) for tests/interop: the jars come from Maven
 # Central into interop/.m2 the first time, then from that cache. Without java/javac/mvn this
 # only warns and the interop tests are skipped; with CI set it fails.
+# The Node.js client (ali-ons) is installed by npm ci into interop/.cache/node-client, likewise.
 interop-deps: $(STAMP)
 	$(BIN)/python -m bolide.testing.rocketmq prepare
+	$(BIN)/python -m bolide.testing.nodeclient prepare
 
 test: lint interop-deps
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
 	$(BIN)/bolide bench store
+
+bench-broker: $(STAMP)
+	$(BIN)/bolide bench broker
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache

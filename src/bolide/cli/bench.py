@@ -16,10 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
 import mmap
 import os
-import platform
 import shutil
 import tempfile
 import threading
@@ -35,6 +33,13 @@ from rich.console import Console
 from rich.table import Table
 
 from bolide.broker.flush_waiters import FlushWaiters
+from bolide.cli.bench_broker import broker_bench
+from bolide.cli.bench_common import emit, machine_info, stderr_console
+from bolide.cli.bench_common import load_avg as _load
+from bolide.cli.bench_common import percentile as _percentile
+from bolide.cli.bench_common import proc_status as _status
+from bolide.cli.bench_common import r as _r
+from bolide.cli.bench_common import reset_peak_rss as _reset_peak_rss
 from bolide.common import Message
 from bolide.store import FlushDiskType, GetStatus, MessageStore, PutMessageResult, PutStatus, StoreConfig
 
@@ -73,31 +78,6 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "recovery": ("recovery_clean", "recovery_abnormal"),
 }
 CASES = tuple(name for names in GROUPS.values() for name in names)
-
-
-# -- process memory -------------------------------------------------------------------------
-def _status() -> dict[str, float]:
-    """``VmHWM``, ``VmRSS`` and ``RssAnon`` of this process in MiB (empty off Linux)."""
-    found: dict[str, float] = {}
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key in ("VmHWM", "VmRSS", "RssAnon"):
-                    found[key] = int(value.split()[0]) / 1024
-    except OSError:
-        pass
-    return found
-
-
-def _reset_peak_rss() -> bool:
-    """Reset ``VmHWM`` to the current RSS (Linux 4.0+); False when not possible."""
-    try:
-        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 # -- the run --------------------------------------------------------------------------------
@@ -324,10 +304,6 @@ class Bench:
 
 
 # -- helpers of the cases -------------------------------------------------------------------
-def _r(value: float | None, digits: int = 1) -> float | None:
-    return None if value is None else round(value, digits)
-
-
 def _size_label(size: int) -> str:
     return f"{size // 1024}k" if size % 1024 == 0 else f"{size}b"
 
@@ -441,14 +417,6 @@ def _sync_tasks(st: MessageStore, pool: list[Message], tasks: int,
     return asyncio.run(main())
 
 
-def _percentile(sorted_values: list[float], pct: float) -> float | None:
-    """Nearest-rank percentile of an ascending list."""
-    if not sorted_values:
-        return None
-    rank = max(1, -(-len(sorted_values) * pct // 100))
-    return sorted_values[int(rank) - 1]
-
-
 def _read_queue(st: MessageStore, decode: bool) -> tuple[float, int, int]:
     """Read queue 0 from offset 0 to its end, 32 per call; returns (elapsed, count, bytes)."""
     get = st.get_message
@@ -543,6 +511,9 @@ def bench() -> None:
     """Measure Bolide's hot paths."""
 
 
+bench.add_command(broker_bench)
+
+
 @bench.command("store")
 @click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
               help="Scratch directory; a temporary directory is made in it and removed "
@@ -554,9 +525,7 @@ def bench() -> None:
               help="Also write the JSON document to this file.")
 def store(directory: Path | None, quick: bool, only: tuple[str, ...], output: Path | None) -> None:
     """Measure the store: disk baseline, puts, gets and recovery; print JSON figures."""
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        console.width = 160  # a log file: keep each case on one line
+    console = stderr_console()
     plan = Plan.for_mode(quick)
     wanted: set[str] = set()
     for name in only or CASES:
@@ -577,13 +546,7 @@ def store(directory: Path | None, quick: bool, only: tuple[str, ...], output: Pa
             with contextlib.suppress(OSError):
                 base.rmdir()
     doc = {
-        "machine": {
-            "cpu_count": os.cpu_count(),
-            "python": platform.python_version(),
-            "python_implementation": platform.python_implementation(),
-            "platform": platform.platform(),
-            "memory_mib": _total_memory_mib(),
-        },
+        "machine": machine_info(),
         "run": {
             "date": started.isoformat(timespec="seconds"),
             "mode": "quick" if quick else "full",
@@ -596,22 +559,4 @@ def store(directory: Path | None, quick: bool, only: tuple[str, ...], output: Pa
         "cases": runner.cases,
     }
     console.print(_table(runner.cases))
-    text = json.dumps(doc, indent=2)
-    if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text + "\n", encoding="utf-8")
-    click.echo(text)
-
-
-def _load() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def _total_memory_mib() -> int | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // MiB
-    except (ValueError, OSError):
-        return None
+    emit(doc, output)
