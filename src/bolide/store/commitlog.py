@@ -28,6 +28,10 @@ class SegmentUnavailable(StoreError):
     """No segment could be created for the next record (usually a full disk)."""
 
 
+class RecordFieldError(StoreError):
+    """A record field does not fit its type (e.g. a flag past 32 bits); nothing was written."""
+
+
 class CommitLog:
     """Appends records and serves byte ranges by global offset."""
 
@@ -86,11 +90,15 @@ class CommitLog:
             queue_offset = self.queue_offsets.get(key, 0) if gets_entry else 0
             phys = mf.file_from_offset + pos
             view = mf.view
-            header.pack_into(
-                view, pos, total, MAGIC_V1, crc, queue_id, flag, queue_offset, phys, sys_flag,
-                born_timestamp or store_ts, born_host, store_ts, self.store_host,
-                reconsume_times, prepared_offset, body_len,
-            )
+            try:
+                header.pack_into(
+                    view, pos, total, MAGIC_V1, crc, queue_id, flag, queue_offset, phys, sys_flag,
+                    born_timestamp or store_ts, born_host, store_ts, self.store_host,
+                    reconsume_times, prepared_offset, body_len,
+                )
+            except struct.error as exc:
+                view[pos : pos + hsize] = bytes(hsize)  # undo the fields packed before the bad one
+                raise RecordFieldError(f"a record field is out of its range: {exc}") from None
             p = pos + hsize
             view[p : p + body_len] = body
             view[p + body_len : pos + total] = tail
@@ -135,11 +143,16 @@ class CommitLog:
             start = mf.file_from_offset + pos
             view = mf.view
             base = mf.file_from_offset
+            first = pos
             for (body, _, flag, crc), tail, size in zip(items, tails, sizes, strict=True):
-                header.pack_into(
-                    view, pos, size, MAGIC_V1, crc, queue_id, flag, qoff, base + pos,
-                    sys_flag, born, born_host, store_ts, store_host, 0, 0, len(body),
-                )
+                try:
+                    header.pack_into(
+                        view, pos, size, MAGIC_V1, crc, queue_id, flag, qoff, base + pos,
+                        sys_flag, born, born_host, store_ts, store_host, 0, 0, len(body),
+                    )
+                except struct.error as exc:
+                    view[first : pos + hsize] = bytes(pos + hsize - first)  # nothing was appended
+                    raise RecordFieldError(f"a record field is out of its range: {exc}") from None
                 p = pos + hsize
                 view[p : p + len(body)] = body
                 view[p + len(body) : pos + size] = tail

@@ -78,6 +78,16 @@ class StoreConfig(PropertiesConfig):
     destroy_mapped_file_interval_forcibly_ms: int = _key(
         "destroyMapedFileIntervalForcibly", 120000
     )
+    redelete_hanged_file_interval_ms: int = _key("redeleteHangedFileInterval", 120000)
+    delete_commit_log_files_interval_ms: int = _key("deleteCommitLogFilesInterval", 100)
+    delete_consume_queue_files_interval_ms: int = _key("deleteConsumeQueueFilesInterval", 100)
+    delete_file_batch_max: int = _key("deleteFileBatchMax", 10)
+    clean_file_forcibly_enable: bool = _key("cleanFileForciblyEnable", True)
+    # RocketMQ 4.9 reads these two from the system properties
+    # rocketmq.broker.diskSpaceWarningLevelRatio / diskSpaceCleanForciblyRatio (as fractions);
+    # here they are broker.conf keys in percent, like 5.x.
+    disk_space_warning_level_ratio: int = _key("diskSpaceWarningLevelRatio", 90)
+    disk_space_clean_forcibly_ratio: int = _key("diskSpaceCleanForciblyRatio", 85)
     message_delay_level: str = _key("messageDelayLevel", DEFAULT_DELAY_LEVELS)
     store_host: str = _key("brokerIP1", "127.0.0.1", kind="ip")
     listen_port: int = _key("listenPort", 10911)

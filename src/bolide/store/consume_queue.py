@@ -183,20 +183,46 @@ class ConsumeQueue:
             last -= 1
 
     def correct_min_offset(self, commit_log_min: int) -> None:
-        """Set the min offset to the first entry whose record is still in the CommitLog."""
-        files = self.files.files
-        if not files:
-            return
-        mf = files[0]
-        view = mf.view
-        pos = max(0, self.min_logic_offset - mf.file_from_offset)
-        while pos < mf.wrote_position:
-            off, size, _ = ENTRY.unpack_from(view, pos)
-            if size != 0x7FFFFFFF and off >= commit_log_min:
-                self.min_logic_offset = mf.file_from_offset + pos
+        """Move the min offset to the first entry whose record is still in the CommitLog
+        (3.5 of the spec; it never moves back). Scans on from the current min, across files
+        whose entries all point below ``commit_log_min``."""
+        for mf in self.files.files:
+            view = mf.view
+            pos = max(0, self.min_logic_offset - mf.file_from_offset)
+            wrote = mf.wrote_position
+            while pos < wrote:
+                off, size, _ = ENTRY.unpack_from(view, pos)
+                if size != 0x7FFFFFFF and off >= commit_log_min:
+                    self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset + pos)
+                    return
+                pos += ENTRY_SIZE
+            self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset + pos)
+            if wrote < mf.file_size:  # the end of the entries
                 return
-            pos += ENTRY_SIZE
-        self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset + pos)
+
+    def raise_min_offset(self, index: int) -> None:
+        """Stop serving entries before ``index`` (a retention floor); never moves back."""
+        index = min(index, self.max_offset)
+        self.min_logic_offset = max(self.min_logic_offset, index * ENTRY_SIZE)
+
+    def detach_expired_files(self, commit_log_min: int) -> list[MappedFile]:
+        """Take out the oldest files whose entries all point below ``commit_log_min`` (11.3
+        of the spec): never the last file, and only full, flushed ones (the flush thread is
+        done with them). The min offset moves past them first, so a reader gets
+        OFFSET_TOO_SMALL rather than a missing file. The caller retires the files."""
+        files = self.files.files
+        flushed = self.files.flushed_where
+        count = 0
+        while count < len(files) - 1:
+            mf = files[count]
+            if mf.wrote_position < mf.file_size or flushed < mf.file_from_offset + mf.file_size:
+                break
+            last = _last_real_entry(mf.view[: mf.file_size])
+            if last is not None and last > commit_log_min:
+                break
+            count += 1
+        self.correct_min_offset(commit_log_min)
+        return self.files.detach_head(count) if count else []
 
     def flush(self, least_pages: int = 0) -> bool:
         return self.files.flush(least_pages)

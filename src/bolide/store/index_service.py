@@ -149,6 +149,22 @@ class IndexService:
                     break
         return found
 
+    def delete_below(self, commit_log_min: int) -> list[str]:
+        """Delete the oldest files (never the last) whose entries all point below
+        ``commit_log_min`` (endPhyOffset < min, 11.3 of the spec); returns their paths."""
+        with self._lock:
+            files = self.files
+            count = 0
+            while count < len(files) - 1 and files[count].end_phy_offset < commit_log_min:
+                count += 1
+            gone, self.files = files[:count], files[count:]
+            for f in gone:
+                try:
+                    f.destroy()
+                except OSError as exc:  # keep going: the file is out of the list anyway
+                    log.error("index: cannot delete %s: %s", f.path, exc)
+        return [str(f.path) for f in gone]
+
     def flush(self) -> None:
         with self._lock:
             for f in self.files:

@@ -127,6 +127,23 @@ class MappedFile:
         os.close(self.fd)
         self.fd = -1
 
+    def retire(self) -> None:
+        """Delete the file and close its descriptor but keep the mapping: readers may still
+        hold views of it. :meth:`unmap` frees the pages (and the disk space) later."""
+        _remove_quietly(self.path)
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def unmap(self) -> bool:
+        """Close the mapping; False while views of it are still exported (retry later)."""
+        try:
+            self.view.release()
+            self.mm.close()
+        except BufferError:
+            return False
+        return True
+
     def destroy(self) -> None:
         """Close and delete the file."""
         self.close()

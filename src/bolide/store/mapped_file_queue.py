@@ -74,6 +74,9 @@ class MappedFileQueue:
         self.allocator = allocator
         self.files: list[MappedFile] = []
         self.flushed_where = 0
+        # Held while the list changes: the writer appends, retention drops the head. Readers
+        # never lock: they read ``files`` once and use that list.
+        self._change = threading.Lock()
 
     # -- loading ------------------------------------------------------------------------
     def load(self) -> None:
@@ -141,7 +144,8 @@ class MappedFileQueue:
             mf = self.allocator.take(path, self.file_size, nxt)
         else:
             mf = MappedFile.create(path, self.file_size)
-        self.files.append(mf)
+        with self._change:
+            self.files.append(mf)
         return mf
 
     # -- durability ---------------------------------------------------------------------
@@ -154,8 +158,9 @@ class MappedFileQueue:
         flushed_any = False
         while True:
             mf = self.find(self.flushed_where)
-            if mf is None:
-                mf = self.files[0] if self.files and self.flushed_where == 0 else None
+            if mf is None:  # before the first segment (none flushed yet, or head deleted)
+                files = self.files
+                mf = files[0] if files and self.flushed_where < files[0].file_from_offset else None
                 if mf is None:
                     return flushed_any
             wrote = mf.wrote_position
@@ -197,11 +202,22 @@ class MappedFileQueue:
 
     def delete_first(self) -> MappedFile | None:
         """Remove the oldest segment (never the only one)."""
-        if len(self.files) <= 1:
-            return None
-        mf = self.files.pop(0)
-        mf.destroy()
-        return mf
+        head = self.detach_head(1)
+        for mf in head:
+            mf.destroy()
+        return head[0] if head else None
+
+    def detach_head(self, count: int) -> list[MappedFile]:
+        """Take the ``count`` oldest segments out of the queue (never the last one) and
+        return them, still mapped: the caller retires them. The list is replaced, never
+        changed in place, so a reader iterating the old one is not disturbed."""
+        with self._change:
+            count = min(count, len(self.files) - 1)
+            if count <= 0:
+                return []
+            head, self.files = self.files[:count], self.files[count:]
+            self.flushed_where = max(self.flushed_where, self.files[0].file_from_offset)
+        return head
 
     def close(self) -> None:
         for mf in self.files:

@@ -25,7 +25,7 @@ from bolide.common.topic import SCHEDULE_TOPIC, validate_topic
 from bolide.errors import StoreError
 from bolide.store import checkpoint as files
 from bolide.store.checkpoint import Checkpoint, StoreLock
-from bolide.store.commitlog import CommitLog, SegmentUnavailable
+from bolide.store.commitlog import CommitLog, RecordFieldError, SegmentUnavailable
 from bolide.store.config import BrokerRole, StoreConfig
 from bolide.store.consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue, prepare_files
 from bolide.store.delay import parse_delay_levels
@@ -47,6 +47,7 @@ from bolide.store.results import (
     PutStatus,
     RecoveryReport,
 )
+from bolide.store.retention import CleanService, RetentionStats
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,10 @@ class MessageStore:
         self._running = False
         self._writable = False
         self._read_only_reason: str | None = None
+        self._disk_full_reason: str | None = None  # set and cleared by the clean service
+        self._writable_lock = threading.Lock()
+        self._topic_retention: dict[str, float] = {}
+        self._clean_service: CleanService | None = None
         self._allocator: SegmentAllocator | None = None
         self.commit_log: CommitLog
         self.checkpoint: Checkpoint
@@ -111,6 +116,10 @@ class MessageStore:
         self._allocator = SegmentAllocator() if cfg.preallocate_next_segment else None
         self.commit_log = CommitLog(cfg, self._allocator)
         self._max_record = self.commit_log.max_record_size()
+        self._clean_service = CleanService(cfg, self.commit_log, self._queue_snapshot,
+                                           lambda: self.index,
+                                           lambda: self.dispatcher.reput_from,
+                                           self._stored_at, self._set_disk_full)
         self.commit_log.files.load()
         self._load_queues()
         self.checkpoint = Checkpoint(self.root / "checkpoint")
@@ -151,8 +160,12 @@ class MessageStore:
         self._flusher.start()
         self._cq_flusher.start()
         self._dispatch_service.start()
+        self._disk_full_reason = None
+        self._clean_service.topic_floors = dict(self._topic_retention)
+        self._clean_service.check_disk()  # a full disk refuses the very first put
         self._running = True
         self._update_writable()
+        self._clean_service.start()
 
     def _load_queues(self) -> None:
         base = self.config.consume_queue_dir
@@ -174,6 +187,8 @@ class MessageStore:
             return
         self._running = False
         self._update_writable()
+        if self._clean_service is not None:
+            self._clean_service.stop()
         assert self._dispatch_service and self._flusher and self._cq_flusher
         self._flusher.stop()
         self._dispatch_service.stop()
@@ -334,6 +349,8 @@ class MessageStore:
             )
         except SegmentUnavailable as exc:
             return PutMessageResult(PutStatus.CREATE_MAPEDFILE_FAILED, remark=str(exc))
+        except RecordFieldError as exc:
+            return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
         result = PutMessageResult(PutStatus.PUT_OK, phys, size, qoff, uniq, store_ts,
                                   store_host=self._store_host)
         self._after_append(result, wait_store)
@@ -388,6 +405,8 @@ class MessageStore:
             )
         except SegmentUnavailable as exc:
             return PutMessageResult(PutStatus.CREATE_MAPEDFILE_FAILED, remark=str(exc))
+        except RecordFieldError as exc:
+            return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
         result = PutMessageResult(PutStatus.PUT_OK, phys, size, qoff, ids[0], store_ts,
                                   len(ids), ids, store_host=self._store_host)
         self._after_append(result, wait_store)
@@ -441,14 +460,24 @@ class MessageStore:
         return None
 
     def _update_writable(self) -> None:
-        self._writable = (self._running and self._read_only_reason is None
-                          and self.config.broker_role is not BrokerRole.SLAVE)
+        with self._writable_lock:  # several threads flip the causes; the last word is right
+            self._writable = (self._running and self._read_only_reason is None
+                              and self._disk_full_reason is None
+                              and self.config.broker_role is not BrokerRole.SLAVE)
+
+    def _set_disk_full(self, reason: str | None) -> None:
+        """The clean service's disk check: refuse puts with ``reason``, or resume (None)."""
+        if reason != self._disk_full_reason:
+            self._disk_full_reason = reason
+            self._update_writable()
 
     def _refusal(self) -> PutMessageResult:
         if not self._running:
             why = "the store is not open; call open() first"
         elif self._read_only_reason is not None:
             why = self._read_only_reason
+        elif self._disk_full_reason is not None:
+            why = self._disk_full_reason
         else:
             why = "this store is a SLAVE; send to the master"
         return PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=why)
@@ -738,6 +767,44 @@ class MessageStore:
         if self._flusher is None or not self._running:
             raise StoreError(f"the store at {self.root} is not open; call open() first")
         return self._flusher.request(offset)
+
+    # -- retention ----------------------------------------------------------------------
+    def set_topic_retention(self, topic: str, hours: float | None) -> None:
+        """Serve ``topic``'s messages for ``hours`` at most (None or 0 removes the floor).
+
+        A logical floor on top of the global ``fileReservedTime``: each queue's min offset
+        moves past messages stored longer ago (pulls there get OFFSET_TOO_SMALL), checked on
+        every clean run and at once here. The CommitLog is shared by all topics, so its files
+        still go only by the global rules; the floor is not stored on disk (declare it again
+        after each open).
+        """
+        if hours is not None and hours < 0:
+            raise ValueError(f"topic retention of {topic!r} is {hours} h; use a positive "
+                             "number of hours, or None to remove it")
+        if hours:
+            self._topic_retention[topic] = hours
+        else:
+            self._topic_retention.pop(topic, None)
+        svc = self._clean_service
+        if svc is not None and self._running:
+            svc.topic_floors = dict(self._topic_retention)  # replaced whole: no lock
+            svc.apply_topic_floors()
+
+    def topic_retention(self) -> dict[str, float]:
+        """Topics with a retention floor, in hours."""
+        return dict(self._topic_retention)
+
+    def run_retention(self, now_ms: int | None = None) -> RetentionStats:
+        """Run one clean cycle now (what the clean thread does every cleanResourceInterval);
+        ``now_ms`` replaces the clock for the deleteWhen hour, file ages and topic floors."""
+        self._require_open()
+        assert self._clean_service is not None
+        return self._clean_service.run_once(now_ms)
+
+    def retention_stats(self) -> RetentionStats:
+        """Files deleted so far, the last disk usage seen and whether writes are refused."""
+        svc = self._clean_service
+        return svc.stats() if svc is not None else RetentionStats()
 
     @property
     def max_phy_offset(self) -> int:

@@ -18,7 +18,7 @@ from bolide.common.msgid import decode_offset_msg_id
 from bolide.store import GetStatus, MessageStore, PutStatus
 from bolide.store.mapped_file import file_name
 from bolide.store.record import BLANK_MAGIC, decode_record
-from conftest import SMALL_COMMIT_LOG
+from conftest import SMALL_COMMIT_LOG, assert_consistent
 
 Open = Callable[..., MessageStore]
 SEG = SMALL_COMMIT_LOG
@@ -500,3 +500,17 @@ def test_non_ascii_tags_and_properties(open_store: Open) -> None:
     got = store.get_message("g", "TopicTest", 0, 0, tags=["标签"])
     assert got.queue_offsets == [0]
     assert got.messages[0].tags == "标签" and got.messages[0].properties["说明"] == "值"
+
+
+def test_out_of_range_fields_are_refused_without_a_trace(open_store, store_config) -> None:
+    st = open_store()
+    assert st.put_message(Message("T", b"ok"), 0).ok
+    end = st.max_phy_offset
+    bad = st.put_message(Message("T", b"x", flag=2**31), 0)
+    assert bad.status is PutStatus.MESSAGE_ILLEGAL and "range" in bad.remark
+    bad = st.put_messages([Message("T", b"y"), Message("T", b"z", flag=-2**31 - 1)], 0)
+    assert bad.status is PutStatus.MESSAGE_ILLEGAL
+    assert st.max_phy_offset == end
+    assert st.put_message(Message("T", b"after"), 0).queue_offset == 1
+    st.close()
+    assert_consistent(store_config)
