@@ -9,6 +9,8 @@
 //	    delivered message: MSG \t body \t tags \t keys \t queueId \t queueOffset \t msgId.
 //	    Exits 0 after n distinct message ids, 3 when timeoutSec passes first.
 //
+// scenarios.go adds send-modes, retry, orderly, group, lite-pull and transaction (see its comment).
+//
 // The client's own logging goes to stderr at level "error" (ROCKETMQ_GO_LOG_LEVEL overrides it).
 package main
 
@@ -144,6 +146,7 @@ func main() {
 		rlog.SetLogLevel("error")
 	}
 	args := os.Args[1:]
+	runScenario(args) // scenarios.go: exits when args name one of its commands
 	switch {
 	case len(args) == 4 && args[0] == "produce":
 		produce(args[1], args[2], atoi(args[3]))
@@ -151,6 +154,6 @@ func main() {
 		consume(args[1], args[2], args[3], atoi(args[4]), time.Duration(atoi(args[5]))*time.Second)
 	default:
 		fail(2, "usage: goclient produce <namesrv> <topic> <n> | "+
-			"consume <namesrv> <topic> <group> <n> <timeoutSec>")
+			"consume <namesrv> <topic> <group> <n> <timeoutSec> | a command of scenarios.go")
 	}
 }
