@@ -19,7 +19,7 @@ from bolide.protocol.bodies import (
     SubscriptionData,
 )
 from bolide.protocol.codes import LanguageCode, RequestCode, ResponseCode
-from bolide.protocol.headers import GetConsumerListByGroupRequestHeader
+from bolide.protocol.headers import GetConsumerListByGroupRequestHeader, GetRouteInfoRequestHeader
 from bolide.protocol.headers.consumer import NotifyConsumerIdsChangedRequestHeader
 from bolide.remoting import RemotingClient, RequestContext
 from bolide.store.topic_config import SubscriptionGroupConfig
@@ -142,5 +142,16 @@ def test_check_client_config_accepts_tags_and_refuses_sql92(tmp_path: Path) -> N
             sql = SubscriptionData.of("T", "a > 5", expression_type="SQL92")
             r = await check(client, s, sql)
             assert r.code == ResponseCode.SYSTEM_ERROR and "SQL92" in r.remark
+
+    run(tmp_path, test)
+
+
+def test_a_new_groups_retry_topic_is_routable_once_its_heartbeat_is_answered(tmp_path: Path) -> None:
+    async def test(s: Servers) -> None:
+        async with RemotingClient() as client:
+            await heartbeat(client, s, "10.0.0.5@5")
+            r = await client.invoke(s.namesrv_addr, RemotingCommand.request(
+                RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic="%RETRY%cg")))
+            assert r.code == ResponseCode.SUCCESS, r
 
     run(tmp_path, test)

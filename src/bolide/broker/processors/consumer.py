@@ -3,6 +3,8 @@ and GET_CONSUMER_LIST_BY_GROUP (38)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import TYPE_CHECKING
 
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
@@ -19,6 +21,9 @@ from bolide.remoting import RequestContext
 
 if TYPE_CHECKING:
     from bolide.broker.controller import BrokerController
+
+log = logging.getLogger(__name__)
+REGISTER_WAIT_S = 2.0  # within the 3 s a Java client waits for its heartbeat answer
 
 
 class ConsumerProcessor:
@@ -38,7 +43,6 @@ class ConsumerProcessor:
             c.UPDATE_CONSUMER_OFFSET: self.update_consumer_offset,
             c.GET_MAX_OFFSET: self.get_max_offset,
             c.GET_MIN_OFFSET: self.get_min_offset,
-            c.HEART_BEAT: self.heart_beat,
             c.UNREGISTER_CLIENT: self.unregister_client,
             c.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list_by_group,
             c.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset_by_timestamp,
@@ -47,7 +51,21 @@ class ConsumerProcessor:
         }
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == RequestCode.HEART_BEAT:
+            return await self.heart_beat(ctx, request)
         return self._handlers[request.code](ctx, request)
+
+    async def _registered(self) -> None:
+        """Wait (briefly) until the NameServers know the retry topics a heartbeat just created,
+        as the Java broker registers before answering: the client's next route lookup of
+        ``%RETRY%<group>`` then finds it instead of waiting for its next rebalance."""
+        registration = self.broker.registration
+        if registration is None:
+            return
+        try:
+            await asyncio.wait_for(registration.wait_pending(), REGISTER_WAIT_S)
+        except Exception as exc:  # a NameServer down or slow: answer the heartbeat anyway
+            log.warning("the new retry topics are not registered yet: %s", exc)
 
     def query_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """The committed offset, or QUERY_NOT_FOUND (22) when the group has none (spec trap 8)."""
@@ -92,20 +110,24 @@ class ConsumerProcessor:
         timestamp = self.broker.store.get_earliest_message_time(header.topic, header.queue_id)
         return request.make_response(header=h.GetEarliestMsgStoretimeResponseHeader(timestamp=timestamp))
 
-    def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    async def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """Record producer and consumer groups; create each consumer group's retry topic; tell
         a group whose members or subscriptions changed to rebalance."""
         data = HeartbeatData.decode(request.body_bytes())
         broker = self.broker
         clients = broker.clients
         language, version, addr = request.language.name, request.version, ctx.remote_address
+        created = False
         for producer in data.producer_data_set:
             if not clients.register_producer(producer.group_name, ctx.channel, data.client_id,
                                              language=language, version=version, client_addr=addr):
                 return request.make_response(ResponseCode.SYSTEM_BUSY, "too many producer groups")
         for consumer in data.consumer_data_set:
             group = consumer.group_name
-            broker.topics.create_for_group(RETRY_GROUP_TOPIC_PREFIX + group)
+            retry = RETRY_GROUP_TOPIC_PREFIX + group
+            if broker.topics.get(retry) is None:
+                broker.topics.create_for_group(retry)
+                created = True
             before = clients.membership(group)
             if not clients.register_consumer(group, ctx.channel, data.client_id,
                                              consumer.subscription_data_set, consumer.consume_type,
@@ -114,6 +136,8 @@ class ConsumerProcessor:
                 return request.make_response(ResponseCode.SYSTEM_BUSY, "too many consumer groups")
             if clients.membership(group) != before:
                 broker.consumer_group_changed(group)
+        if created:
+            await self._registered()
         return request.make_response()  # its version (4.9.8) tells Java clients SQL92 is known
 
     def check_client_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
