@@ -7,7 +7,9 @@ import logging
 import click
 
 from bolide import __version__
+from bolide.cli.admin import admin
 from bolide.cli.bench import bench
+from bolide.cli.produce_consume import consume, produce
 from bolide.cli.server import broker, namesrv, start
 from bolide.cli.store import store
 
@@ -26,6 +28,9 @@ cli.add_command(bench)
 cli.add_command(start)
 cli.add_command(namesrv)
 cli.add_command(broker)
+cli.add_command(admin)
+cli.add_command(produce)
+cli.add_command(consume)
 
 
 def main() -> None:

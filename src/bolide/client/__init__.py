@@ -5,6 +5,7 @@ blocking methods (each client object runs its own event loop in a background thr
 docs/client.md.
 """
 
+from bolide.client.admin import Admin
 from bolide.client.allocate import allocate_averagely
 from bolide.client.config import ClientConfig
 from bolide.client.errors import (
@@ -34,6 +35,7 @@ from bolide.common.message import Message, MessageExt
 
 __all__ = [
     "DEFAULT_PRODUCER_GROUP",
+    "Admin",
     "ClientConfig",
     "ClientConfigError",
     "ClientStateError",

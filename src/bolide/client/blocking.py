@@ -25,14 +25,19 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Generic, Self, TypeVar
 
+from bolide.client import admin as _admin
 from bolide.client import producer as _producer
 from bolide.client import pull_consumer as _pull
 from bolide.client import push_consumer as _push
+from bolide.client.admin_types import GroupProgress, ResetPlan
 from bolide.client.errors import ClientStateError
 from bolide.client.results import SendResult
 from bolide.client.selector import MessageQueueSelector
 from bolide.common.message import Message, MessageExt
+from bolide.protocol.bodies.admin import ConsumerConnection, ProducerConnection, TopicOffset
+from bolide.protocol.bodies.broker import SubscriptionGroupConfig
 from bolide.protocol.bodies.client import MessageQueue
+from bolide.protocol.bodies.route import ClusterInfo, TopicRouteData
 
 T = TypeVar("T")
 C = TypeVar("C")
@@ -289,6 +294,81 @@ class PullConsumer(_Blocking[_pull.PullConsumer]):
         return self._run(_async(lambda c: c.assignment()))
 
 
+class Admin(_Blocking[_admin.Admin]):
+    """Blocking :class:`bolide.client.admin.Admin`: every coroutine method of it, blocking."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(lambda: _admin.Admin(*args, **kwargs))
+
+    def start(self) -> Admin:
+        self._run(lambda c: c.start())
+        return self
+
+    def cluster_info(self) -> ClusterInfo:
+        return self._run(lambda c: c.cluster_info())
+
+    def topic_list(self) -> list[str]:
+        return self._run(lambda c: c.topic_list())
+
+    def topic_route(self, topic: str) -> TopicRouteData:
+        return self._run(lambda c: c.topic_route(topic))
+
+    def master_addrs(self, cluster: str | None = None) -> list[str]:
+        return self._run(lambda c: c.master_addrs(cluster))
+
+    def broker_runtime_info(self, addr: str) -> dict[str, str]:
+        return self._run(lambda c: c.broker_runtime_info(addr))
+
+    def topic_stats(self, topic: str) -> dict[MessageQueue, TopicOffset]:
+        return self._run(lambda c: c.topic_stats(topic))
+
+    def create_topic(self, topic: str, **kwargs: Any) -> list[str]:
+        return self._run(lambda c: c.create_topic(topic, **kwargs))
+
+    def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
+        return self._run(lambda c: c.delete_topic(topic, cluster=cluster))
+
+    def create_subscription_group(self, config: SubscriptionGroupConfig, **kwargs: Any) -> list[str]:
+        return self._run(lambda c: c.create_subscription_group(config, **kwargs))
+
+    def delete_subscription_group(self, group: str, **kwargs: Any) -> list[str]:
+        return self._run(lambda c: c.delete_subscription_group(group, **kwargs))
+
+    def consumer_progress(self, group: str, topic: str | None = None) -> GroupProgress:
+        return self._run(lambda c: c.consumer_progress(group, topic))
+
+    def consumer_connection(self, group: str) -> ConsumerConnection:
+        return self._run(lambda c: c.consumer_connection(group))
+
+    def producer_connection(self, group: str, topic: str) -> ProducerConnection:
+        return self._run(lambda c: c.producer_connection(group, topic))
+
+    def online_consumers(self, group: str, topic: str) -> list[str]:
+        return self._run(lambda c: c.online_consumers(group, topic))
+
+    def queues(self, topic: str) -> list[tuple[MessageQueue, str]]:
+        return self._run(lambda c: c.queues(topic))
+
+    def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int, *,
+                             dry_run: bool = False) -> ResetPlan:
+        return self._run(lambda c: c.reset_offset_by_time(group, topic, timestamp_ms, dry_run=dry_run))
+
+    def view_message(self, msg_id: str, topic: str | None = None) -> MessageExt:
+        return self._run(lambda c: c.view_message(msg_id, topic))
+
+    def query_by_key(self, topic: str, key: str, **kwargs: Any) -> list[MessageExt]:
+        return self._run(lambda c: c.query_by_key(topic, key, **kwargs))
+
+    def read_messages(self, mq: MessageQueue, offset: int, count: int, **kwargs: Any) -> list[MessageExt]:
+        return self._run(lambda c: c.read_messages(mq, offset, count, **kwargs))
+
+    def min_max_offset(self, mq: MessageQueue, addr: str) -> tuple[int, int]:
+        return self._run(lambda c: c.min_max_offset(mq, addr))
+
+    def search_offset(self, mq: MessageQueue, addr: str, timestamp_ms: int) -> int:
+        return self._run(lambda c: c.search_offset(mq, addr, timestamp_ms))
+
+
 def _async(fn: Callable[[C], T]) -> Callable[[C], Awaitable[T]]:
     """Run a plain method on the loop thread (the consumers' state belongs to it)."""
     async def call(core: C) -> T:
@@ -296,4 +376,4 @@ def _async(fn: Callable[[C], T]) -> Callable[[C], Awaitable[T]]:
     return lambda core: call(core)
 
 
-__all__ = ["LoopThread", "Producer", "PullConsumer", "PushConsumer"]
+__all__ = ["Admin", "LoopThread", "Producer", "PullConsumer", "PushConsumer"]

@@ -40,6 +40,14 @@ class SendTimeoutError(MQClientError):
     retriable = True
 
 
+class MessageNotFoundError(MQClientError):
+    """An admin lookup (by id, key or offset) found no message."""
+
+
+class ConsumersOnlineError(MQClientError):
+    """An admin change that needs the consumer group stopped found consumers online."""
+
+
 class MQBrokerError(MQClientError):
     """A server answered a request with an error code; ``code`` and ``remark`` are its answer."""
 

@@ -1,0 +1,137 @@
+"""What every ``bolide admin`` command shares: ``-n`` and ``--output`` options, running an
+:class:`~bolide.client.admin.Admin` coroutine with errors turned into click messages, rich
+tables or JSON documents on stdout, and time arguments."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from bolide.client.admin import Admin
+from bolide.errors import BolideError, RemotingConnectError
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_NAMESRV = "127.0.0.1:9876"
+OUTPUTS = ("table", "json")
+
+
+def namesrv_option(fn: F) -> F:
+    return click.option("-n", "--namesrv", envvar="NAMESRV_ADDR", default=DEFAULT_NAMESRV, show_default=True,
+                        help="NameServer address host:port (several joined by ';'); "
+                             "env NAMESRV_ADDR.")(fn)
+
+
+def output_option(fn: F) -> F:
+    return click.option("--output", "-O", "output", type=click.Choice(OUTPUTS), default="table",
+                        show_default=True, help="A rich table, or a JSON document.")(fn)
+
+
+def admin_options(fn: F) -> F:
+    """``-n`` and ``--output``."""
+    return namesrv_option(output_option(fn))
+
+
+def run(coro: Awaitable[T]) -> T:
+    """Run a coroutine; Bolide errors become click errors (their message says what to do)."""
+    try:
+        return asyncio.run(coro)  # type: ignore[arg-type]
+    except RemotingConnectError as exc:
+        raise click.ClickException(f"{exc} (give the NameServer with -n host:port or NAMESRV_ADDR)") from None
+    except BolideError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def with_admin(namesrv: str, job: Callable[[Admin], Awaitable[T]]) -> T:
+    """Run ``job(admin)`` with a started Admin, closed afterwards."""
+    async def main() -> T:
+        async with Admin(namesrv) as admin:
+            return await job(admin)
+    return run(main())
+
+
+def console() -> Console:
+    """A console on the current stdout; wide when not a terminal, so ids are never folded."""
+    return Console(width=None if sys.stdout.isatty() else 250, soft_wrap=False, highlight=False)
+
+
+def print_json(doc: Any) -> None:
+    click.echo(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
+
+
+def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
+    t = Table(title=title, title_justify="left", min_width=len(title or "") + 2)
+    for col in columns:
+        t.add_column(col, overflow="fold")
+    for row in rows:
+        t.add_row(*("" if v is None else str(v) for v in row))
+    return t
+
+
+def emit(output: str, doc: Any, *tables: Table, note: str | None = None) -> None:
+    """Print ``doc`` as JSON, or the tables (and the note) for ``--output table``."""
+    if output == "json":
+        print_json(doc)
+        return
+    out = console()
+    for t in tables:
+        out.print(t)
+    if note:
+        out.print(note)
+
+
+def kv_table(title: str | None, items: dict[str, Any]) -> Table:
+    return table(title, ["key", "value"], sorted(items.items()))
+
+
+def fmt_time(ms: int | None) -> str:
+    """A store time in ms as local ``YYYY-MM-DD HH:MM:SS.mmm`` ('' for 0/None)."""
+    if not ms or ms <= 0:
+        return ""
+    return datetime.fromtimestamp(ms / 1000).isoformat(sep=" ", timespec="milliseconds")
+
+
+def fmt_duration(ms: int | None) -> str:
+    if ms is None:
+        return "?"
+    if ms < 1000:
+        return f"{ms} ms"
+    s = ms / 1000
+    if s < 120:
+        return f"{s:.1f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def parse_time(text: str) -> int:
+    """A time as ms since the epoch: digits (ms), ``now``, ISO 8601 (``2024-05-01T10:00``,
+    local time unless it has an offset), or mqadmin's ``yyyy-MM-dd#HH:mm:ss:SSS``."""
+    value = text.strip()
+    if value.lower() == "now":
+        return int(time.time() * 1000)
+    if value.lstrip("-").isdigit():
+        return int(value)
+    try:
+        if "#" in value:
+            day, _, clock = value.partition("#")
+            parts = clock.split(":")
+            millis = int(parts[3]) if len(parts) > 3 else 0
+            stamp = datetime.fromisoformat(f"{day}T{':'.join(parts[:3])}")
+            return int(stamp.timestamp() * 1000) + millis
+        return int(datetime.fromisoformat(value).timestamp() * 1000)
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is not a time: give ms since the epoch, 'now', an ISO time like "
+            "2024-05-01T10:00:00, or yyyy-MM-dd#HH:mm:ss:SSS") from None
+

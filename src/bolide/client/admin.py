@@ -1,0 +1,405 @@
+"""Admin (asyncio): what RocketMQ's mqadmin does, over the remoting protocol (spec 3.3, 3.7).
+
+::
+
+    async with Admin("127.0.0.1:9876") as admin:
+        await admin.create_topic("Orders", read_queue_nums=4, write_queue_nums=4)
+        progress = await admin.consumer_progress("orders-cg")
+        print(progress.total_lag, progress.max_lag_ms)
+
+NameServer calls try each address in turn. Broker calls go to masters: those of a cluster
+(``cluster=``), one address (``broker_addr=``), or by default every master the NameServer
+knows. Every method starts the client on first use; ``close()`` releases the connections.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Self
+
+from bolide.client.admin_types import GroupProgress, OffsetChange, QueueProgress, ResetPlan
+from bolide.client.api import request
+from bolide.client.config import ClientConfig, as_config
+from bolide.client.errors import (
+    ClientConfigError,
+    ConsumersOnlineError,
+    MessageNotFoundError,
+    TopicNotExistError,
+)
+from bolide.client.filtering import subscription
+from bolide.client.instance import ClientInstance
+from bolide.client.pulling import decompress, pull
+from bolide.client.results import PullStatus
+from bolide.common import properties as P
+from bolide.common.message import MessageExt
+from bolide.common.msgid import decode_offset_msg_id
+from bolide.common.records import decode_records
+from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
+from bolide.errors import RemotingError
+from bolide.protocol import RemotingCommand, RequestCode, ResponseCode
+from bolide.protocol.bodies.admin import (
+    ConsumerConnection,
+    ConsumeStats,
+    KVTable,
+    ProducerConnection,
+    TopicList,
+    TopicOffset,
+    TopicStatsTable,
+)
+from bolide.protocol.bodies.broker import SubscriptionGroupConfig
+from bolide.protocol.bodies.client import MessageQueue
+from bolide.protocol.bodies.route import MASTER_ID, PERM_READ, PERM_WRITE, ClusterInfo, TopicRouteData
+from bolide.protocol.headers import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetEarliestMsgStoretimeRequestHeader,
+    GetProducerConnectionListRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+    QueryMessageRequestHeader,
+    ViewMessageRequestHeader,
+)
+from bolide.protocol.headers.base import Header
+
+TOOLS_GROUP = "TOOLS_CONSUMER"  # the group mqadmin's reads use (built into every broker)
+DEFAULT_TOPIC = "TBW102"
+
+
+class Admin:
+    """Topics, groups, progress and message lookups; asyncio API (blocking twin in
+    :mod:`bolide.client.blocking`)."""
+
+    def __init__(self, namesrv: str | ClientConfig, *, timeout_ms: int | None = None) -> None:
+        config = as_config(namesrv)
+        if timeout_ms is not None:
+            config = config.replace(api_timeout_ms=timeout_ms)
+        self.config = config
+        self._instance = ClientInstance(config)
+
+    @property
+    def client_id(self) -> str:
+        return self._instance.client_id
+
+    async def start(self) -> Admin:
+        await self._instance.start()
+        return self
+
+    async def close(self) -> None:
+        await self._instance.close()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- plumbing -----------------------------------------------------------------------------
+    async def _call(self, addr: str, code: int, header: Header | None, what: str, body: bytes = b"",
+                    ok: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
+        await self._instance.start()
+        return await self._instance.api.call(addr, request(code, header, body), what, ok=ok)
+
+    async def _namesrv(self, code: int, header: Header | None, what: str) -> RemotingCommand:
+        """Ask the NameServers in turn until one answers (transport errors move on)."""
+        last: RemotingError | None = None
+        for addr in self.config.namesrv_addrs:
+            try:
+                return await self._call(addr, code, header, what)
+            except RemotingError as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+    # -- NameServer ---------------------------------------------------------------------------
+    async def cluster_info(self) -> ClusterInfo:
+        response = await self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO, None, "GET_BROKER_CLUSTER_INFO")
+        return ClusterInfo.decode(response.body_bytes())
+
+    async def topic_list(self) -> list[str]:
+        response = await self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, None,
+                                       "GET_ALL_TOPIC_LIST_FROM_NAMESERVER")
+        return sorted(TopicList.decode(response.body_bytes()).topic_list)
+
+    async def topic_route(self, topic: str) -> TopicRouteData:
+        """The NameServer's route of ``topic``; TopicNotExistError when it has none."""
+        await self._instance.start()
+        data = await self._instance.api.get_route(topic)
+        if data is None:
+            raise TopicNotExistError(
+                f"the NameServer at {self.config.namesrv_addr} has no route for topic {topic!r}: "
+                "create it with updateTopic (or check the name)", ResponseCode.TOPIC_NOT_EXIST)
+        return data
+
+    async def master_addrs(self, cluster: str | None = None) -> list[str]:
+        """Master addresses of ``cluster`` (of every cluster when None)."""
+        info = await self.cluster_info()
+        if cluster is None:
+            names = set(info.broker_addr_table)
+        elif cluster in info.cluster_addr_table:
+            names = set(info.cluster_addr_table[cluster])
+        else:
+            known = ", ".join(sorted(info.cluster_addr_table)) or "none"
+            raise ClientConfigError(f"cluster {cluster!r} is unknown to the NameServer (known: {known}): "
+                                    "check the name, or give a broker address with -b")
+        return sorted(bd.broker_addrs[MASTER_ID] for name, bd in info.broker_addr_table.items()
+                      if name in names and MASTER_ID in bd.broker_addrs)
+
+    async def _targets(self, broker_addr: str | None, cluster: str | None) -> list[str]:
+        if broker_addr:
+            return [broker_addr]
+        addrs = await self.master_addrs(cluster)
+        if not addrs:
+            raise ClientConfigError("no master broker is registered with the NameServer at "
+                                    f"{self.config.namesrv_addr}: start a broker, or give one with -b")
+        return addrs
+
+    @staticmethod
+    def _route_addrs(route: TopicRouteData) -> dict[str, str]:
+        """Broker name -> address to ask (the master, else any) of a route."""
+        out = {}
+        for bd in route.broker_datas:
+            addr = bd.broker_addrs.get(MASTER_ID) or next(iter(bd.broker_addrs.values()), None)
+            if addr:
+                out[bd.broker_name] = addr
+        return out
+
+    # -- brokers and topics -------------------------------------------------------------------
+    async def broker_runtime_info(self, addr: str) -> dict[str, str]:
+        response = await self._call(addr, RequestCode.GET_BROKER_RUNTIME_INFO, None,
+                                    "GET_BROKER_RUNTIME_INFO")
+        return KVTable.decode(response.body_bytes()).table
+
+    async def topic_stats(self, topic: str) -> dict[MessageQueue, TopicOffset]:
+        """Min and max offset and last store time of every queue of ``topic`` (topicStatus)."""
+        out: dict[MessageQueue, TopicOffset] = {}
+        for addr in self._route_addrs(await self.topic_route(topic)).values():
+            response = await self._call(addr, RequestCode.GET_TOPIC_STATS_INFO,
+                                        GetTopicStatsInfoRequestHeader(topic=topic), "GET_TOPIC_STATS_INFO")
+            out.update(TopicStatsTable.decode(response.body_bytes()).offset_table)
+        return dict(sorted(out.items()))
+
+    async def create_topic(self, topic: str, *, read_queue_nums: int = 8, write_queue_nums: int = 8,
+                           perm: int = PERM_READ | PERM_WRITE, order: bool = False,
+                           broker_addr: str | None = None, cluster: str | None = None) -> list[str]:
+        """Create or update ``topic`` on the target masters; returns their addresses."""
+        header = CreateTopicRequestHeader(topic=topic, default_topic=DEFAULT_TOPIC,
+                                          read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums,
+                                          perm=perm, topic_filter_type="SINGLE_TAG", topic_sys_flag=0,
+                                          order=order)
+        addrs = await self._targets(broker_addr, cluster)
+        for addr in addrs:
+            await self._call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header, f"updateTopic {topic!r}")
+        return addrs
+
+    async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
+        """Delete ``topic`` from the masters of ``cluster`` (all when None), then from every
+        NameServer; returns the broker addresses. Stored messages stay until retention."""
+        addrs = await self._targets(None, cluster)
+        for addr in addrs:
+            await self._call(addr, RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic=topic),
+                             f"deleteTopic {topic!r}")
+        for ns in self.config.namesrv_addrs:
+            await self._call(ns, RequestCode.DELETE_TOPIC_IN_NAMESRV,
+                             DeleteTopicFromNamesrvRequestHeader(topic=topic, cluster_name=cluster),
+                             f"deleteTopic {topic!r} on the NameServer")
+        return addrs
+
+    async def create_subscription_group(self, config: SubscriptionGroupConfig, *,
+                                        broker_addr: str | None = None,
+                                        cluster: str | None = None) -> list[str]:
+        addrs = await self._targets(broker_addr, cluster)
+        for addr in addrs:
+            await self._call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None,
+                             f"updateSubGroup {config.group_name!r}", body=config.encode())
+        return addrs
+
+    async def delete_subscription_group(self, group: str, *, broker_addr: str | None = None,
+                                        cluster: str | None = None, remove_offset: bool = True) -> list[str]:
+        header = DeleteSubscriptionGroupRequestHeader(group_name=group, remove_offset=remove_offset)
+        addrs = await self._targets(broker_addr, cluster)
+        for addr in addrs:
+            await self._call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, header, f"deleteSubGroup {group!r}")
+        return addrs
+
+    # -- consumer groups ----------------------------------------------------------------------
+    async def _group_addrs(self, group: str) -> list[str]:
+        """Brokers of the group's retry topic (as mqadmin), else every master."""
+        await self._instance.start()
+        route = await self._instance.api.get_route(RETRY_GROUP_TOPIC_PREFIX + group)
+        if route is not None:
+            return sorted(set(self._route_addrs(route).values()))
+        return await self.master_addrs()
+
+    async def consumer_progress(self, group: str, topic: str | None = None) -> GroupProgress:
+        """Offsets and lag (messages and store time) of every queue the group has offsets on."""
+        progress = GroupProgress(group)
+        for addr in await self._group_addrs(group):
+            response = await self._call(addr, RequestCode.GET_CONSUME_STATS,
+                                        GetConsumeStatsRequestHeader(consumer_group=group, topic=topic),
+                                        f"consumerProgress of {group!r}")
+            stats = ConsumeStats.decode(response.body_bytes())
+            progress.consume_tps += stats.consume_tps
+            newest: dict[MessageQueue, TopicOffset] = {}
+            for t in sorted({mq.topic for mq in stats.offset_table}):
+                answer = await self._call(addr, RequestCode.GET_TOPIC_STATS_INFO,
+                                          GetTopicStatsInfoRequestHeader(topic=t), "GET_TOPIC_STATS_INFO",
+                                          ok=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST))
+                if answer.code == ResponseCode.SUCCESS:
+                    newest.update(TopicStatsTable.decode(answer.body_bytes()).offset_table)
+            for mq, w in stats.offset_table.items():
+                q = QueueProgress(mq, w.broker_offset, w.consumer_offset, w.last_timestamp,
+                                  newest[mq].last_update_timestamp if mq in newest else 0)
+                if q.lag and q.last_consumed_ms <= 0:
+                    q.earliest_ms = await self._earliest(addr, mq)
+                progress.queues.append(q)
+        progress.queues.sort(key=lambda q: q.queue)
+        return progress
+
+    async def _earliest(self, addr: str, mq: MessageQueue) -> int:
+        header = GetEarliestMsgStoretimeRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
+        response = await self._call(addr, RequestCode.GET_EARLIEST_MSG_STORETIME, header,
+                                    "GET_EARLIEST_MSG_STORETIME")
+        return max(int(response.ext_fields.get("timestamp", "0")), 0)
+
+    async def consumer_connection(self, group: str) -> ConsumerConnection:
+        """The group's online consumers (CONSUMER_NOT_ONLINE 206 raises MQBrokerError)."""
+        addrs = await self._group_addrs(group) or await self._targets(None, None)  # none: an error
+        response = await self._call(addrs[0], RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                                    GetConsumerConnectionListRequestHeader(consumer_group=group),
+                                    f"consumerConnection of {group!r}")
+        return ConsumerConnection.decode(response.body_bytes())
+
+    async def producer_connection(self, group: str, topic: str) -> ProducerConnection:
+        """The group's producers on the brokers of ``topic``."""
+        out = ProducerConnection()
+        for addr in self._route_addrs(await self.topic_route(topic)).values():
+            response = await self._call(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                                        GetProducerConnectionListRequestHeader(producer_group=group),
+                                        f"producerConnection of {group!r}")
+            out.connection_set += ProducerConnection.decode(response.body_bytes()).connection_set
+        return out
+
+    async def online_consumers(self, group: str, topic: str) -> list[str]:
+        """Client ids of the group's consumers on the brokers of ``topic``."""
+        await self._instance.start()
+        ids: set[str] = set()
+        for addr in self._route_addrs(await self.topic_route(topic)).values():
+            ids.update(await self._instance.api.consumer_ids(addr, group))
+        return sorted(ids)
+
+    async def queues(self, topic: str) -> list[tuple[MessageQueue, str]]:
+        """Readable queues of ``topic`` with the address to ask for each."""
+        route = await self.topic_route(topic)
+        addrs = self._route_addrs(route)
+        out = []
+        for qd in route.queue_datas:
+            if qd.perm & PERM_READ and qd.broker_name in addrs:
+                out += [(MessageQueue(topic, qd.broker_name, i), addrs[qd.broker_name])
+                        for i in range(qd.read_queue_nums)]
+        return sorted(out)
+
+    async def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int, *,
+                                   dry_run: bool = False) -> ResetPlan:
+        """Commit, for every queue of ``topic``, the first offset stored at or after
+        ``timestamp_ms`` as ``group``'s offset. The group must have no consumer online (this
+        is done client-side: the broker does not relay resets to running consumers, whose
+        next commit would undo it); a dry run only computes the plan."""
+        online = await self.online_consumers(group, topic)
+        if online and not dry_run:
+            raise ConsumersOnlineError(
+                f"group {group!r} has {len(online)} consumer(s) online ({', '.join(online)}): stop them, "
+                "then run resetOffsetByTime again (--dry-run shows the plan meanwhile); the broker "
+                "does not relay offset resets to running consumers (INVOKE_BROKER_TO_RESET_OFFSET, 222)")
+        api = self._instance.api
+        queues = await self.queues(topic)
+        changes = []
+        for mq, addr in queues:
+            new = await api.search_offset(addr, topic, mq.queue_id, timestamp_ms)
+            old = await api.query_consumer_offset(addr, group, topic, mq.queue_id)
+            changes.append(OffsetChange(mq, old, new))
+        if not dry_run:
+            for change, (mq, addr) in zip(changes, queues, strict=True):
+                await api.update_consumer_offset(addr, group, topic, mq.queue_id, change.new_offset)
+        return ResetPlan(group, topic, timestamp_ms, changes, applied=not dry_run, online_consumers=online)
+
+    # -- messages -----------------------------------------------------------------------------
+    async def view_message(self, msg_id: str, topic: str | None = None) -> MessageExt:
+        """The message with ``msg_id``: an offset message id of a known broker (VIEW_MESSAGE_BY_ID),
+        else, with ``topic``, a client id (UNIQ_KEY) looked up with QUERY_MESSAGE."""
+        info = await self.cluster_info()
+        known = {a for bd in info.broker_addr_table.values() for a in bd.broker_addrs.values()}
+        try:
+            addr, offset = decode_offset_msg_id(msg_id)
+        except ValueError:
+            addr, offset = "", -1
+        if addr in known:
+            response = await self._call(addr, RequestCode.VIEW_MESSAGE_BY_ID,
+                                        ViewMessageRequestHeader(offset=offset), "queryMsgById",
+                                        ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR))
+            if response.code == ResponseCode.SUCCESS:
+                msg = decode_records(response.body_bytes())[0]
+                decompress(msg)
+                return msg
+        if topic:
+            found = [m for m in await self._query(topic, msg_id, 32, 0, None, unique=True)
+                     if m.msg_id == msg_id]
+            if found:
+                return found[-1]
+        hint = "" if topic else "; if it is a client message id (UNIQ_KEY), give its topic with -t"
+        raise MessageNotFoundError(f"no message with id {msg_id!r} was found{hint}")
+
+    async def query_by_key(self, topic: str, key: str, *, max_num: int = 64, begin_ms: int = 0,
+                           end_ms: int | None = None) -> list[MessageExt]:
+        """Messages of ``topic`` whose KEYS hold ``key``, stored within the time range."""
+        found = await self._query(topic, key, max_num, begin_ms, end_ms, unique=False)
+        return [m for m in found if key in m.keys][:max_num]
+
+    async def _query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int | None, *,
+                     unique: bool) -> list[MessageExt]:
+        end = end_ms if end_ms is not None else int(time.time() * 1000) + 60_000
+        header = QueryMessageRequestHeader(topic=topic, key=key, max_num=max_num, begin_timestamp=begin_ms,
+                                           end_timestamp=end, unique_key_query=unique or None)
+        out: list[MessageExt] = []
+        for addr in self._route_addrs(await self.topic_route(topic)).values():
+            response = await self._call(addr, RequestCode.QUERY_MESSAGE, header, "QUERY_MESSAGE",
+                                        ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+            if response.code == ResponseCode.SUCCESS:
+                out += [m for m in decode_records(response.body_bytes()) if m.topic == topic]
+        for m in out:
+            decompress(m)
+        return sorted(out, key=lambda m: (m.store_timestamp, m.queue_id, m.queue_offset))
+
+    async def read_messages(self, mq: MessageQueue, offset: int, count: int, *,
+                            end_offset: int | None = None, expression: str = "*") -> list[MessageExt]:
+        """Up to ``count`` messages of ``mq`` from ``offset`` (before ``end_offset``), read with
+        the tools group without committing anything (queryMsgByOffset, consumeMessage)."""
+        await self._instance.start()
+        sub = subscription(mq.topic, expression)
+        out: list[MessageExt] = []
+        while len(out) < count and (end_offset is None or offset < end_offset):
+            result = await pull(self._instance, TOOLS_GROUP, mq, offset, sub,
+                                max_nums=min(32, count - len(out)), suspend_ms=0,
+                                timeout_ms=self.config.api_timeout_ms)
+            if result.status in (PullStatus.NO_NEW_MSG, PullStatus.OFFSET_ILLEGAL):
+                break
+            for m in result.messages:
+                if end_offset is None or m.queue_offset < end_offset:
+                    m.properties.pop(P.MIN_OFFSET, None)  # added by the pull, not stored
+                    m.properties.pop(P.MAX_OFFSET, None)
+                    out.append(m)
+            if result.next_begin_offset <= offset:
+                break
+            offset = result.next_begin_offset
+        return out[:count]
+
+    async def min_max_offset(self, mq: MessageQueue, addr: str) -> tuple[int, int]:
+        api = self._instance.api
+        return (max(await api.min_offset(addr, mq.topic, mq.queue_id), 0),
+                await api.max_offset(addr, mq.topic, mq.queue_id))
+
+    async def search_offset(self, mq: MessageQueue, addr: str, timestamp_ms: int) -> int:
+        return await self._instance.api.search_offset(addr, mq.topic, mq.queue_id, timestamp_ms)
