@@ -19,14 +19,16 @@ class PullHoldService:
         self.max_held = max_held
         self._held: dict[Key, list[asyncio.Future[None]]] = {}
         self._count = 0
+        self._closed = False
 
     @property
     def held(self) -> int:
         return self._count
 
     def hold(self, topic: str, queue_id: int) -> asyncio.Future[None] | None:
-        """A future done when (topic, queue_id) gets a message; None when the table is full."""
-        if self._count >= self.max_held:
+        """A future done when (topic, queue_id) gets a message; None when the table is full
+        or the service was shut down (:meth:`wake_all`)."""
+        if self._count >= self.max_held or self._closed:
             return None
         fut = self.loop.create_future()
         self._held.setdefault((topic, queue_id), []).append(fut)
@@ -59,5 +61,6 @@ class PullHoldService:
                         fut.set_result(None)
 
     def wake_all(self) -> None:
-        """Answer every held pull now (shutdown)."""
+        """Answer every held pull now and hold no more (shutdown)."""
+        self._closed = True
         self.wake(list(self._held))

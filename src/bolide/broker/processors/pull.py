@@ -98,18 +98,25 @@ class PullProcessor:
         if (response.code != ResponseCode.PULL_NOT_FOUND or not header.sys_flag & FLAG_SUSPEND
                 or not broker.config.long_polling_enable):
             return response
-        fut = broker.pull_holds.hold(header.topic, header.queue_id)
-        if fut is None:  # the hold table is full: the client pulls again
-            return response
-        timeout = min(max(header.suspend_timeout_millis, 0), broker.config.max_pull_suspend_ms) / 1000
-        try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout)
-        except TimeoutError:
-            pass
-        finally:
-            broker.pull_holds.release(header.topic, header.queue_id, fut)
-            fut.cancel()
-        return self._read(request, header, tags)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(max(header.suspend_timeout_millis, 0),
+                                     broker.config.max_pull_suspend_ms) / 1000
+        holds = broker.pull_holds
+        while True:
+            fut = holds.hold(header.topic, header.queue_id)
+            if fut is None:  # the hold table is full, or the broker is closing: pull again
+                return response
+            try:
+                await asyncio.wait_for(asyncio.shield(fut), deadline - loop.time())
+            except TimeoutError:
+                pass
+            finally:
+                holds.release(header.topic, header.queue_id, fut)
+                fut.cancel()
+            # a wake-up for messages this pull already had before it was held waits on
+            if (broker.store.get_max_offset_in_queue(header.topic, header.queue_id) > header.queue_offset
+                    or loop.time() >= deadline):
+                return self._read(request, header, tags)
 
     def _read(self, request: RemotingCommand, header: PullMessageRequestHeader,
               tags: list[str] | None) -> RemotingCommand:
