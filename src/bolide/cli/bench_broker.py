@@ -347,6 +347,15 @@ def _run(server: ServerProcess, plan: Plan, names: list[str], console: Console,
     return reset
 
 
+def _check_settings(ctx: click.Context, param: click.Parameter, values: tuple[str, ...],
+                    ) -> tuple[str, ...]:
+    for value in values:
+        key, eq, _ = value.partition("=")
+        if not eq or not key.strip():
+            raise click.BadParameter(f"{value!r} is not KEY=VALUE (e.g. messageIndexEnable=false)")
+    return values
+
+
 @click.command("broker")
 @click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
               help="Scratch directory; a temporary directory (the server's store) is made in it "
@@ -368,9 +377,11 @@ def _run(server: ServerProcess, plan: Plan, names: list[str], console: Console,
               help="The broker's flushDiskType: ASYNC_FLUSH or SYNC_FLUSH.")
 @click.option("--codec", type=click.Choice(["json", "rocketmq"]), default="json", show_default=True,
               help="Request header codec (Java clients send JSON by default).")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", callback=_check_settings,
+              help="A broker.conf line for the server (repeatable), e.g. messageIndexEnable=false.")
 def broker_bench(directory: Path | None, quick: bool, only: tuple[str, ...], output: Path | None,
                  producers: int, concurrency: int, connections: int, duration: float | None,
-                 flush: str, codec: str) -> None:
+                 flush: str, codec: str, settings: tuple[str, ...]) -> None:
     """Measure a NameServer + Broker end to end over TCP: sends, batches, paced sends, pulls."""
     console = stderr_console()
     plan = Plan.make(quick, producers, concurrency, connections, duration,
@@ -384,7 +395,7 @@ def broker_bench(directory: Path | None, quick: bool, only: tuple[str, ...], out
     load_start = load_avg()
     started = datetime.now(UTC)
     t0 = time.perf_counter()
-    server = ServerProcess(scratch, flush_type)
+    server = ServerProcess(scratch, flush_type, settings)
     status = None
     cases: dict[str, dict[str, Any]] = {}
     try:
@@ -407,7 +418,8 @@ def broker_bench(directory: Path | None, quick: bool, only: tuple[str, ...], out
             "date": started.isoformat(timespec="seconds"),
             "mode": "quick" if quick else "full",
             "seconds": round(time.perf_counter() - t0, 1),
-            "flush_disk_type": flush_type, "codec": codec, "producers": producers,
+            "flush_disk_type": flush_type, "codec": codec, "settings": list(settings),
+            "producers": producers,
             "concurrency": concurrency, "connections": connections,
             "warmup_s": plan.warmup_s, "duration_s": plan.duration_s,
             "pull_messages": plan.pull_messages if "pull_100b" in names else None,

@@ -26,9 +26,10 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 class ServerProcess:
     """``bolide start`` with its store and broker.conf in ``root``; output in ``server.log``."""
 
-    def __init__(self, root: Path, flush_disk_type: str) -> None:
+    def __init__(self, root: Path, flush_disk_type: str, settings: tuple[str, ...] = ()) -> None:
         self.root = root
         self.flush_disk_type = flush_disk_type
+        self.settings = settings  # extra broker.conf lines, ``key=value``
         self.log_path = root / "server.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -52,8 +53,8 @@ class ServerProcess:
         """Start the server (ports 0: the kernel picks free ones) and wait until it prints the
         ports it listens on."""
         conf = self.root / "broker.conf"
-        conf.write_text(f"brokerIP1=127.0.0.1\nflushDiskType={self.flush_disk_type}\n",
-                        encoding="ascii")
+        lines = ["brokerIP1=127.0.0.1", f"flushDiskType={self.flush_disk_type}", *self.settings]
+        conf.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(
