@@ -191,3 +191,15 @@ def test_blocking_producer_after_fork(tmp_path: Path) -> None:
         assert {m.body for m in got} == {b"parent", b"child", b"parent again"}
 
     run_with_servers(tmp_path, test)
+
+
+def test_producer_introduces_itself_to_a_broker_it_meets(tmp_path: Path) -> None:
+    async def test(s: Servers) -> None:
+        async with Producer(s.namesrv_addr, "greeting_pg") as producer:
+            assert "greeting_pg" not in s.broker.clients.producers
+            await producer.send(Message("Greeting", b"hi"))
+            while "greeting_pg" not in s.broker.clients.producers:  # heartbeat in flight
+                await asyncio.sleep(0.01)
+            assert producer.client_id in s.broker.clients.producers["greeting_pg"].values()
+
+    run_with_servers(tmp_path, test)

@@ -38,6 +38,7 @@ class ClientInstance:
         self.consumer_data: Callable[[], ConsumerData] | None = None
         self._route_lock: asyncio.Lock | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._greeted: set[str] = set()  # broker addresses a heartbeat was sent to
         self._closing: asyncio.Event | None = None
         self._started = False
         self.closed = False
@@ -152,7 +153,17 @@ class ClientInstance:
             if old is not None and old.from_default and route.from_default:
                 return old
             self.routes[topic] = route
+            new = route.broker_addrs(False) - self._greeted
+            if new:  # brokers this client has not met: introduce it now, not at the next timer
+                self._greeted |= new
+                self._tasks.append(asyncio.ensure_future(self._greet()))
             return route
+
+    async def _greet(self) -> None:
+        try:
+            await self.heartbeat()
+        except BolideError as exc:
+            log.info("first heartbeat of client %s failed: %s", self.client_id, exc)
 
     async def refresh_routes(self) -> None:
         for topic, old in list(self.routes.items()):
