@@ -15,6 +15,8 @@ from bolide.remoting.channel import Channel
 from bolide.remoting.client import RemotingClient, split_address
 from bolide.remoting.hooks import AclClientRPCHook, AclVerifyRPCHook, RPCHook, acl_signature
 from bolide.remoting.processor import (
+    NOT_NOW,
+    NotNow,
     Processor,
     ProcessorTable,
     RequestContext,
@@ -24,9 +26,11 @@ from bolide.remoting.processor import (
 from bolide.remoting.server import RemotingServer, event_loop_factory, run
 
 __all__ = [
+    "NOT_NOW",
     "AclClientRPCHook",
     "AclVerifyRPCHook",
     "Channel",
+    "NotNow",
     "Processor",
     "ProcessorTable",
     "RPCHook",

@@ -34,7 +34,7 @@ from bolide.protocol.codec import decode_command, encode_command
 from bolide.protocol.codes import code_name
 from bolide.protocol.command import next_opaque
 from bolide.protocol.frame import FrameDecoder
-from bolide.remoting.processor import ProcessorTable, RequestContext, error_remark
+from bolide.remoting.processor import NOT_NOW, ProcessorTable, RequestContext, error_remark
 
 log = logging.getLogger(__name__)
 
@@ -330,7 +330,11 @@ class Channel(asyncio.Protocol):
 
     def _on_request(self, cmd: RemotingCommand) -> None:
         if len(self._tasks) < self._max_in_flight and not self._queue:
-            self._start(cmd)
+            response = self._processors.dispatch_now(self._ctx, cmd)
+            if response is NOT_NOW:
+                self._start(cmd)
+            elif response is not None:
+                self._reply(cmd, response)  # type: ignore[arg-type]
             return
         self._queue.append(cmd)
         self._queued_bytes += cmd.body_length
@@ -357,7 +361,11 @@ class Channel(asyncio.Protocol):
 
     async def _serve(self, request: RemotingCommand) -> None:
         response = await self._processors.dispatch(self._ctx, request)
-        if response is None or not self.is_active:
+        if response is not None:
+            self._reply(request, response)
+
+    def _reply(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        if not self.is_active:
             return
         try:
             self.send(response)

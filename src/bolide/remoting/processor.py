@@ -5,6 +5,11 @@ function, or an object with such a ``process`` method. ``ctx.channel`` is the co
 request came on: reply later or call the peer with ``await ctx.channel.invoke(cmd, timeout_ms)``
 and ``ctx.channel.oneway(cmd)``. Returning None sends nothing.
 
+An object may also have a plain ``process_now(ctx, request)``, tried first: it answers at once
+(a response, or None for nothing) or returns :data:`NOT_NOW`, and then ``process`` runs as a
+task. Requests that need no waiting (a send under ASYNC_FLUSH, a pull that finds messages) so
+skip the cost of a task each.
+
 :meth:`ProcessorTable.dispatch` applies the Java server's rules (spec 1.5): unknown codes get
 REQUEST_CODE_NOT_SUPPORTED, an exception becomes SYSTEM_ERROR with the exception text as
 remark, a oneway request never gets a response, and a response echoes the request's opaque
@@ -45,6 +50,19 @@ class RequestContext:
 ProcessFn: TypeAlias = Callable[[RequestContext, RemotingCommand], Awaitable[RemotingCommand | None]]
 
 
+class NotNow:
+    """The answer of a ``process_now`` that needs ``process`` (it must wait for something)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NOT_NOW"
+
+
+NOT_NOW = NotNow()
+ImmediateFn: TypeAlias = Callable[[RequestContext, RemotingCommand], "RemotingCommand | NotNow | None"]
+
+
 class RequestProcessor(Protocol):
     """An object whose ``process`` coroutine answers requests (Java NettyRequestProcessor)."""
 
@@ -82,16 +100,22 @@ class ProcessorTable:
     One table may serve several servers (e.g. a broker's main and VIP ports).
     """
 
-    __slots__ = ("_default", "_processors", "hooks")
+    __slots__ = ("_default", "_immediate", "_processors", "hooks")
 
     def __init__(self, hooks: Iterable[RPCHook] = ()) -> None:
         self._processors: dict[int, ProcessFn] = {}
+        self._immediate: dict[int, ImmediateFn] = {}
         self._default: ProcessFn = not_supported
         self.hooks: list[RPCHook] = list(hooks)
 
     def register(self, code: int, processor: Processor) -> None:
         """Answer requests with ``code`` by ``processor`` (replacing any earlier one)."""
         self._processors[int(code)] = _as_function(processor)
+        now = getattr(processor, "process_now", None)
+        if now is not None:
+            self._immediate[int(code)] = now
+        else:
+            self._immediate.pop(int(code), None)
 
     def register_default(self, processor: Processor) -> None:
         """Answer codes without a processor of their own by ``processor``."""
@@ -115,21 +139,50 @@ class ProcessorTable:
                 hook.before_request(remote, request)
             response = await self.get(request.code)(ctx, request)
             if response is not None and not request.is_oneway:
-                _fit(request, response)
-                for hook in self.hooks:
-                    hook.after_response(remote, request, response)
+                self._answers(remote, request, response)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.warning("request %s (opaque %d) from %s failed: %s",
-                        code_name(request.code, False), request.opaque, remote, error_remark(exc),
-                        exc_info=not isinstance(exc, BolideError))
-            if request.is_oneway:
-                return None
-            response = request.make_response(ResponseCode.SYSTEM_ERROR, error_remark(exc))
+            response = self._failed(remote, request, exc)
         if request.is_oneway:
             return None
         return response
+
+    def dispatch_now(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | NotNow | None:
+        """:meth:`dispatch` for a processor that can answer at once (``process_now``); NOT_NOW
+        when it cannot, or has no ``process_now``: then :meth:`dispatch` must run."""
+        now = self._immediate.get(request.code)
+        if now is None:
+            return NOT_NOW
+        remote = ctx.channel.remote_address
+        hooks = self.hooks
+        try:
+            for hook in hooks:
+                hook.before_request(remote, request)
+            response = now(ctx, request)
+            if response is NOT_NOW:
+                return NOT_NOW  # dispatch() runs the before hooks again: they must allow that
+            if response is not None and not request.is_oneway:
+                self._answers(remote, request, response)  # type: ignore[arg-type]
+        except Exception as exc:
+            response = self._failed(remote, request, exc)
+        if request.is_oneway:
+            return None
+        return response
+
+    def _answers(self, remote: str, request: RemotingCommand, response: RemotingCommand) -> None:
+        _fit(request, response)
+        for hook in self.hooks:
+            hook.after_response(remote, request, response)
+
+    @staticmethod
+    def _failed(remote: str, request: RemotingCommand, exc: Exception) -> RemotingCommand | None:
+        log.warning("request %s (opaque %d) from %s failed: %s",
+                    code_name(request.code, False), request.opaque, remote, error_remark(exc),
+                    exc_info=not isinstance(exc, BolideError))
+        if request.is_oneway:
+            return None
+        return request.make_response(ResponseCode.SYSTEM_ERROR, error_remark(exc))
 
 
 def _fit(request: RemotingCommand, response: RemotingCommand) -> None:

@@ -311,7 +311,7 @@ class MessageStore:
         """:meth:`put_message` for properties already encoded (``key 0x01 value 0x02`` pairs, as a send
         header carries them): stored as given, plus a UNIQ_KEY when absent. A message with a
         ``DELAY`` property takes the :meth:`put_message` path, which rewrites its properties."""
-        if P.find_property(properties, b"DELAY") is not None:
+        if b"DELAY\x01" in properties and P.find_property(properties, b"DELAY") is not None:
             msg = Message(topic, body, flag=flag, properties=P.decode_properties(properties))
             return self.put_message(msg, queue_id, sys_flag=sys_flag, born_timestamp=born_timestamp,
                                     born_host=born_host, reconsume_times=reconsume_times,

@@ -10,7 +10,7 @@ from bolide.protocol.bodies.client import EXPRESSION_TAG, SubscriptionData
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers.consumer import PullMessageRequestHeader, PullMessageResponseHeader
-from bolide.remoting import RequestContext
+from bolide.remoting import NOT_NOW, NotNow, RequestContext
 from bolide.store import GetStatus
 from bolide.store.results import GetMessageResult
 
@@ -39,6 +39,13 @@ def pull_code(result: GetMessageResult, offset: int) -> int:
     return ResponseCode.PULL_NOT_FOUND  # OFFSET_OVERFLOW_ONE, OFFSET_FOUND_NULL
 
 
+_Read = tuple[RemotingCommand, PullMessageRequestHeader | None, list[str] | None]
+
+
+def _refusal(request: RemotingCommand, code: int, remark: str) -> _Read:
+    return request.make_response(code, remark), None, None
+
+
 class PullProcessor:
     """Reads the store for a pull; holds a pull that finds nothing until a message arrives."""
 
@@ -47,57 +54,17 @@ class PullProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
 
+    def process_now(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | NotNow:
+        """A pull answered at once; NOT_NOW when it finds nothing and may wait (long polling)."""
+        response, header, _ = self._first_read(request)
+        return NOT_NOW if self._may_hold(response, header) else response
+
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-        header = request.read_header(PullMessageRequestHeader)
-        broker = self.broker
-        if not broker.config.broker_permission & PERM_READ:
-            return request.make_response(ResponseCode.NO_PERMISSION, "this broker is not readable now")
-        group = broker.subscription_groups.find(header.consumer_group)
-        if group is None:
-            return request.make_response(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{header.consumer_group}] does not exist: create it with "
-                "updateSubGroup, or set autoCreateSubscriptionGroup=true")
-        if not group.consume_enable:
-            return request.make_response(
-                ResponseCode.NO_PERMISSION,
-                f"subscription group [{header.consumer_group}] has consumeEnable=false: enable it "
-                "with updateSubGroup to consume")
-        tc = broker.topics.get(header.topic)
-        if tc is None:
-            return request.make_response(ResponseCode.TOPIC_NOT_EXIST,
-                                         f"topic[{header.topic}] not exist, apply first please!")
-        if not tc.perm & PERM_READ:
-            return request.make_response(ResponseCode.NO_PERMISSION,
-                                         f"the topic[{header.topic}] pulling message is forbidden")
-        if not 0 <= header.queue_id < tc.read_queue_nums:
-            return request.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
-                f"topicConfig.readQueueNums:[{tc.read_queue_nums}]")
-        if header.sys_flag & FLAG_SUBSCRIPTION:
-            sub = SubscriptionData.of(header.topic, header.subscription, header.sub_version,
-                                      header.expression_type or EXPRESSION_TAG)
-        else:
-            found = broker.clients.subscription(header.consumer_group, header.topic)
-            if found is None:
-                return request.make_response(
-                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                    f"the consumer's subscription of {header.topic} not exist: send HEART_BEAT "
-                    "first or post the subscription with the pull")
-            sub = found
-        if sub.expression_type != EXPRESSION_TAG:
-            return request.make_response(ResponseCode.SYSTEM_ERROR,
-                                         "The broker does not support consumer to filter message by "
-                                         f"{sub.expression_type}")
-        tags = None if sub.matches_all else sub.tags_set
-        if header.sys_flag & FLAG_COMMIT_OFFSET:
-            broker.offsets.commit(header.consumer_group, header.topic, header.queue_id,
-                                  header.commit_offset)
-        response = self._read(request, header, tags)
-        if (response.code != ResponseCode.PULL_NOT_FOUND or not header.sys_flag & FLAG_SUSPEND
-                or not broker.config.long_polling_enable):
+        response, header, tags = self._first_read(request)
+        if not self._may_hold(response, header):
             return response
+        assert header is not None
+        broker = self.broker
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(max(header.suspend_timeout_millis, 0),
                                      broker.config.max_pull_suspend_ms) / 1000
@@ -117,6 +84,62 @@ class PullProcessor:
             if (broker.store.get_max_offset_in_queue(header.topic, header.queue_id) > header.queue_offset
                     or loop.time() >= deadline):
                 return self._read(request, header, tags)
+
+    def _may_hold(self, response: RemotingCommand, header: PullMessageRequestHeader | None) -> bool:
+        """Whether a pull that found nothing waits for messages."""
+        return (header is not None and response.code == ResponseCode.PULL_NOT_FOUND
+                and bool(header.sys_flag & FLAG_SUSPEND) and self.broker.config.long_polling_enable)
+
+    def _first_read(self, request: RemotingCommand) -> _Read:
+        """Check the pull and read the queue: (response, header, tag filter); no header when the
+        pull was refused."""
+        header = request.read_header(PullMessageRequestHeader)
+        broker = self.broker
+        if not broker.config.broker_permission & PERM_READ:
+            return _refusal(request, ResponseCode.NO_PERMISSION, "this broker is not readable now")
+        group = broker.subscription_groups.find(header.consumer_group)
+        if group is None:
+            return _refusal(request,
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{header.consumer_group}] does not exist: create it with "
+                "updateSubGroup, or set autoCreateSubscriptionGroup=true")
+        if not group.consume_enable:
+            return _refusal(request,
+                ResponseCode.NO_PERMISSION,
+                f"subscription group [{header.consumer_group}] has consumeEnable=false: enable it "
+                "with updateSubGroup to consume")
+        tc = broker.topics.get(header.topic)
+        if tc is None:
+            return _refusal(request, ResponseCode.TOPIC_NOT_EXIST,
+                                         f"topic[{header.topic}] not exist, apply first please!")
+        if not tc.perm & PERM_READ:
+            return _refusal(request, ResponseCode.NO_PERMISSION,
+                                         f"the topic[{header.topic}] pulling message is forbidden")
+        if not 0 <= header.queue_id < tc.read_queue_nums:
+            return _refusal(request,
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
+                f"topicConfig.readQueueNums:[{tc.read_queue_nums}]")
+        if header.sys_flag & FLAG_SUBSCRIPTION:
+            sub = SubscriptionData.of(header.topic, header.subscription, header.sub_version,
+                                      header.expression_type or EXPRESSION_TAG)
+        else:
+            found = broker.clients.subscription(header.consumer_group, header.topic)
+            if found is None:
+                return _refusal(request,
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                    f"the consumer's subscription of {header.topic} not exist: send HEART_BEAT "
+                    "first or post the subscription with the pull")
+            sub = found
+        if sub.expression_type != EXPRESSION_TAG:
+            return _refusal(request, ResponseCode.SYSTEM_ERROR,
+                                         "The broker does not support consumer to filter message by "
+                                         f"{sub.expression_type}")
+        tags = None if sub.matches_all else sub.tags_set
+        if header.sys_flag & FLAG_COMMIT_OFFSET:
+            broker.offsets.commit(header.consumer_group, header.topic, header.queue_id,
+                                  header.commit_offset)
+        return self._read(request, header, tags), header, tags
 
     def _read(self, request: RemotingCommand, header: PullMessageRequestHeader,
               tags: list[str] | None) -> RemotingCommand:

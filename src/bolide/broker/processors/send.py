@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from bolide.broker.retry import dlq_topic, group_of_retry_topic, max_reconsume_times
@@ -16,7 +17,7 @@ from bolide.protocol.bodies.batch import decode_batch_body
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers.send import SendMessageResponseHeader, decode_send_request_header
-from bolide.remoting import RequestContext
+from bolide.remoting import NOT_NOW, NotNow, RequestContext
 from bolide.store import PutStatus
 from bolide.store.record import read_total_size
 from bolide.store.results import PutMessageResult
@@ -47,15 +48,28 @@ def stored_properties(header_properties: str | None, cluster: str, *, dead: bool
     ``CLUSTER`` set to this broker's cluster (spec 3.4 step 5), ``DELAY`` dropped from a
     message redirected to a dead letter queue; the rest is not decoded."""
     text = header_properties or ""
-    dropped = _DROPPED_DEAD if dead else _DROPPED
-    if any(key in text for key in dropped):
-        text = "".join(f"{pair}\x02" for pair in text.split("\x02")
-                       if pair and not pair.startswith(dropped))
-    elif text and not text.endswith("\x02"):
+    for key in _DROPPED_DEAD if dead else _DROPPED:
+        if key in text:
+            text = _without(text, key)
+    if text and not text.endswith("\x02"):
         text += "\x02"
     return f"{text}CLUSTER\x01{cluster}\x02".encode()
 
 
+def _without(text: str, key: str) -> str:
+    """``text`` (``k\x01v\x02`` pairs) without the pairs whose key is ``key`` (``"NAME\x01"``)."""
+    start = 0
+    while (i := text.find(key, start)) >= 0:
+        if i and text[i - 1] != "\x02":  # the name ends another key: not this one
+            start = i + 1
+            continue
+        end = text.find("\x02", i)
+        text = text[:i] + (text[end + 1:] if end >= 0 else "")
+        start = i
+    return text
+
+
+@lru_cache(maxsize=4096)
 def born_host(remote: str) -> str | None:
     """The sender's address for the record's BORNHOST: IPv4 only, as every client decodes
     (spec 4.2); None (the store host) otherwise."""
@@ -72,19 +86,37 @@ class SendProcessor:
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
+        self._sync_flush = broker.store.config.sync_flush  # created once the store is open
+
+    def process_now(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | NotNow:
+        """The whole send under ASYNC_FLUSH, where nothing is waited for."""
+        if self._sync_flush:
+            return NOT_NOW
+        put = self._put(ctx, request)
+        return put if type(put) is RemotingCommand else self._answer(request, *put)  # type: ignore[misc]
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        put = self._put(ctx, request)
+        if type(put) is RemotingCommand:
+            return put
+        result, queue_id = put  # type: ignore[misc]
+        await self.broker.flush_waiters.settle(result)
+        return self._answer(request, result, queue_id)
+
+    def _put(self, ctx: RequestContext, request: RemotingCommand,
+             ) -> RemotingCommand | tuple[PutMessageResult, int]:
+        """Store the message(s) of a send; (put result, queue id), or the response refusing it."""
         header = decode_send_request_header(request.code, request.ext_fields)
         topic = header.topic
-        why = validate_topic(topic)
-        if why is not None:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, why)
         if topic in NOT_SENDABLE:
             return request.make_response(ResponseCode.NO_PERMISSION,
                                          f"sending message to topic {topic} is forbidden")
         topics = self.broker.topics
         tc = topics.get(topic)
-        if tc is None:
+        if tc is None:  # topics in the table have valid names
+            why = validate_topic(topic)
+            if why is not None:
+                return request.make_response(ResponseCode.SYSTEM_ERROR, why)
             tc = topics.create_in_send(topic, header.default_topic, header.default_topic_queue_nums)
             if tc is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 tc = topics.create_for_group(topic)
@@ -144,7 +176,11 @@ class SendProcessor:
                                        queue_id, flag=header.flag, sys_flag=header.sys_flag,
                                        born_timestamp=header.born_timestamp, born_host=born,
                                        reconsume_times=header.reconsume_times or 0, wait_store=False)
-        await self.broker.flush_waiters.settle(result)
+        return result, queue_id
+
+    def _answer(self, request: RemotingCommand, result: PutMessageResult, queue_id: int,
+                ) -> RemotingCommand:
+        """The send response for a put result."""
         code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
                         ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE):
