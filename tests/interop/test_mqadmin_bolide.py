@@ -1,6 +1,7 @@
 """The real Apache RocketMQ ``mqadmin`` (4.9.7 and 5.3.3, from Maven Central) against Bolide's
 in-process NameServer + Broker: cluster and broker status, topics (list, route, status, update,
-delete), subscription groups, consumer progress and connections, and the three message queries.
+delete), subscription groups, consumer progress and connections, the three message queries and
+resetOffsetByTime (relayed to an online consumer, or committed by mqadmin for an offline group).
 
 The servers run on this process's event loop while mqadmin is a JVM subprocess, so each batch
 runs in a thread (``asyncio.to_thread``). A raw RemotingClient heartbeats as consumer group
@@ -21,6 +22,7 @@ from client_roundtrip import unavailable
 from bolide.common.fastjson import loads
 from bolide.protocol import RemotingCommand
 from bolide.protocol.bodies import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
+from bolide.protocol.bodies.admin import ResetOffsetBody
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.headers import (
     CreateTopicRequestHeader,
@@ -97,7 +99,17 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
 
     async def main() -> tuple[str, str, list[list[str]], list[str], dict[str, object]]:
         async with running_servers(tmp_path / "store") as s, RemotingClient() as client:
+            resets: list[RemotingCommand] = []
+
+            async def on_reset(ctx: object, request: RemotingCommand) -> None:
+                resets.append(request)  # RESET_CONSUMER_CLIENT_OFFSET relayed by the broker
+
+            client.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, on_reset)
             local = await _prepare(s, client)
+            for qid in (0, 1):  # a group with offsets and no consumer online
+                await _invoke(client, s.broker_addr, RequestCode.UPDATE_CONSUMER_OFFSET,
+                              UpdateConsumerOffsetRequestHeader(consumer_group="cg_offline", topic=TOPIC,
+                                                                queue_id=qid, commit_offset=0))
             rmq.namesrv_port = s.namesrv.port  # mqadmin asks Bolide's NameServer
             first = s.broker.store.get_message("g", TOPIC, 0, 0, 1).messages[0]
             by_id = ["queryMsgById", "-i", first.offset_msg_id] + (["-t", TOPIC] if major5 else [])
@@ -114,13 +126,17 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                 by_id, ["queryMsgByKey", "-t", TOPIC, "-k", "common"],
                 ["queryMsgByKey", "-t", TOPIC, "-k", "no-such-key"],
                 ["queryMsgByUniqueKey", "-t", TOPIC, "-i", UNIQ.format(2)],
+                ["resetOffsetByTime", "-g", "cg", "-t", TOPIC, "-s", "-1"],
+                ["resetOffsetByTime", "-g", "cg_offline", "-t", TOPIC, "-s", "-1"],
             ]
             outputs = await asyncio.to_thread(rmq.mqadmin_batch, commands)
             group = s.broker.subscription_groups.get("admin_group")
             state = {"new_topic": s.broker.topics.get(NEW_TOPIC),
                      "retry_max": group.retry_max_times if group is not None else None,
                      "max_phy": s.broker.store.max_phy_offset,
-                     "offset_id": first.offset_msg_id}
+                     "offset_id": first.offset_msg_id,
+                     "offline": [s.broker.offsets.query("cg_offline", TOPIC, q) for q in (0, 1)],
+                     "resets": [ResetOffsetBody.decode(r.body_bytes()).offset_table for r in resets]}
             return s.broker_addr, local, commands, outputs, state
 
     broker_addr, local, commands, outputs, state = asyncio.run(main())
@@ -139,7 +155,8 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
     # topics
     assert {TOPIC, "%RETRY%cg", "TBW102"} <= set(outputs[3].split()), log
     consumed_by = [r for r in _rows(outputs[4], "DefaultCluster") if r[1] == TOPIC]
-    assert consumed_by == [["DefaultCluster", TOPIC, "cg"]], log  # QUERY_TOPIC_CONSUME_BY_WHO
+    assert sorted(consumed_by) == [["DefaultCluster", TOPIC, "cg"],  # QUERY_TOPIC_CONSUME_BY_WHO
+                                   ["DefaultCluster", TOPIC, "cg_offline"]], log
     route = loads(outputs[5])
     assert route["queueDatas"][0]["readQueueNums"] == 2
     assert route["brokerDatas"][0]["brokerName"] == "broker-a"
@@ -179,3 +196,9 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
     unique = _fields(outputs[18])
     assert (unique["Keys"], unique["Queue ID"], unique["Queue Offset"]) == ("[key-2 common]", "0", "1"), log
     assert "trackType=NOT_CONSUME_YET" in outputs[18], log
+
+    # resetOffsetByTime: relayed to the online consumer (INVOKE_BROKER_TO_RESET_OFFSET, then
+    # RESET_CONSUMER_CLIENT_OFFSET); committed by mqadmin itself for a group with none online
+    [relayed] = state["resets"]
+    assert {mq.queue_id: offset for mq, offset in relayed.items()} == {0: 2, 1: 2}, log
+    assert state["offline"] == [2, 2], log

@@ -19,6 +19,7 @@ from bolide.broker.processors.consumer import ConsumerProcessor
 from bolide.broker.processors.lock import LockProcessor
 from bolide.broker.processors.pull import PullProcessor
 from bolide.broker.processors.query import QueryProcessor
+from bolide.broker.processors.reset_offset import ResetOffsetProcessor
 from bolide.broker.processors.send import SendProcessor
 from bolide.broker.processors.send_back import SendBackProcessor
 from bolide.broker.processors.transaction import EndTransactionProcessor
@@ -159,7 +160,7 @@ class BrokerController:
         for processor in (SendProcessor(self), PullProcessor(self), ConsumerProcessor(self),
                           AdminProcessor(self), SendBackProcessor(self), LockProcessor(self),
                           QueryProcessor(self), AdminStatsProcessor(self),
-                          EndTransactionProcessor(self)):
+                          EndTransactionProcessor(self), ResetOffsetProcessor(self)):
             for code in processor.CODES:
                 self.server.register(code, processor)
         self.registration = BrokerRegistration(self.config, self.topics, self.namesrv_client,

@@ -95,3 +95,11 @@ class ConsumeStats(Bean):
     def total_diff(self) -> int:
         """Messages behind, summed over all queues (Java's computeTotalDiff)."""
         return sum(w.broker_offset - w.consumer_offset for w in self.offset_table.values())
+
+
+@bean
+class ResetOffsetBody(Bean):
+    """INVOKE_BROKER_TO_RESET_OFFSET answer and RESET_CONSUMER_CLIENT_OFFSET body: the new
+    offset of every queue."""
+
+    offset_table: dict[MessageQueue, int] = jfield(factory=dict)

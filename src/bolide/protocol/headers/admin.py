@@ -125,3 +125,17 @@ class ViewMessageRequestHeader(Header):
 
     offset: int
     topic: str | None = None
+
+
+@header
+class ResetOffsetRequestHeader(Header):
+    """INVOKE_BROKER_TO_RESET_OFFSET (222, mqadmin to broker) and RESET_CONSUMER_CLIENT_OFFSET
+    (220, broker to each consumer of the group, with a :class:`ResetOffsetBody`)."""
+
+    WIRE_NAMES: ClassVar[dict[str, str]] = {"is_force": "isForce"}
+    topic: str
+    group: str
+    timestamp: int
+    is_force: bool = False
+    queue_id: int | None = None  # 5.x: one queue
+    offset: int | None = None  # 5.x: to this offset instead of a time
