@@ -96,3 +96,33 @@ def test_node_consumer_retry_through_send_back_against_bolide(tmp_path: Path) ->
     assert sorted(int(f[5]) for f in retries.values()) == list(range(RETRIED))
     # the send-back itself was accepted: ali-ons falls back to a plain send when it fails
     assert "consumerSendMessageBack" not in (tmp_path / "consume.log").read_text()
+
+
+@pytest.mark.parametrize("model", ["CLUSTERING", "BROADCASTING"])
+def test_node_two_consumers_in_one_group(tmp_path: Path, model: str) -> None:
+    try:
+        command = node_client_command()
+    except RocketMQUnavailable as exc:
+        unavailable(f"Node.js client unavailable: {exc}")
+    env = node_env(home=tmp_path / "nodeclient-home")
+    topic, group, n = f"BolideNodeGroup{model.title()}", f"bolide_node_{model.lower()}_cg", 12
+
+    async def main() -> list[list[str]]:
+        async with running_servers(tmp_path / "store") as servers:
+            await create_topic(servers, topic)
+            return await run_driver([*command, "group", servers.namesrv_addr, topic, group, model, str(n),
+                                     "100"], tmp_path / "group.log", env, prefixes=("MSG", "SENT"))
+
+    lines = asyncio.run(main())
+    [sent] = [int(f[1]) for f in lines if f[0] == "SENT"]
+    received: dict[str, set[str]] = {"a": set(), "b": set()}
+    for f in lines:
+        if f[0] == "MSG":
+            received[f[1]].add(f[2])
+    everything = {f"g-{i}" for i in range(sent)}
+    if model == "CLUSTERING":
+        assert sent >= n and received["a"] and received["b"]  # the group shared the queues
+        assert received["a"] | received["b"] == everything
+    else:
+        assert sent == n and received["a"] == received["b"] == everything
+
