@@ -9,11 +9,17 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
+from bolide.common.message import MessageExt
+from bolide.protocol import RemotingCommand
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.headers import CreateTopicRequestHeader
+from bolide.remoting import RemotingClient
 from bolide.store import StoreConfig
+from bolide.store.record import decode_record, read_total_size
 from bolide.testing.servers import Servers, running_servers
 from conftest import assert_consistent
 
@@ -114,3 +120,54 @@ def round_trip(client: list[str], tmp_path: Path, topic: str, group: str, consum
 
     assert_consistent(StoreConfig(store_path_root_dir=str(store_dir), mapped_file_size_commit_log=COMMIT_LOG,
                                   mapped_file_size_consume_queue=CONSUME_QUEUE))
+
+
+# -- helpers of the scenario tests (Java, Go) ---------------------------------------------------
+FAST_RETRIES = {"message_delay_level": "1s 1s 1s 1s 1s 1s"}  # retry delays 3 + n stay at 1 s
+
+
+def with_servers(tmp_path: Path, test: Callable[[Servers], Awaitable[Any]],
+                 store: dict[str, Any] | None = None, **broker: Any) -> Any:
+    """Run ``test(servers)`` against a NameServer + Broker (``store``: StoreConfig fields,
+    ``broker``: BrokerConfig fields); its result."""
+    async def main() -> Any:
+        async with running_servers(tmp_path / "store", store_options=store, **broker) as servers:
+            return await test(servers)
+
+    return asyncio.run(main())
+
+
+async def create_topic(s: Servers, topic: str, queues: int = 4) -> None:
+    """Create ``topic`` and wait until the broker has told the NameServer."""
+    header = CreateTopicRequestHeader(topic=topic, default_topic="TBW102", read_queue_nums=queues,
+                                      write_queue_nums=queues, perm=6)
+    async with RemotingClient() as client:
+        r = await client.invoke(s.broker_addr,
+                                RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header))
+        assert r.code == ResponseCode.SUCCESS, r
+        assert s.broker.registration is not None
+        await s.broker.registration.wait_pending()
+
+
+def stored(s: Servers, topic: str) -> list[MessageExt]:
+    """Every message of ``topic`` in the store, queue by queue."""
+    store = s.broker.store
+    out = []
+    for queue_id in store.topics().get(topic, []):
+        cq = store.find_consume_queue(topic, queue_id)
+        for index in range(cq.min_offset, cq.max_offset):
+            entry = cq.entry(index)
+            assert entry is not None
+            buf = store.commit_log.read(entry[0], entry[1])
+            assert buf is not None and read_total_size(buf, 0) == entry[1]
+            out.append(decode_record(buf, 0))
+    return out
+
+
+async def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll ``condition`` until it holds; TimeoutError after ``timeout`` seconds."""
+    async def poll() -> None:
+        while not condition():
+            await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(poll(), timeout)

@@ -25,27 +25,29 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from client_roundtrip import COMMIT_LOG, CONSUME_QUEUE, run_driver, unavailable
+from client_roundtrip import (
+    COMMIT_LOG,
+    CONSUME_QUEUE,
+    FAST_RETRIES,
+    create_topic,
+    run_driver,
+    stored,
+    unavailable,
+    wait_for,
+    with_servers,
+)
 
-from bolide.protocol import RemotingCommand
-from bolide.protocol.codes import RequestCode, ResponseCode
-from bolide.protocol.headers import CreateTopicRequestHeader
-from bolide.remoting import RemotingClient
 from bolide.store import StoreConfig
-from bolide.store.record import decode_record, read_total_size
 from bolide.testing.goclient import go_client_binary, go_env
 from bolide.testing.rocketmq import RocketMQUnavailable
-from bolide.testing.servers import Servers, running_servers
+from bolide.testing.servers import Servers
 from conftest import assert_consistent
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
-FAST_RETRIES = {"message_delay_level": "1s 1s 1s 1s 1s 1s"}  # retry delays 3 + n stay at 1 s
 
 
 def goclient(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
@@ -56,46 +58,8 @@ def goclient(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
         unavailable(f"Go client unavailable: {exc}")
 
 
-def with_servers(tmp_path: Path, test: Callable[[Servers], Awaitable[Any]],
-                 store: dict[str, Any] | None = None, **broker: Any) -> Any:
-    async def main() -> Any:
-        async with running_servers(tmp_path / "store", store_options=store, **broker) as servers:
-            return await test(servers)
-
-    return asyncio.run(main())
 
 
-async def create_topic(s: Servers, topic: str, queues: int = 4) -> None:
-    header = CreateTopicRequestHeader(topic=topic, default_topic="TBW102", read_queue_nums=queues,
-                                      write_queue_nums=queues, perm=6)
-    async with RemotingClient() as client:
-        r = await client.invoke(s.broker_addr,
-                                RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header))
-        assert r.code == ResponseCode.SUCCESS, r
-        assert s.broker.registration is not None
-        await s.broker.registration.wait_pending()
-
-
-def stored(s: Servers, topic: str) -> list:
-    """Every message of ``topic`` in the store, queue by queue."""
-    store = s.broker.store
-    out = []
-    for queue_id in store.topics().get(topic, []):
-        cq = store.find_consume_queue(topic, queue_id)
-        for index in range(cq.min_offset, cq.max_offset):
-            phys, size, _ = cq.entry(index)
-            buf = store.commit_log.read(phys, size)
-            assert buf is not None and read_total_size(buf, 0) == size
-            out.append(decode_record(buf, 0))
-    return out
-
-
-async def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    async def poll() -> None:
-        while not condition():
-            await asyncio.sleep(0.05)
-
-    await asyncio.wait_for(poll(), timeout)
 
 
 def test_go_send_modes(tmp_path: Path) -> None:
