@@ -118,7 +118,7 @@ class CommitLog:
 
         ``items`` are ``(body, encoded properties, flag, body CRC)``; ``tags_codes`` (one per
         item) hands the records to the dispatcher as :meth:`append` does. Returns
-        ``(first offset, total bytes, first queue offset, store_ts)``.
+        ``(first offset, the records' sizes, first queue offset, store_ts)``.
         """
         if self.store_v6:
             sys_flag |= sysflag.STOREHOST_V6
@@ -173,7 +173,7 @@ class CommitLog:
                     phys += size
                     if gets_entry:
                         qoff += 1
-        return start, total, base_qoff, store_ts
+        return start, sizes, base_qoff, store_ts
 
     def _reserve(self, total: int) -> tuple[MappedFile, int]:
         """Segment and position for ``total`` bytes, rolling to a new segment when needed."""

@@ -55,6 +55,19 @@ class PutMessageResult:
     batch_ids: list[str] | None = None
     remark: str = ""
     store_host: bytes = b""
+    record_sizes: list[int] | None = None  # a batch's, in order
+
+    @property
+    def offset_msg_ids(self) -> list[str]:
+        """Broker-side ids of every message written (one for a single put)."""
+        if self.wrote_offset < 0 or not self.store_host:
+            return []
+        offset = self.wrote_offset
+        ids = []
+        for size in self.record_sizes or (self.wrote_bytes,):
+            ids.append(create_offset_msg_id(self.store_host, offset))
+            offset += size
+        return ids
 
     @property
     def msg_ids(self) -> list[str]:

@@ -399,7 +399,7 @@ class MessageStore:
         if bad is not None:
             return bad
         try:
-            phys, size, qoff, store_ts = self.commit_log.append_batch(
+            phys, sizes, qoff, store_ts = self.commit_log.append_batch(
                 topic, queue_id, items, 0, born_timestamp, born,
                 [java_string_hash(t) if (t := m.properties.get(P.TAGS)) else 0 for m in msgs],
             )
@@ -407,8 +407,8 @@ class MessageStore:
             return PutMessageResult(PutStatus.CREATE_MAPEDFILE_FAILED, remark=str(exc))
         except RecordFieldError as exc:
             return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
-        result = PutMessageResult(PutStatus.PUT_OK, phys, size, qoff, ids[0], store_ts,
-                                  len(ids), ids, store_host=self._store_host)
+        result = PutMessageResult(PutStatus.PUT_OK, phys, sum(sizes), qoff, ids[0], store_ts,
+                                  len(ids), ids, store_host=self._store_host, record_sizes=sizes)
         self._after_append(result, wait_store)
         return result
 

@@ -11,7 +11,6 @@ from bolide.broker.topic_config import NOT_SENDABLE, PERM_WRITE
 from bolide.broker.transaction import is_half_message
 from bolide.common import properties as P
 from bolide.common.hosts import encode_host
-from bolide.common.msgid import create_offset_msg_id
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX, validate_topic
 from bolide.protocol.bodies.batch import decode_batch_body
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -19,7 +18,6 @@ from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers.send import SendMessageResponseHeader, decode_send_request_header
 from bolide.remoting import NOT_NOW, NotNow, RequestContext
 from bolide.store import PutStatus
-from bolide.store.record import read_total_size
 from bolide.store.results import PutMessageResult
 
 if TYPE_CHECKING:
@@ -186,21 +184,7 @@ class SendProcessor:
                         ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE):
             return request.make_response(code, f"{result.status.value}: {result.remark}")
         self.broker.stats.on_put(result.msg_num)
-        answer = SendMessageResponseHeader(msg_id=",".join(self._offset_ids(result)),
+        msg_id = ",".join(result.offset_msg_ids)  # a batch's ids, comma-separated
+        answer = SendMessageResponseHeader(msg_id=msg_id,
                                            queue_id=queue_id, queue_offset=result.queue_offset)
         return request.make_response(code, result.remark or None, answer)
-
-    def _offset_ids(self, result: PutMessageResult) -> list[str]:
-        """The offset message id of every record written (several for a batch)."""
-        if result.msg_num <= 1:
-            return [result.offset_msg_id or ""]
-        ids = []
-        offset = result.wrote_offset
-        commit_log = self.broker.store.commit_log
-        for _ in range(result.msg_num):
-            ids.append(create_offset_msg_id(result.store_host, offset))
-            head = commit_log.read(offset, 4)
-            if head is None:
-                break
-            offset += read_total_size(head, 0)
-        return ids
