@@ -34,6 +34,7 @@ from rich.table import Table
 
 from bolide.broker.flush_waiters import FlushWaiters
 from bolide.cli.bench_broker import broker_bench
+from bolide.cli.bench_client import client_bench
 from bolide.cli.bench_common import emit, machine_info, stderr_console
 from bolide.cli.bench_common import load_avg as _load
 from bolide.cli.bench_common import percentile as _percentile
@@ -512,6 +513,7 @@ def bench() -> None:
 
 
 bench.add_command(broker_bench)
+bench.add_command(client_bench)
 
 
 @bench.command("store")

@@ -1,4 +1,5 @@
-"""Bolide's RocketMQ client: producer, push consumer and pull consumer.
+"""Bolide's RocketMQ client: producer, transactional producer, push consumer (concurrent or
+orderly) and pull consumer.
 
 The classes here are the asyncio API; :mod:`bolide.client.blocking` has the same classes with
 blocking methods (each client object runs its own event loop in a background thread). Guide:
@@ -31,6 +32,7 @@ from bolide.client.results import (
     SendStatus,
 )
 from bolide.client.selector import select_by_hash, select_random
+from bolide.client.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
 from bolide.common.message import Message, MessageExt
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "ConsumeContext",
     "ConsumeFrom",
     "ConsumeStatus",
+    "LocalTransactionState",
     "MQBrokerError",
     "MQClientError",
     "Message",
@@ -58,6 +61,8 @@ __all__ = [
     "SendResult",
     "SendStatus",
     "SendTimeoutError",
+    "TransactionProducer",
+    "TransactionSendResult",
     "allocate_averagely",
     "select_by_hash",
     "select_random",

@@ -8,10 +8,18 @@ import logging
 from bolide.client.errors import error_for_response
 from bolide.errors import RemotingError
 from bolide.protocol import LanguageCode, RemotingCommand, RequestCode, ResponseCode
-from bolide.protocol.bodies.client import ConsumerListBody, HeartbeatData
+from bolide.protocol.bodies.client import (
+    ConsumerListBody,
+    HeartbeatData,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    MessageQueue,
+    UnlockBatchRequestBody,
+)
 from bolide.protocol.bodies.route import TopicRouteData
 from bolide.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
+    EndTransactionRequestHeader,
     GetConsumerListByGroupRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
@@ -138,3 +146,26 @@ class ClientAPI:
 
     async def send_back(self, addr: str, header: ConsumerSendMsgBackRequestHeader) -> None:
         await self.call(addr, request(RequestCode.CONSUMER_SEND_MSG_BACK, header), "CONSUMER_SEND_MSG_BACK")
+
+    # -- broker: orderly consumers and transactions -------------------------------------------
+    async def lock_batch(self, addr: str, group: str, client_id: str,
+                         queues: set[MessageQueue]) -> set[MessageQueue]:
+        """LOCK_BATCH_MQ: lock (or renew) ``queues`` for this client; the queues it now holds."""
+        body = LockBatchRequestBody(consumer_group=group, client_id=client_id, mq_set=set(queues))
+        response = await self.call(addr, request(RequestCode.LOCK_BATCH_MQ, body=body.encode()),
+                                   "LOCK_BATCH_MQ")
+        if not response.body_length:
+            return set()
+        return set(LockBatchResponseBody.decode(response.body_bytes()).lock_ok_mq_set)
+
+    async def unlock_batch(self, addr: str, group: str, client_id: str, queues: set[MessageQueue]) -> None:
+        """UNLOCK_BATCH_MQ: give the locks of ``queues`` back."""
+        body = UnlockBatchRequestBody(consumer_group=group, client_id=client_id, mq_set=set(queues))
+        await self.call(addr, request(RequestCode.UNLOCK_BATCH_MQ, body=body.encode()), "UNLOCK_BATCH_MQ")
+
+    async def end_transaction(self, addr: str, header: EndTransactionRequestHeader, remark: str | None = None,
+                              timeout_ms: int | None = None) -> None:
+        """END_TRANSACTION, oneway as the Java producer sends it."""
+        cmd = request(RequestCode.END_TRANSACTION, header)
+        cmd.remark = remark
+        await self.remoting.invoke_oneway(addr, cmd, timeout_ms or self.timeout_ms)

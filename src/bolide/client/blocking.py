@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import os
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -29,9 +30,10 @@ from bolide.client import admin as _admin
 from bolide.client import producer as _producer
 from bolide.client import pull_consumer as _pull
 from bolide.client import push_consumer as _push
+from bolide.client import transaction as _tx
 from bolide.client.admin_types import GroupProgress, ResetPlan
 from bolide.client.errors import ClientStateError
-from bolide.client.results import SendResult
+from bolide.client.results import SendResult, SendStatus
 from bolide.client.selector import MessageQueueSelector
 from bolide.common.message import Message, MessageExt
 from bolide.protocol.bodies.admin import ConsumerConnection, ProducerConnection, TopicOffset
@@ -212,6 +214,43 @@ class Producer(_Blocking[_producer.Producer]):
 
     def publish_queues(self, topic: str) -> list[MessageQueue]:
         return self._run(lambda c: c.publish_queues(topic))
+
+
+class TransactionProducer(Producer):
+    """Blocking :class:`bolide.client.TransactionProducer`. The local executor runs in the
+    calling thread (a coroutine function on the client's loop); the check listener in the
+    client's thread pool."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _Blocking.__init__(self, lambda: _tx.TransactionProducer(*args, **kwargs))
+
+    def register_check_listener(self, listener: _tx.CheckListener) -> None:
+        self._configure("register_check_listener", listener)
+
+    def send_message_in_transaction(self, msg: Message, local_executor: _tx.LocalExecutor,
+                                    arg: Any = None) -> _tx.TransactionSendResult:
+        core: _tx.TransactionProducer = self._core  # type: ignore[assignment]
+        sent = self._runner.run(core.send_half(msg))
+        state, error = _tx.LocalTransactionState.ROLLBACK, None
+        if sent.status is SendStatus.SEND_OK:
+            if inspect.iscoroutinefunction(local_executor):
+                state, error = self._runner.run(core.execute_local(local_executor, msg, arg))
+            else:
+                state, error = _run_local(local_executor, msg, arg)
+        self._runner.run(core.end_transaction(msg, sent, state, error))
+        return core.transaction_result(sent, state)
+
+    @property
+    def checks_answered(self) -> int:
+        return self._core.checks_answered  # type: ignore[attr-defined, no-any-return]
+
+
+def _run_local(local_executor: _tx.LocalExecutor, msg: Message,
+               arg: Any) -> tuple[_tx.LocalTransactionState, BaseException | None]:
+    try:
+        return _tx.as_state(local_executor(msg, arg), "the local transaction executor"), None
+    except Exception as exc:
+        return _tx.LocalTransactionState.UNKNOWN, exc
 
 
 class PushConsumer(_Blocking[_push.PushConsumer]):

@@ -133,9 +133,10 @@ _BY_CODE: dict[int, type[MQBrokerError]] = {
 }
 
 # Codes after which a producer tries another queue (Java 4.9 and Go: 17, 14, 1, 16, 204, 205).
-SEND_RETRY_CODES = frozenset({
+SEND_RETRY_CODES = frozenset({  # Java 5.x's list: 4.9's plus SYSTEM_BUSY and GO_AWAY
     ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_ERROR,
     ResponseCode.NO_PERMISSION, ResponseCode.NO_BUYER_ID, ResponseCode.NOT_IN_CURRENT_UNIT,
+    ResponseCode.SYSTEM_BUSY, ResponseCode.GO_AWAY,
 })
 
 

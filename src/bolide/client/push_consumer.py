@@ -19,6 +19,9 @@ loop's thread pool). It returns ``ConsumeStatus.CONSUME_SUCCESS`` (or None) when
 ``RECONSUME_LATER`` (or raises) to have the messages delivered again later: they go back to the
 broker (CONSUMER_SEND_MSG_BACK), or, if that fails, are sent to ``%RETRY%<group>`` with the
 retry properties; if both fail they are consumed again locally after 5 s.
+
+``orderly=True`` consumes each queue in order, one batch at a time, under a broker lock
+(LOCK_BATCH_MQ): see :mod:`bolide.client.orderly`.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from bolide.client.config import ClientConfig
 from bolide.client.consumer_base import ConsumerBase
 from bolide.client.errors import ClientConfigError
 from bolide.client.filtering import subscription
+from bolide.client.orderly import OrderlyService
 from bolide.client.process_queue import ProcessQueue
 from bolide.client.producer import Producer
 from bolide.client.pulling import pull
@@ -60,10 +64,13 @@ FIRST_RETRY_LEVEL = 3  # the broker's first retry delay level (10 s with the def
 @dataclass(slots=True)
 class ConsumeContext:
     """Passed to the listener with each batch. Set ``delay_level`` (> 0) to choose the retry
-    delay of a failed batch; 0 lets the broker choose (longer with every retry)."""
+    delay of a failed batch; 0 lets the broker choose (longer with every retry). Orderly
+    consumers: set ``suspend_queue_ms`` (> 0) to choose how long a failed batch's queue waits
+    before the batch is consumed again (0: the consumer's ``suspend_current_queue_ms``)."""
 
     queue: MessageQueue
     delay_level: int = 0
+    suspend_queue_ms: int = 0
 
 
 Listener: TypeAlias = Callable[[list[MessageExt], ConsumeContext],
@@ -71,7 +78,8 @@ Listener: TypeAlias = Callable[[list[MessageExt], ConsumeContext],
 
 
 class PushConsumer(ConsumerBase):
-    """Clustering (default) or broadcasting push consumer; asyncio API."""
+    """Clustering (default) or broadcasting push consumer, concurrent (default) or orderly;
+    asyncio API."""
 
     CONSUME_TYPE = "CONSUME_PASSIVELY"
 
@@ -83,7 +91,8 @@ class PushConsumer(ConsumerBase):
                  max_reconsume_times: int = 16, suspend_ms: int = 15_000, pull_timeout_ms: int = 30_000,
                  pull_retry_delay_ms: int = 3000, reconsume_local_delay_ms: int = 5000,
                  rebalance_interval_ms: int = 20_000, persist_offset_interval_ms: int = 5_000,
-                 offset_store_dir: str | Path | None = None) -> None:
+                 offset_store_dir: str | Path | None = None, orderly: bool = False,
+                 suspend_current_queue_ms: int = 1000, lock_interval_ms: int = 20_000) -> None:
         super().__init__(namesrv, group, message_model=message_model, consume_from=consume_from,
                          consume_timestamp_ms=consume_timestamp_ms,
                          rebalance_interval_ms=rebalance_interval_ms,
@@ -92,6 +101,8 @@ class PushConsumer(ConsumerBase):
         if consume_concurrency <= 0 or consume_batch_max_size <= 0 or pull_batch_size <= 0:
             raise ClientConfigError("consume_concurrency, consume_batch_max_size and pull_batch_size "
                                     "must be positive")
+        if suspend_current_queue_ms <= 0 or lock_interval_ms <= 0:
+            raise ClientConfigError("suspend_current_queue_ms and lock_interval_ms must be positive")
         if pull_timeout_ms <= suspend_ms:
             raise ClientConfigError(f"pull_timeout_ms ({pull_timeout_ms}) must exceed suspend_ms "
                                     f"({suspend_ms}), or held pulls time out on the client")
@@ -106,6 +117,10 @@ class PushConsumer(ConsumerBase):
         self.pull_timeout_ms = pull_timeout_ms
         self.pull_retry_delay_ms = pull_retry_delay_ms
         self.reconsume_local_delay_ms = reconsume_local_delay_ms
+        self.orderly = orderly
+        self.suspend_current_queue_ms = suspend_current_queue_ms
+        self.lock_interval_ms = lock_interval_ms
+        self._orderly: OrderlyService | None = OrderlyService(self) if orderly else None
         self._queues: dict[MessageQueue, ProcessQueue] = {}
         self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
         self._consume_tasks: set[asyncio.Task[None]] = set()
@@ -144,6 +159,8 @@ class PushConsumer(ConsumerBase):
         await self.start_instance()
         self.started = True
         self._instance.every(self.persist_offset_interval_ms, self.offsets.persist, "offset commit")
+        if self._orderly is not None:
+            self._instance.every(self.lock_interval_ms, self._orderly.lock_all, "queue lock renewal")
         await self.rebalance()
         self._rebalance_task = asyncio.ensure_future(self._rebalance_loop())
         return self
@@ -168,8 +185,11 @@ class PushConsumer(ConsumerBase):
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        locked = await self._orderly.close() if self._orderly is not None else set()
         if self.started:
             await self.offsets.persist()
+        if self._orderly is not None:
+            await self._orderly.unlock(locked)
         if self._inner_producer is not None:
             await self._inner_producer.close()
         await self._instance.close(consumer_group=self.group)
@@ -208,7 +228,10 @@ class PushConsumer(ConsumerBase):
             for topic, share in target.items():
                 for mq in [q for q in self._queues if q.topic == topic and q not in share]:
                     await self._release(mq)
-                for mq in sorted(share - self._queues.keys()):
+                new = share - self._queues.keys()
+                if self._orderly is not None:
+                    new = await self._orderly.lock_new(new)  # no pull before the lock is held
+                for mq in sorted(new):
                     self._take(mq)
             self.rebalances += 1
 
@@ -225,8 +248,12 @@ class PushConsumer(ConsumerBase):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self._orderly is not None:
+            await self._orderly.release(mq)  # its batch in progress ends and commits first
         await self.offsets.persist([mq])  # the next owner starts where this one stopped
         self.offsets.remove(mq)
+        if self._orderly is not None:
+            await self._orderly.unlock({mq})
 
     # -- pulling --------------------------------------------------------------------------------
     async def _pause(self, ms: int) -> None:
@@ -246,6 +273,9 @@ class PushConsumer(ConsumerBase):
         self.offsets.update(mq, offset)
         sub = self._subscription_of(mq)
         while not pq.dropped:
+            if self._orderly is not None and not self._orderly.is_locked(mq):
+                await self._orderly.wait_locked(mq, self.pull_retry_delay_ms / 1000)
+                continue
             if (pq.count >= self.pull_threshold_for_queue
                     or pq.size_bytes >= self.pull_threshold_size_for_queue):
                 pq.space.clear()
@@ -276,6 +306,9 @@ class PushConsumer(ConsumerBase):
 
     # -- consuming ------------------------------------------------------------------------------
     def _submit(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        if self._orderly is not None:
+            self._orderly.wake(mq, pq)
+            return
         n = self.consume_batch_max_size
         for i in range(0, len(msgs), n):
             task = asyncio.ensure_future(self._consume(mq, pq, msgs[i:i + n]))
