@@ -42,6 +42,15 @@ class BrokerConfig(PropertiesConfig):
     transaction_check_max: int = _key("transactionCheckMax", 15)
     transaction_check_interval_ms: int = _key("transactionCheckInterval", 60_000)
     flush_delay_offset_interval_ms: int = _key("flushDelayOffsetInterval", 10_000)
+    # HA replication (RocketMQ's MessageStoreConfig keys); -1: listenPort + 1, 0: a free port
+    ha_listen_port: int = _key("haListenPort", -1)
+    ha_master_address: str = _key("haMasterAddress", "")
+    ha_send_heartbeat_interval_ms: int = _key("haSendHeartbeatInterval", 5000)
+    ha_housekeeping_interval_ms: int = _key("haHousekeepingInterval", 20_000)
+    ha_transfer_batch_size: int = _key("haTransferBatchSize", 32 * 1024)
+    ha_slave_fallbehind_max: int = _key("haSlaveFallbehindMax", 256 * 1024 * 1024)
+    slave_timeout_ms: int = _key("slaveTimeout", 3000)
+    ha_reconnect_interval_ms: int = _key("bolideHaReconnectInterval", 5000)
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -56,6 +65,9 @@ class BrokerConfig(PropertiesConfig):
             raise ConfigError("flushConsumerOffsetInterval must be positive; RocketMQ uses 5000 (ms)")
         if self.transaction_check_interval_ms <= 0:
             raise ConfigError("transactionCheckInterval must be positive; RocketMQ uses 60000 (ms)")
+        if self.ha_transfer_batch_size <= 0 or self.ha_send_heartbeat_interval_ms <= 0:
+            raise ConfigError("haTransferBatchSize and haSendHeartbeatInterval must be positive; "
+                              "RocketMQ uses 32768 (bytes) and 5000 (ms)")
         if not 10_000 <= self.register_name_server_period_ms <= 60_000:
             object.__setattr__(self, "register_name_server_period_ms",
                                min(max(self.register_name_server_period_ms, 10_000), 60_000))

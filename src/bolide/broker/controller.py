@@ -10,6 +10,7 @@ import logging
 from bolide.broker.clients import ClientManager
 from bolide.broker.config import BrokerConfig
 from bolide.broker.flush_waiters import FlushWaiters
+from bolide.broker.ha import HAMaster, HASlave
 from bolide.broker.housekeeping import ClientHousekeeping
 from bolide.broker.long_polling import PullHoldService
 from bolide.broker.persistence import ConfigPersister
@@ -31,9 +32,10 @@ from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupManager
 from bolide.broker.topic_config import TopicConfigManager
 from bolide.broker.transaction import TransactionalMessages, TransactionCheckService
+from bolide.errors import ConfigError
 from bolide.protocol.bodies.broker import TopicConfig
 from bolide.remoting import Channel, RemotingClient, RemotingServer
-from bolide.store import MessageStore, StoreConfig
+from bolide.store import BrokerRole, MessageStore, StoreConfig
 from bolide.store.config_files import ConsumerOffsetManager, DelayOffsetManager
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,16 @@ class BrokerController:
                  ) -> None:
         self.config = config if config is not None else BrokerConfig()
         self._store_config = store_config if store_config is not None else StoreConfig()
+        self.role = self._store_config.broker_role
+        if self.role is BrokerRole.SLAVE and self.config.broker_id <= 0:
+            raise ConfigError(f"brokerRole=SLAVE with brokerId={self.config.broker_id}: a slave "
+                              "needs brokerId > 0 (1, 2, ...); brokerId=0 is the master")
+        if self.role is not BrokerRole.SLAVE and self.config.broker_id != 0:
+            log.warning("brokerRole=%s: using brokerId=0 instead of %d (a master is always 0)",
+                        self.role.value, self.config.broker_id)
+            self.config = self.config.replace(broker_id=0)
+        self.ha_master: HAMaster | None = None
+        self.ha_slave: HASlave | None = None
         self.server = RemotingServer(self.config.bind_address, self.config.listen_port)
         self.server.on_channel_close(self._channel_closed)
         # the VIP ("fast") port, listenPort - 2, which Java clients up to 4.4 use by default
@@ -156,7 +168,9 @@ class BrokerController:
         self._delay_persister = ConfigPersister("bolide-delay-persist", self.schedule.persist,
                                                 self.config.flush_delay_offset_interval_ms / 1000)
         self._delay_persister.start()
-        self.schedule.start()
+        if self.role is not BrokerRole.SLAVE:  # a slave replays the master's deliveries
+            self.schedule.start()
+        ha_addr = await self._start_ha(store)
         for processor in (SendProcessor(self), PullProcessor(self), ConsumerProcessor(self),
                           AdminProcessor(self), SendBackProcessor(self), LockProcessor(self),
                           QueryProcessor(self), AdminStatsProcessor(self),
@@ -164,13 +178,42 @@ class BrokerController:
             for code in processor.CODES:
                 self.server.register(code, processor)
         self.registration = BrokerRegistration(self.config, self.topics, self.namesrv_client,
-                                               self.broker_addr,
-                                               f"{self.config.broker_ip1}:{self.port + 1}")
+                                               self.broker_addr, ha_addr)
+        if self.ha_slave is not None and not self.config.ha_master_address:
+            slave = self.ha_slave
+            self.registration.on_registered = (
+                lambda r: slave.set_master(r.ext_fields.get("haServerAddr")))
         self.topics.on_change.append(self._topic_changed)
         await self.registration.start()
+        if self.ha_slave is not None:
+            self.ha_slave.start()
         self.housekeeping.start()
-        self.transaction_check.start()
+        if self.role is not BrokerRole.SLAVE:  # the master checks half messages
+            self.transaction_check.start()
         return self
+
+    async def _start_ha(self, store: MessageStore) -> str:
+        """Start the HA listener (masters) or prepare the HA client (slaves); returns the
+        HA address to register ("ip:port")."""
+        ha_port = self.config.ha_listen_port
+        if ha_port < 0:
+            ha_port = self.port + 1  # 4.9.x: always listenPort + 1
+        if self.role is BrokerRole.SLAVE:
+            self.ha_slave = HASlave(store, self.config)
+            return f"{self.config.broker_ip1}:{ha_port}"
+        self.ha_master = HAMaster(store, self.config)
+        try:
+            await self.ha_master.start(self.config.bind_address, ha_port)
+        except OSError as exc:
+            log.error("the HA port %d is not available (%s): slaves cannot replicate from this "
+                      "master; free the port or set haListenPort", ha_port, exc.strerror or exc)
+            return f"{self.config.broker_ip1}:{ha_port}"
+        return f"{self.config.broker_ip1}:{self.ha_master.port}"
+
+    @property
+    def sync_master(self) -> HAMaster | None:
+        """The HA service whose slaves SYNC_MASTER sends wait for (None otherwise)."""
+        return self.ha_master if self.role is BrokerRole.SYNC_MASTER else None
 
     def _load_config_files(self) -> None:
         for what, loaded in (("topic configs", self.topics.load()),
@@ -203,6 +246,10 @@ class BrokerController:
         close the store."""
         if self.registration is not None:
             await self.registration.close()
+        if self.ha_slave is not None:
+            await self.ha_slave.close()
+        if self.ha_master is not None:
+            await self.ha_master.close()
         await self.housekeeping.close()
         if self.schedule is not None:
             await self.schedule.close()

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import zlib
+from collections.abc import Callable
 
 from bolide.broker.config import BrokerConfig
 from bolide.broker.topic_config import TopicConfigManager
@@ -32,6 +33,8 @@ class BrokerRegistration:
         self._task: asyncio.Task[None] | None = None
         self._pending: asyncio.Task[None] | None = None
         self._dirty = False
+        # called with each accepting NameServer's response (a slave learns its master from it)
+        self.on_registered: Callable[[RemotingCommand], None] | None = None
 
     def _request(self) -> RemotingCommand:
         body = RegisterBrokerBody(topic_config_serialize_wrapper=self.topics.wrapper()).encode()
@@ -62,6 +65,8 @@ class BrokerRegistration:
             return str(exc)
         if response.code != ResponseCode.SUCCESS:
             return f"code {response.code}: {response.remark}"
+        if self.on_registered is not None:
+            self.on_registered(response)
         return True
 
     def request_register(self) -> None:

@@ -40,6 +40,7 @@ from bolide.store.record import (
     record_property,
 )
 from bolide.store.recovery import recover
+from bolide.store.replica import ReplicaGapError, whole_records, write_raw
 from bolide.store.results import (
     GetMessageResult,
     GetStatus,
@@ -82,6 +83,8 @@ class MessageStore:
         self._read_only_reason: str | None = None
         self._disk_full_reason: str | None = None  # set and cleared by the clean service
         self._writable_lock = threading.Lock()
+        self._raw_tail = bytearray()  # a slave's received bytes of a record not yet whole
+        self._raw_from = 0  # the global offset of the first byte of _raw_tail
         self._topic_retention: dict[str, float] = {}
         self._clean_service: CleanService | None = None
         self._allocator: SegmentAllocator | None = None
@@ -138,6 +141,7 @@ class MessageStore:
                                  self.checkpoint, abnormal, cfg.check_crc_on_recover,
                                  cfg.message_index_safe)
         self.commit_log.files.flushed_where = self.commit_log.max_offset
+        self._raw_tail.clear()
         self.dispatcher.reput_from = resume
         before = self.dispatcher.dispatched
         while self.dispatcher.dispatch_available():
@@ -411,6 +415,70 @@ class MessageStore:
                                   len(ids), ids, store_host=self._store_host, record_sizes=sizes)
         self._after_append(result, wait_store)
         return result
+
+    def append_raw(self, offset: int, data: bytes | memoryview) -> int:
+        """A SLAVE's write: the master's CommitLog bytes at exactly the master's ``offset``
+        (HA replication). Whole records (and BLANK tails) go to the CommitLog at once, where
+        dispatch builds their ConsumeQueue and index entries; the start of a record not yet
+        whole waits in memory for the next call. Returns :attr:`max_phy_offset` (the end of
+        the whole records written, what the slave reports to its master).
+
+        ``offset`` continues the bytes received so far, or restarts at
+        :attr:`max_phy_offset` (a new connection; a held partial record is dropped), or, for
+        an empty CommitLog, is a segment start. Otherwise
+        :class:`~bolide.store.replica.ReplicaGapError` and nothing is written.
+        """
+        if self.config.broker_role is not BrokerRole.SLAVE:
+            raise StoreError(f"the store at {self.root} is a {self.config.broker_role.value}; "
+                             "raw appends are for brokerRole=SLAVE stores only")
+        if not self._running or self._read_only_reason is not None:
+            raise StoreError(self._refusal().remark)
+        cl = self.commit_log
+        tail = self._raw_tail
+        end = cl.max_offset
+        if tail and offset == self._raw_from:
+            tail.clear()  # the master starts over from our whole records
+        if tail:
+            if offset != self._raw_from + len(tail):
+                raise ReplicaGapError(
+                    f"raw bytes start at {offset} but this slave has received up to "
+                    f"{self._raw_from + len(tail)}; resend from {self._raw_from}")
+        elif cl.files.files:
+            if offset != end:
+                raise ReplicaGapError(f"raw bytes start at {offset} but this CommitLog ends at "
+                                      f"{end}; the master must send from {end}")
+        elif offset % cl.segment_size:
+            raise ReplicaGapError(
+                f"an empty CommitLog can only start at a segment boundary, not at {offset}; "
+                "check that master and slave use the same mappedFileSizeCommitLog")
+        if not tail:
+            self._raw_from = offset
+        start = self._raw_from
+        tail += data
+        try:
+            n, store_ts = whole_records(tail, start, cl.segment_size)
+            if n:
+                with memoryview(tail) as view, view[:n] as whole:
+                    end = write_raw(cl, start, whole)
+                del tail[:n]
+                self._raw_from = start + n
+        except BaseException:
+            tail.clear()  # the connection restarts from the whole records written
+            raise
+        if n:
+            if store_ts:
+                cl.last_store_timestamp = store_ts
+            svc = self._dispatch_service
+            if svc is not None and svc.idle:
+                svc.wakeup()
+        return end
+
+    @property
+    def raw_received(self) -> int:
+        """A slave's received end: :attr:`max_phy_offset` plus a partial record held."""
+        if self._raw_tail:
+            return self._raw_from + len(self._raw_tail)
+        return self.commit_log.max_offset
 
     def _queue_room_for(self, topic: str, queue_id: int, count: int) -> PutMessageResult | None:
         """Make sure the ConsumeQueue files for the queue's next ``count`` entries exist.

@@ -84,7 +84,8 @@ class SendProcessor:
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
-        self._sync_flush = broker.store.config.sync_flush  # created once the store is open
+        # created once the store is open; SYNC_FLUSH and SYNC_MASTER sends wait
+        self._sync_flush = broker.store.config.sync_flush or broker.sync_master is not None
 
     def process_now(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | NotNow:
         """The whole send under ASYNC_FLUSH, where nothing is waited for."""
@@ -99,6 +100,8 @@ class SendProcessor:
             return put
         result, queue_id = put  # type: ignore[misc]
         await self.broker.flush_waiters.settle(result)
+        if (ha := self.broker.sync_master) is not None:
+            await ha.wait_replicated(result)
         return self._answer(request, result, queue_id)
 
     def _put(self, ctx: RequestContext, request: RemotingCommand,
