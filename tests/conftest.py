@@ -53,3 +53,37 @@ def open_store(store_config: StoreConfig) -> Iterator[Callable[..., MessageStore
         store.close()
     if opened:
         assert_consistent(opened[-1].config)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One local SparkSession for tests/spark; skipped without java or the spark extra."""
+    import os
+    import shutil
+    import sys
+
+    ci = os.environ.get("CI", "").lower() not in ("", "0", "false")
+    missing = None
+    if shutil.which("java") is None:
+        missing = "java is not on PATH: the Spark tests need Java 17"
+    else:
+        try:
+            import pyspark.sql as sql
+        except ImportError:
+            missing = "the spark extra is not installed (make test installs it; or pip install -e '.[spark]')"
+    if missing is not None:  # skipped on a developer machine, a failure in CI
+        if ci:
+            pytest.fail(missing + " (CI is set, so this is a failure, not a skip)", pytrace=False)
+        pytest.skip(missing)
+    for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
+        os.environ.setdefault(name, sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    session = (sql.SparkSession.builder.master("local[2]").appName("bolide-tests")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
+               .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
