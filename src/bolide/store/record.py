@@ -128,6 +128,9 @@ class RecordError(NamedTuple):
 
 
 BLANK = RecordInfo(0, "", 0, 0, 0, 0, 0, b"", 0)
+# Zero bytes where the topic starts or the properties end (always 0x02) are a write cut short:
+# the body CRC does not cover those fields.
+_TORN = "zero bytes in the topic or properties: a write cut short"
 
 
 def parse_record(buf: memoryview | bytes, pos: int, check_crc: bool) -> RecordInfo | RecordError:
@@ -159,6 +162,8 @@ def parse_record(buf: memoryview | bytes, pos: int, check_crc: bool) -> RecordIn
             if topic_len <= 127 and 91 + body_len + topic_len <= total:
                 props_len = (buf[p + 1 + topic_len] << 8) | buf[p + 2 + topic_len]
                 if 91 + body_len + topic_len + props_len == total:
+                    if (topic_len and buf[p + 1] == 0) or (props_len and buf[pos + total - 1] == 0):
+                        return RecordError(-1, _TORN)
                     if check_crc and body_len and (
                         zlib.crc32(buf[pos + 88 : p]) & 0x7FFFFFFF != crc
                     ):
@@ -210,6 +215,8 @@ def parse_record(buf: memoryview | bytes, pos: int, check_crc: bool) -> RecordIn
     expected = record_size(body_len, topic_len, props_len, born_len, store_len, topic_field)
     if expected != total:
         return RecordError(total, f"TOTALSIZE {total} differs from the fields' sum {expected}")
+    if (raw_topic and raw_topic[0] == 0) or (props and props[-1] == 0):
+        return RecordError(-1, _TORN)
     return RecordInfo(total, topic, queue_id, queue_offset, phys, sys_flag, store_ts, props,
                       prepared)
 

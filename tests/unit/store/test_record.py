@@ -360,3 +360,19 @@ def test_tags_code_of_schedule_topic_is_delivery_time() -> None:
 def test_tags_code_with_a_non_ascii_digit_delay_does_not_raise() -> None:
     topic = "SCHEDULE_TOPIC_XXXX"
     assert compute_tags_code(_info(topic, {"DELAY": "²", "TAGS": "TagA"}), DELAYS) == 2598919
+
+
+def test_a_record_whose_topic_or_properties_are_zeros_is_torn() -> None:
+    host = encode_host("127.0.0.1:10911")
+    good = encode_record("TopicA", 0, b"body", b"KEYS\x01k\x02", born_timestamp=1, born_host=host,
+                         store_timestamp=2, store_host=host)
+    assert isinstance(parse_record(good, 0, True), RecordInfo)
+    total = len(good)
+    props_cut = bytearray(good)
+    props_cut[total - 3:] = bytes(3)  # the end of the properties never reached the file
+    topic_cut = bytearray(good)
+    topic_at = total - 2 - len(b"KEYS\x01k\x02") - len(b"TopicA")
+    topic_cut[topic_at:topic_at + 6] = bytes(6)
+    for torn in (props_cut, topic_cut):
+        found = parse_record(bytes(torn), 0, True)  # the body CRC still matches
+        assert isinstance(found, RecordError) and found.size == -1 and "cut short" in found.reason
