@@ -1,23 +1,40 @@
-"""Offline consistency check of a store directory (what ``bolide store verify`` runs).
+"""Offline consistency check of a store directory (what ``bolide store verify`` runs): an fsck.
 
 Reads the files read-only: every CommitLog record's framing and CRC, the record chain
-across segments, and CommitLog <-> ConsumeQueue agreement in both directions.
+across segments, CommitLog <-> ConsumeQueue agreement in both directions, the index files'
+hash chains (:mod:`bolide.store.verify_index`) and the config files
+(:mod:`bolide.store.verify_config`). Each problem names its global offset.
+
+The CommitLog scan is the hot loop (docs/performance.md): one ``struct`` unpack and one
+``zlib.crc32`` over a memoryview slice of the mapping per record, and ConsumeQueue entries
+read by iterating each queue in step with the records instead of looking each one up.
 """
 
 from __future__ import annotations
 
-import mmap
+import itertools
 import os
-from collections.abc import Callable
+import struct
+import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from bolide.common import sysflag
 from bolide.store.config import StoreConfig
 from bolide.store.consume_queue import ENTRY, ENTRY_SIZE
-from bolide.store.record import RecordInfo, parse_record
+from bolide.store.offline import (
+    PRE_BLANK_SIZE,
+    Segments,
+    nonzero_after,
+    open_commit_log,
+    queue_dirs,
+    queue_range,
+)
+from bolide.store.record import MAGIC_V1, RecordInfo, parse_record
 
-_PRE_BLANK = 0x7FFFFFFF
+# TOTALSIZE MAGIC BODYCRC QUEUEID (FLAG) QUEUEOFFSET PHYSICALOFFSET SYSFLAG, then BODYLENGTH
+# at 84 for a record with IPv4 hosts: everything the scan needs in one unpack.
+_FAST = struct.Struct(">iiii4xqqi44xi")
+_PROGRESS_EVERY = 64 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -27,7 +44,11 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.where} @ {self.offset}: {self.message}"
+        at = f" @ {self.offset}" if self.offset >= 0 else ""
+        return f"{self.where}{at}: {self.message}"
+
+    def to_json(self) -> dict[str, object]:
+        return {"where": self.where, "offset": self.offset, "message": self.message}
 
 
 @dataclass(slots=True)
@@ -38,119 +59,190 @@ class VerifyReport:
     commit_log_end: int = 0
     queues: int = 0
     queue_entries: int = 0
+    index_files: int = 0
+    index_entries: int = 0
+    config_files: int = 0
     problems: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
+    def to_json(self) -> dict[str, object]:
+        return {
+            "ok": self.ok, "records": self.records, "bytes": self.bytes_checked,
+            "commit_log_min": self.commit_log_min, "commit_log_end": self.commit_log_end,
+            "queues": self.queues, "queue_entries": self.queue_entries,
+            "index_files": self.index_files, "index_entries": self.index_entries,
+            "config_files": self.config_files,
+            "problems": [p.to_json() for p in self.problems],
+            "warnings": [p.to_json() for p in self.warnings],
+        }
 
-class _Segments:
-    """Read-only mappings of one directory of fixed-size segments."""
 
-    def __init__(self, directory: Path, size: int, report: VerifyReport, label: str) -> None:
-        self.size = size
-        self.maps: list[tuple[int, mmap.mmap]] = []
-        if not directory.is_dir():
-            return
-        names = sorted(p for p in directory.iterdir() if p.is_file() and p.name.isdigit())
-        expected = None
-        for path in names:
-            length = path.stat().st_size
-            if length != size:
-                report.problems.append(Problem(str(path), 0, f"{length} bytes, expected {size}"))
-                continue
-            start = int(path.name)
-            if expected is not None and start != expected:
-                report.problems.append(Problem(label, expected, f"segment missing before {path}"))
-            with open(path, "rb") as f:
-                self.maps.append((start, mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)))
-            expected = start + size
+class _Queue:
+    """One ConsumeQueue, read in step with the CommitLog: ``entries`` yields entry after
+    entry; ``confirmed`` is the run of offsets [first, next) matched to their records."""
 
-    def find(self, offset: int) -> tuple[int, mmap.mmap] | None:
-        if not self.maps:
+    __slots__ = ("entries", "first", "in_step", "next", "segs", "where")
+
+    def __init__(self, segs: Segments, where: str) -> None:
+        self.segs = segs
+        self.where = where
+        self.first = -1
+        self.next = -1
+        self.in_step = True
+        self.entries: Iterator[tuple[int, int, int]] = iter(())
+
+    def start_at(self, qoff: int) -> None:
+        self.first = self.next = qoff
+        self.entries = self._from(qoff)
+
+    def _from(self, qoff: int) -> Iterator[tuple[int, int, int]]:
+        offset = qoff * ENTRY_SIZE
+        size = self.segs.size
+        return itertools.chain.from_iterable(
+            ENTRY.iter_unpack(memoryview(m)[max(0, offset - start):])
+            for start, m in self.segs.maps if start + size > offset)
+
+    def entry(self, qoff: int) -> tuple[int, int, int] | None:
+        found = self.segs.find(qoff * ENTRY_SIZE)
+        if found is None:
             return None
-        i = offset // self.size - self.maps[0][0] // self.size
-        return self.maps[i] if 0 <= i < len(self.maps) else None
-
-    def close(self) -> None:
-        for _, m in self.maps:
-            m.close()
+        return ENTRY.unpack_from(found[1], qoff * ENTRY_SIZE - found[0])
 
 
 def verify_store(root: str | os.PathLike[str], config: StoreConfig | None = None,
                  progress: Callable[[int], None] | None = None) -> VerifyReport:
     """Check the store at ``root``; ``progress(bytes)`` is called as the CommitLog is read."""
+    from bolide.store.verify_config import check_config_files
+    from bolide.store.verify_index import check_index_files
+
     cfg = (config or StoreConfig()).replace(store_path_root_dir=str(root))
     report = VerifyReport()
-    log = _Segments(cfg.commit_log_dir, cfg.mapped_file_size_commit_log, report, "commitlog")
-    queues: dict[tuple[str, int], _Segments] = {}
+    log = open_commit_log(cfg)
+    for issue in log.issues:
+        report.problems.append(Problem(issue.path, issue.offset, issue.message))
+    queues: dict[tuple[bytes, int], _Queue] = {}
     try:
-        _load_queues(cfg, queues, report)
+        for (topic, qid), path in queue_dirs(cfg).items():
+            segs = Segments.open(path, cfg.mapped_file_size_consume_queue)
+            where = f"consumequeue/{topic}/{qid}"
+            for issue in segs.issues:
+                report.problems.append(Problem(where, issue.offset, f"{issue.path}: {issue.message}"))
+            queues[(topic.encode(), qid)] = _Queue(segs, where)
         _check_commit_log(log, queues, report, progress)
         _check_queues(log, queues, report)
+        check_index_files(cfg, log, report)
+        ranges: dict[tuple[str, int], tuple[int, int] | None] = {}
+
+        def bounds(topic: str, qid: int) -> tuple[int, int] | None:
+            if (topic, qid) not in ranges:
+                ranges[(topic, qid)] = _bounds(queues, topic, qid, report)
+            return ranges[(topic, qid)]
+
+        check_config_files(cfg, bounds, report)
     finally:
-        log.close()
         for q in queues.values():
-            q.close()
+            q.entries = iter(())  # drops the generator's views of the mapping
+            q.segs.close()
+        log.close()
     return report
 
 
-def _load_queues(cfg: StoreConfig, queues: dict[tuple[str, int], _Segments],
-                 report: VerifyReport) -> None:
-    base = cfg.consume_queue_dir
-    if not base.is_dir():
-        return
-    for topic_dir in sorted(base.iterdir()):
-        for queue_dir in sorted(topic_dir.iterdir()) if topic_dir.is_dir() else []:
-            if queue_dir.is_dir() and queue_dir.name.isdigit():
-                key = (topic_dir.name, int(queue_dir.name))
-                queues[key] = _Segments(queue_dir, cfg.mapped_file_size_consume_queue, report,
-                                        f"consumequeue/{key[0]}/{key[1]}")
+def _bounds(queues: dict[tuple[bytes, int], _Queue], topic: str, qid: int,
+            report: VerifyReport) -> tuple[int, int] | None:
+    q = queues.get((topic.encode(), qid))
+    return None if q is None else queue_range(q.segs, report.commit_log_min)
 
 
-def _check_commit_log(log: _Segments, queues: dict[tuple[str, int], _Segments],
+def _check_commit_log(log: Segments, queues: dict[tuple[bytes, int], _Queue],
                       report: VerifyReport, progress: Callable[[int], None] | None) -> None:
     """Walk the record chain; each record that needs a ConsumeQueue entry must have it."""
     if not log.maps:
         return
     report.commit_log_min = log.maps[0][0]
     end = log.maps[0][0]
-    missing_queues: dict[tuple[str, int], int] = {}
+    missing: dict[tuple[bytes, int], int] = {}
+    problems = report.problems
+    unpack = _FAST.unpack_from
+    crc32 = zlib.crc32
+    size = log.size
+    records = 0
     for index, (start, m) in enumerate(log.maps):
         view = memoryview(m)
         pos = 0
+        reported = 0
         last = index == len(log.maps) - 1
+        limit = size - 88  # the fast path needs the whole fixed header in the segment
         try:
             while True:
-                info = parse_record(view, pos, True)
-                if type(info) is RecordInfo:
-                    if info.size == 0:
-                        pos = log.size
-                        break
-                    if info.commit_log_offset != start + pos:
-                        report.problems.append(Problem(
-                            "commitlog", start + pos,
-                            f"record claims PHYSICALOFFSET {info.commit_log_offset}"))
-                        break
-                    report.records += 1
-                    if sysflag.gets_queue_entry(info.sys_flag):
-                        key = (info.topic, info.queue_id)
-                        segs = queues.get(key)
-                        if segs is None:
-                            missing_queues[key] = missing_queues.get(key, 0) + 1
-                        elif _entry(segs, info.queue_offset) != (start + pos, info.size):
-                            report.problems.append(Problem(
-                                f"consumequeue/{key[0]}/{key[1]}", info.queue_offset,
-                                f"missing entry for the record at CommitLog offset {start + pos}"))
-                    pos += info.size
+                if pos <= limit:
+                    total, magic, crc, qid, qoff, phys, sys_flag, body_len = unpack(m, pos)
+                    fast = (magic == MAGIC_V1 and not sys_flag & 0x30 and total >= 91
+                            and pos + total <= size and 0 <= body_len <= total - 91)
                 else:
-                    if info.reason != "end of data (zero bytes)":
-                        report.problems.append(Problem("commitlog", start + pos, info.reason))
+                    fast = False
+                if fast:
+                    p = pos + 88 + body_len
+                    topic_len = m[p]
+                    if (topic_len > 127 or p + 2 + topic_len >= pos + total or 91 + body_len + topic_len
+                            + (m[p + 1 + topic_len] << 8 | m[p + 2 + topic_len]) != total
+                            or (topic_len and m[p + 1] == 0)
+                            or (p + 3 + topic_len < pos + total and m[pos + total - 1] == 0)):
+                        fast = False  # the parser reports it (a torn write among others)
+                    elif body_len and crc32(view[pos + 88 : p]) & 0x7FFFFFFF != crc:
+                        problems.append(Problem("commitlog", start + pos, "body CRC mismatch"))
+                        break
+                    else:
+                        topic = m[p + 1 : p + 1 + topic_len]
+                if not fast:
+                    info = parse_record(view, pos, True)
+                    if type(info) is not RecordInfo:
+                        if info.reason != "end of data (zero bytes)":
+                            problems.append(Problem("commitlog", start + pos, info.reason))
+                        break
+                    if info.size == 0:
+                        pos = size
+                        break
+                    total, qid, qoff, phys, sys_flag = (info.size, info.queue_id,
+                                                        info.queue_offset, info.commit_log_offset,
+                                                        info.sys_flag)
+                    topic = info.topic.encode()
+                if phys != start + pos:
+                    problems.append(Problem("commitlog", start + pos,
+                                            f"record claims PHYSICALOFFSET {phys}"))
                     break
+                records += 1
+                if not sys_flag & 0x4:  # transaction NOT_TYPE or COMMIT: has an entry
+                    key = (topic, qid)
+                    q = queues.get(key)
+                    if q is None:
+                        missing[key] = missing.get(key, 0) + 1
+                    else:
+                        if qoff == q.next:
+                            q.next = qoff + 1
+                            got = next(q.entries, None)
+                        elif q.first < 0:
+                            q.start_at(qoff)
+                            q.next = qoff + 1
+                            got = next(q.entries, None)
+                        else:
+                            q.in_step = False
+                            got = q.entry(qoff)
+                        if got is None or got[0] != phys or got[1] != total:
+                            q.in_step = False
+                            problems.append(Problem(
+                                q.where, qoff,
+                                f"missing entry for the record at CommitLog offset {phys}"))
+                pos += total
+                if progress is not None and pos - reported >= _PROGRESS_EVERY:
+                    progress(pos - reported)
+                    reported = pos
             end = start + pos
-            if pos < log.size and _nonzero(view, pos):
-                report.problems.append(Problem(
+            if pos < size and nonzero_after(log.paths[index], pos):
+                problems.append(Problem(
                     "commitlog", start + pos,
                     "non-zero bytes after the last valid record" if last else
                     "segment ends without a BLANK record but later segments follow"))
@@ -158,62 +250,64 @@ def _check_commit_log(log: _Segments, queues: dict[tuple[str, int], _Segments],
             view.release()
         report.bytes_checked += pos
         if progress is not None:
-            progress(pos)
-        if pos < log.size and not last:
+            progress(size - reported)
+        if pos < size and not last:
             break
+    report.records = records
     report.commit_log_end = end
-    for key, count in missing_queues.items():
-        report.problems.append(Problem(f"consumequeue/{key[0]}/{key[1]}", 0,
-                                       f"queue missing for {count} records"))
+    for key, count in missing.items():
+        report.problems.append(Problem(
+            f"consumequeue/{key[0].decode('utf-8', 'replace')}/{key[1]}", -1,
+            f"queue missing for {count} records: `bolide store repair` rebuilds it"))
 
 
-def _entry(segs: _Segments, qoff: int) -> tuple[int, int] | None:
-    found = segs.find(qoff * ENTRY_SIZE)
-    if found is None:
-        return None
-    phys, size, _ = ENTRY.unpack_from(found[1], qoff * ENTRY_SIZE - found[0])
-    return phys, size
-
-
-def _nonzero(view: memoryview, pos: int) -> bool:
-    chunk = 1 << 20
-    zero = bytes(chunk)
-    while pos < len(view):
-        part = view[pos : pos + chunk]
-        if part != zero[: len(part)]:
-            return True
-        pos += chunk
-    return False
-
-
-def _check_queues(log: _Segments, queues: dict[tuple[str, int], _Segments],
+def _check_queues(log: Segments, queues: dict[tuple[bytes, int], _Queue],
                   report: VerifyReport) -> None:
-    """Every ConsumeQueue entry must point at its own queue's record with that offset."""
+    """Every ConsumeQueue entry must point at its own queue's record with that offset.
+    Entries the CommitLog scan matched in step (the run [first, next)) need no second look."""
     report.queues = len(queues)
-    for key, segs in queues.items():
-        where = f"consumequeue/{key[0]}/{key[1]}"
-        for start, m in segs.maps:
+    for (topic_raw, qid), q in queues.items():
+        topic = topic_raw.decode("utf-8", "replace")
+        skip_from, skip_to = (q.first, q.next) if q.in_step and q.first >= 0 else (0, 0)
+        for start, m in q.segs.maps:
+            base = start // ENTRY_SIZE
             view = memoryview(m)
             try:
-                for i, (phys, size, _tags) in enumerate(ENTRY.iter_unpack(view)):
-                    if phys < 0 or size <= 0:
-                        break
-                    if size == _PRE_BLANK:
-                        continue
-                    report.queue_entries += 1
-                    qoff = (start + i * ENTRY_SIZE) // ENTRY_SIZE
-                    if phys + size > report.commit_log_end:
-                        report.problems.append(Problem(
-                            where, qoff, f"entry points past the CommitLog end ({phys})"))
-                    elif phys >= report.commit_log_min:
-                        found = log.find(phys)
-                        info = (parse_record(memoryview(found[1]), phys - found[0], False)
-                                if found else None)
-                        if (type(info) is not RecordInfo or info.size != size
-                                or info.topic != key[0] or info.queue_id != key[1]
-                                or info.queue_offset != qoff):
-                            report.problems.append(Problem(
-                                where, qoff, f"entry ({phys}, {size}) does not point at this "
-                                f"queue's record number {qoff}"))
+                lo = max(0, min(skip_from, base + len(m) // ENTRY_SIZE) - base)
+                hi = max(lo, min(skip_to, base + len(m) // ENTRY_SIZE) - base)
+                stop = _check_entries(log, view, base, 0, lo, topic, qid, q.where, report)
+                if stop is None:  # the matched run: real entries, each checked already
+                    report.queue_entries += hi - lo
+                if stop is None:
+                    stop = _check_entries(log, view, base, hi, len(m) // ENTRY_SIZE, topic, qid,
+                                          q.where, report)
             finally:
                 view.release()
+            if stop is not None:
+                break
+
+
+def _check_entries(log: Segments, view: memoryview, base: int, lo: int, hi: int, topic: str,
+                   qid: int, where: str, report: VerifyReport) -> int | None:
+    """Check entries [lo, hi) of one file; returns the offset of the first invalid entry
+    (the end of the queue) or None."""
+    for i, (phys, size, _tags) in enumerate(
+            ENTRY.iter_unpack(view[lo * ENTRY_SIZE : hi * ENTRY_SIZE]), start=lo):
+        qoff = base + i
+        if phys < 0 or size <= 0:
+            return qoff
+        if size == PRE_BLANK_SIZE:
+            continue
+        report.queue_entries += 1
+        if phys + size > report.commit_log_end:
+            report.problems.append(Problem(
+                where, qoff, f"entry points past the CommitLog end ({phys})"))
+        elif phys >= report.commit_log_min:
+            found = log.find(phys)
+            info = parse_record(found[1], phys - found[0], False) if found else None
+            if (type(info) is not RecordInfo or info.size != size or info.topic != topic
+                    or info.queue_id != qid or info.queue_offset != qoff):
+                report.problems.append(Problem(
+                    where, qoff, f"entry ({phys}, {size}) does not point at this "
+                    f"queue's record number {qoff}"))
+    return None

@@ -1,0 +1,165 @@
+"""The index-file part of ``bolide store verify``: header sanity and hash chains.
+
+Problems (damage): a count past the file's capacity, a slot pointing past the entries, a
+chain link that points forward or leaves its hash slot. Warnings (harmless, RocketMQ reads
+past them): entries that point past the CommitLog end or at no record, as after a crash
+cut the CommitLog; ``bolide store repair --rebuild-index`` rebuilds them.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import struct
+import sys
+from array import array
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from bolide.store.config import StoreConfig
+from bolide.store.index_file import ENTRY_SIZE, HEADER_SIZE
+from bolide.store.index_reader import IndexGeometryError, IndexReader, index_paths, open_index
+from bolide.store.offline import Segments
+from bolide.store.record import MAGIC_V1, MAGIC_V2
+
+if TYPE_CHECKING:
+    from bolide.store.verify import VerifyReport
+
+_ENTRY = struct.Struct(">iqii")
+_HEAD = struct.Struct(">4xi20xq")  # MAGICCODE at 4, PHYSICALOFFSET at 28
+_MAX_PER_FILE = 10
+_CHUNK = 1 << 16
+_ENTRY_CHUNK = 1 << 16
+_ZERO = bytes(_CHUNK)  # problems listed per file; the rest are counted
+
+
+def check_index_files(config: StoreConfig, log: Segments, report: VerifyReport) -> None:
+    from bolide.store.verify import Problem
+
+    for path in index_paths(config):
+        where = f"index/{path.name}"
+        report.index_files += 1
+        try:
+            reader = open_index(config, path)
+        except (IndexGeometryError, OSError, ValueError) as exc:
+            report.problems.append(Problem(where, -1, str(exc)))
+            continue
+        with reader:
+            problems, stale = _check_file(reader, log, report)
+        report.index_entries += max(0, reader.count - 1)
+        for position, message in problems[:_MAX_PER_FILE]:
+            report.problems.append(Problem(where, position, message))
+        if len(problems) > _MAX_PER_FILE:
+            report.problems.append(Problem(where, -1, f"{len(problems) - _MAX_PER_FILE} more "
+                                           "problems: `bolide store repair --rebuild-index`"))
+        if stale:
+            report.warnings.append(Problem(
+                where, -1, f"{stale} entries point at no record (left over after the "
+                "CommitLog was cut?): `bolide store repair --rebuild-index` rebuilds the index"))
+
+
+def _used_slots(reader: IndexReader) -> Iterator[tuple[int, int]]:
+    """(slot, value) of every non-zero slot. The slot table is mostly holes in a sparse file:
+    only the extents holding data are read, and only chunks that are not all zeros decoded."""
+    end = reader.entries_at
+    fd = os.open(reader.path, os.O_RDONLY)
+    try:
+        pos = HEADER_SIZE
+        while pos < end:
+            try:
+                pos = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:
+                    return
+                raise
+            if pos >= end:
+                return
+            stop = min(os.lseek(fd, pos, os.SEEK_HOLE), end)
+            pos -= (pos - HEADER_SIZE) % 4
+            while pos < stop:
+                chunk = os.pread(fd, min(_CHUNK, stop - pos + (-(stop - pos)) % 4), pos)
+                if len(chunk) < 4:
+                    return
+                chunk = chunk[: len(chunk) - len(chunk) % 4]
+                if chunk != _ZERO[: len(chunk)]:
+                    values = array("i")
+                    values.frombytes(chunk)
+                    if sys.byteorder == "little":
+                        values.byteswap()
+                    first = (pos - HEADER_SIZE) // 4
+                    yield from ((first + i, v) for i, v in enumerate(values) if v)
+                pos += len(chunk)
+    finally:
+        os.close(fd)
+
+
+def _entries(mm: mmap.mmap, entries_at: int, count: int) -> Iterator[tuple[int, int, int, int]]:
+    """Entries 1 .. count-1, read a chunk at a time (a full file holds 400 MB of them)."""
+    step = _ENTRY_CHUNK * ENTRY_SIZE
+    pos, end = entries_at + ENTRY_SIZE, entries_at + count * ENTRY_SIZE
+    while pos < end:
+        yield from _ENTRY.iter_unpack(mm[pos : min(end, pos + step)])
+        pos += step
+
+
+def _entry_problem(n: int, key_hash: int, diff: int, prev: int) -> str:
+    if key_hash < 0 or diff < 0:
+        return f"entry {n}: negative key hash or time ({key_hash}, {diff})"
+    if prev < 0 or prev >= n:
+        return f"entry {n}: chain link {prev} does not point at an older entry"
+    return f"entry {n}: chain link {prev} is in another hash slot"
+
+
+def _check_file(reader: IndexReader, log: Segments, report: VerifyReport
+                ) -> tuple[list[tuple[int, str]], int]:
+    """(problems as (byte position in the file, message), stale entry count)."""
+    h = reader.header
+    problems: list[tuple[int, str]] = []
+    count = h.index_count
+    if count < 0 or count > reader.index_num:
+        problems.append((36, f"indexCount {count} is outside 0..maxIndexNum {reader.index_num}"))
+        return problems, 0
+    count = max(count, 1)
+    slots_n = reader.hash_slot_num
+    mm = reader.mm
+    slot_of = array("i", bytes(4 * count))
+    cl_min, cl_end = report.commit_log_min, report.commit_log_end
+    stale = 0
+    entries_at = reader.entries_at
+    head = _HEAD.unpack_from
+    seg_lo = seg_hi = 0  # the segment of the last record looked at: [seg_lo, seg_hi - 36)
+    m = None
+    last_phy = -1
+    for n, (key_hash, phy, diff, prev) in enumerate(_entries(mm, entries_at, count), 1):
+        slot = key_hash % slots_n
+        slot_of[n] = slot
+        if prev >= n or prev < 0 or key_hash < 0 or diff < 0 or (prev and slot_of[prev] != slot):
+            problems.append((entries_at + n * ENTRY_SIZE, _entry_problem(n, key_hash, diff, prev)))
+        if phy == last_phy or phy < cl_min:
+            continue  # another key of the same record, or a record gone with retention
+        last_phy = phy
+        if phy + 91 > cl_end:  # no record fits there
+            stale += 1
+            continue
+        if not seg_lo <= phy < seg_hi:
+            found = log.find(phy)
+            if found is None:
+                stale += 1
+                continue
+            seg_lo, m = found
+            seg_hi = seg_lo + len(m) - 36
+            if not seg_lo <= phy < seg_hi:
+                stale += 1
+                continue
+        magic, record_phy = head(m, phy - seg_lo)
+        if record_phy != phy or (magic != MAGIC_V1 and magic != MAGIC_V2):
+            stale += 1
+    for slot, n in _used_slots(reader):
+        if n < 0 or n > count:
+            problems.append((HEADER_SIZE + slot * 4, f"slot {slot} points at entry {n}, past "
+                             f"indexCount {count}"))
+        elif n < count and slot_of[n] != slot:
+            problems.append((HEADER_SIZE + slot * 4,
+                             f"slot {slot} points at entry {n}, which hashes elsewhere"))
+    return problems, stale
