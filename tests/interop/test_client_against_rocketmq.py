@@ -3,7 +3,8 @@ in :data:`bolide.testing.rocketmq.VERSIONS`, started once for the module): Produ
 async and batch sends with tags and keys), PushConsumer (clustering, tag filter, a failed
 message redelivered through CONSUMER_SEND_MSG_BACK), orderly PushConsumer (LOCK_BATCH_MQ),
 PullConsumer (assign, poll, commit), TransactionProducer (commit, rollback, and the broker's
-CHECK_TRANSACTION_STATE) and Admin (topic route, consumer progress, query by key).
+CHECK_TRANSACTION_STATE), Admin (topic route, consumer progress, query by key) and the
+``bolide admin`` commands.
 
 Needs java and the cached RocketMQ jars (``make interop-deps``): without them the module is
 skipped, or fails when ``CI`` is set.
@@ -12,13 +13,17 @@ skipped, or fails when ``CI`` is set.
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from client_roundtrip import unavailable
 
+from bolide.cli.main import cli
 from bolide.client import (
     Admin,
     ConsumeContext,
@@ -284,3 +289,51 @@ def test_admin_route_progress_and_query_by_key(rmq: RocketMQ) -> None:
         assert sorted(m.body for m in found) == [b"a-1", b"a-3", b"a-5"]
 
     run(test)
+
+
+def test_bolide_admin_commands(rmq: RocketMQ) -> None:
+    """``bolide admin`` (mqadmin's commands by name) against the real NameServer and broker."""
+
+    ns = rmq.namesrv_addr
+
+    def admin(*args: str) -> Any:
+        result = CliRunner().invoke(cli, ["admin", *args, "-n", ns, "--output", "json"])
+        assert result.exit_code == 0, result.output + repr(result.exception)
+        return json.loads(result.stdout)
+
+    clusters = admin("clusterList")  # a row even while the broker's statistics are empty
+    assert [b["addr"] for b in clusters["brokers"]] == [rmq.broker_addr]
+
+    def until(ready: Callable[[], Any]) -> Any:
+        """Poll ``ready()`` until it returns something true; fail after TIMEOUT."""
+        deadline = time.monotonic() + TIMEOUT
+        while not (found := ready()):
+            assert time.monotonic() < deadline, "timed out"
+            time.sleep(0.2)
+        return found
+
+    def status() -> dict[str, str] | None:
+        # a Java broker answers GET_BROKER_RUNTIME_INFO with an error until its first
+        # statistics sample (NoSuchElementException): poll until it has one
+        result = CliRunner().invoke(cli, ["admin", "brokerStatus", "-b", rmq.broker_addr,
+                                          "-n", ns, "--output", "json"])
+        if result.exit_code:
+            assert "GET_BROKER_RUNTIME_INFO failed" in result.output, result.output
+            return None
+        return json.loads(result.stdout)[rmq.broker_addr]  # type: ignore[no-any-return]
+
+    assert until(status)["brokerVersionDesc"].startswith("V")
+    created = admin("updateTopic", "-t", "CliAdminTopic", "-r", "2", "-w", "2")
+    assert created["routed"] is True
+    assert "CliAdminTopic" in admin("topicList")["topics"]
+    assert admin("topicRoute", "-t", "CliAdminTopic")["queueDatas"][0]["writeQueueNums"] == 2
+    sent = admin("sendMessage", "-t", "CliAdminTopic", "-p", "hello", "-k", "cli-key", "-c", "TagA")
+    assert sent["status"] == "SEND_OK"
+    status = admin("topicStatus", "-t", "CliAdminTopic")
+    assert sum(q["maxOffset"] for q in status["queues"]) == 1
+    assert admin("queryMsgById", "-i", sent["offsetMsgId"])["body"] == "hello"
+
+    # the real broker builds its index asynchronously too
+    until(lambda: admin("queryMsgByKey", "-t", "CliAdminTopic", "-k", "cli-key")["count"] == 1)
+    printed = admin("printMsg", "-t", "CliAdminTopic")
+    assert [m["body"] for m in printed["messages"]] == ["hello"]

@@ -10,7 +10,7 @@ import click
 
 from bolide.cli.admin_common import admin_options, emit, fmt_time, kv_table, table, with_admin
 from bolide.client.admin import Admin
-from bolide.client.errors import TopicNotExistError
+from bolide.client.errors import MQClientError, TopicNotExistError
 from bolide.protocol.bodies.route import PERM_READ, PERM_WRITE, TopicRouteData
 
 
@@ -30,14 +30,18 @@ def cluster_list(namesrv: str, output: str) -> None:
             for name in sorted(names):
                 bd = info.broker_addr_table.get(name)
                 for broker_id, addr in sorted((bd.broker_addrs if bd else {}).items()):
-                    runtime = await admin.broker_runtime_info(addr)
+                    try:
+                        runtime = await admin.broker_runtime_info(addr)
+                    except MQClientError as exc:  # e.g. a Java broker in its first seconds
+                        runtime = {"brokerVersionDesc": "?", "error": str(exc)}
                     rows.append({"cluster": cluster, "brokerName": name, "brokerId": broker_id, "addr": addr,
                                  "version": runtime.get("brokerVersionDesc", ""),
                                  "putTps": first_number(runtime.get("putTps")),
                                  "getTransferedTps": first_number(runtime.get("getTransferedTps")),
                                  "msgPutTotalTodayNow": runtime.get("msgPutTotalTodayNow", ""),
                                  "msgGetTotalTodayNow": runtime.get("msgGetTotalTodayNow", ""),
-                                 "commitLogDiskRatio": runtime.get("commitLogDiskRatio", "")})
+                                 "commitLogDiskRatio": runtime.get("commitLogDiskRatio", ""),
+                                 **({"error": runtime["error"]} if "error" in runtime else {})})
         return rows
 
     rows = with_admin(namesrv, job)
