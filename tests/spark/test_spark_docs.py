@@ -34,6 +34,7 @@ def test_examples_run(spark: Any, tmp_path: Path) -> None:
     st = ServerThread(tmp_path / "store").start()
     try:
         namespace: dict[str, Any] = {"spark": spark, "NAMESRV": st.namesrv, "TMP": str(tmp_path),
+                                     "STORE": str(tmp_path / "store"),
                                      "__name__": "example"}
         for index, source in enumerate(BLOCKS):
             exec(compile(source, f"spark.md[{index}]", "exec"), namespace)

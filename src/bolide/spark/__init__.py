@@ -14,10 +14,12 @@ FORMAT = "rocketmq"
 
 
 def register(spark: Any) -> None:
-    """Register the ``rocketmq`` data source with the SparkSession ``spark``."""
+    """Register the ``rocketmq`` and ``rocketmq-store`` data sources with the SparkSession ``spark``."""
     from bolide.spark.source import RocketMQDataSource
+    from bolide.spark.store_reader import RocketMQStoreDataSource
 
     spark.dataSource.register(RocketMQDataSource)
+    spark.dataSource.register(RocketMQStoreDataSource)
 
 
 __all__ = ["FORMAT", "register"]
