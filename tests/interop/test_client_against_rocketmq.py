@@ -270,10 +270,14 @@ def test_admin_route_progress_and_query_by_key(rmq: RocketMQ) -> None:
                 ("broker-a", rmq.broker_addr)]
             assert [q.broker_name for q in route.queue_datas] == ["broker-a"]
 
-            progress = await admin.consumer_progress("interop-admin-cg", "ItAdmin")
-            queues = [q for q in progress.queues if q.queue.topic == "ItAdmin"]
-            assert sum(q.broker_offset for q in queues) == 6
-            assert sum(q.consumer_offset for q in queues) == 6 and progress.total_lag == 0
+            async with asyncio.timeout(20):  # the commits at close are oneway: poll for them
+                while True:
+                    progress = await admin.consumer_progress("interop-admin-cg", "ItAdmin")
+                    queues = [q for q in progress.queues if q.queue.topic == "ItAdmin"]
+                    if sum(q.consumer_offset for q in queues) == 6:
+                        break
+                    await asyncio.sleep(0.2)
+            assert sum(q.broker_offset for q in queues) == 6 and progress.total_lag == 0
 
             found: list[MessageExt] = []
 
