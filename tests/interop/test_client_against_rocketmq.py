@@ -341,3 +341,59 @@ def test_bolide_admin_commands(rmq: RocketMQ) -> None:
     until(lambda: admin("queryMsgByKey", "-t", "CliAdminTopic", "-k", "cli-key")["count"] == 1)
     printed = admin("printMsg", "-t", "CliAdminTopic")
     assert [m["body"] for m in printed["messages"]] == ["hello"]
+
+
+def test_bolide_admin_group_commands(rmq: RocketMQ) -> None:
+    """The group and offset commands of ``bolide admin`` against the real broker: updateSubGroup,
+    deleteSubGroup, consumerConnection, producerConnection, consumerProgress, queryMsgByOffset,
+    consumeMessage, resetOffsetByTime (dry run and applied) and deleteTopic."""
+    from bolide.client.blocking import Producer as BlockingProducer
+    from bolide.client.blocking import PullConsumer as BlockingPullConsumer
+
+    ns = rmq.namesrv_addr
+
+    def admin(*args: str) -> Any:
+        result = CliRunner().invoke(cli, ["admin", *args, "-n", ns, "--output", "json"])
+        assert result.exit_code == 0, result.output + repr(result.exception)
+        return json.loads(result.stdout)
+
+    def until(ready: Callable[[], Any]) -> Any:
+        deadline = time.monotonic() + TIMEOUT
+        while not (found := ready()):
+            assert time.monotonic() < deadline, "timed out"
+            time.sleep(0.2)
+        return found
+
+    assert admin("updateSubGroup", "-g", "cli-sub", "-r", "5")["group"]["retryMaxTimes"] == 5
+    admin("deleteSubGroup", "-g", "cli-sub")
+    admin("updateTopic", "-t", "CliGroups", "-r", "1", "-w", "1")
+    with BlockingProducer(ns, group="cli-pg") as producer:
+        for i in range(4):
+            producer.send(Message("CliGroups", b"g-%d" % i))
+        producers = until(lambda: admin("producerConnection", "-g", "cli-pg", "-t", "CliGroups")
+                          ["connectionSet"])
+        assert [c["clientId"] for c in producers] == [producer.client_id]
+    consumer = BlockingPullConsumer(ns, "cli-cg", consume_from=ConsumeFrom.FIRST_OFFSET,
+                                    auto_commit=False)
+    consumer.subscribe("CliGroups")
+    consumer.start()
+    try:
+        got: list[MessageExt] = []
+        until(lambda: bool(got.extend(consumer.poll(timeout_ms=200))) or len(got) >= 4)
+        consumer.commit()  # every queue's position after what poll() returned
+        connected = until(lambda: admin("consumerConnection", "-g", "cli-cg")["connectionSet"])
+        assert [c["clientId"] for c in connected] == [consumer.client_id]
+    finally:
+        consumer.close()
+    progress = until(lambda: (p := admin("consumerProgress", "-g", "cli-cg"))["queues"]
+                     and p["queues"][0]["consumerOffset"] == 4 and p)
+    assert progress["totalLag"] == 0
+    at = admin("queryMsgByOffset", "-t", "CliGroups", "-i", "0", "-o", "1")
+    assert at["body"] == "g-1"
+    read = admin("consumeMessage", "-t", "CliGroups", "-i", "0", "-o", "0", "-c", "4")
+    assert [m["body"] for m in read["messages"]] == [f"g-{i}" for i in range(4)]
+    plan = admin("resetOffsetByTime", "-g", "cli-cg", "-t", "CliGroups", "-s", "0", "--dry-run")
+    assert [(q["oldOffset"], q["newOffset"]) for q in plan["queues"]] == [(4, 0)]
+    assert admin("resetOffsetByTime", "-g", "cli-cg", "-t", "CliGroups", "-s", "0")["applied"] is True
+    until(lambda: admin("consumerProgress", "-g", "cli-cg")["queues"][0]["consumerOffset"] == 0)
+    assert admin("deleteTopic", "-t", "CliGroups")["deleted"] is True
