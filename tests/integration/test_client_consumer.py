@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -286,5 +287,26 @@ def test_blocking_consumers_leave_no_thread(tmp_path: Path) -> None:
         pushed, polled, left = await asyncio.to_thread(work)
         assert sorted(pushed) == sorted(ids) and sorted(polled) == sorted(ids)  # type: ignore[type-var]
         assert left == []
+
+    run_with_servers(tmp_path, test)
+
+
+def test_push_consumer_from_a_timestamp(tmp_path: Path) -> None:
+    async def test(s: Servers) -> None:
+        async with Producer(s.namesrv_addr, "pg") as producer:
+            queue = (await producer.publish_queues("FromTime"))[0]
+            for i in range(3):
+                await producer.send(Message("FromTime", b"old-%d" % i), queue=queue)
+            since = time.time_ns() // 1_000_000
+            await wait_until(lambda: time.time_ns() // 1_000_000 > since)  # later store times
+            for i in range(3):
+                await producer.send(Message("FromTime", b"new-%d" % i), queue=queue)
+        collector = Collector(3)
+        consumer = PushConsumer(s.namesrv_addr, "from-time-cg", listener=collector,
+                                consume_from=ConsumeFrom.TIMESTAMP, consume_timestamp_ms=since + 1, **FAST)
+        consumer.subscribe("FromTime")
+        async with consumer:
+            await asyncio.wait_for(collector.done.wait(), 10)
+        assert [m.body for m in collector.messages] == [b"new-0", b"new-1", b"new-2"]
 
     run_with_servers(tmp_path, test)
