@@ -23,6 +23,10 @@ from bolide.client import (
     blocking,
 )
 from bolide.client.errors import RequestNotSupportedError
+from bolide.protocol import RemotingCommand
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.headers.admin import ResetOffsetRequestHeader
+from bolide.remoting import RemotingClient
 from bolide.testing.servers import Servers, running_servers
 
 TIMEOUT = 20.0
@@ -308,5 +312,29 @@ def test_push_consumer_from_a_timestamp(tmp_path: Path) -> None:
         async with consumer:
             await asyncio.wait_for(collector.done.wait(), 10)
         assert [m.body for m in collector.messages] == [b"new-0", b"new-1", b"new-2"]
+
+    run_with_servers(tmp_path, test)
+
+
+def test_push_consumer_follows_a_reset_of_its_offsets(tmp_path: Path) -> None:
+    async def test(s: Servers) -> None:
+        bodies = {f"m{i}".encode() for i in range(5)}
+        await send_all(s.namesrv_addr, "Rewind", 5)
+        collector = Collector(5)
+        consumer = PushConsumer(s.namesrv_addr, "rewind-cg", listener=collector,
+                                consume_from=ConsumeFrom.FIRST_OFFSET, **FAST)
+        consumer.subscribe("Rewind")
+        async with consumer:
+            await asyncio.wait_for(collector.done.wait(), 10)
+            await consumer.offsets.persist()
+            # mqadmin resetOffsetByTime: the broker works out the offsets and tells the consumer
+            header = ResetOffsetRequestHeader(topic="Rewind", group="rewind-cg", timestamp=0,
+                                              is_force=True)
+            async with RemotingClient() as admin:
+                r = await admin.invoke(s.broker_addr, RemotingCommand.request(
+                    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header))
+            assert r.code == ResponseCode.SUCCESS, r
+            await wait_until(lambda: len(collector.messages) >= 10)  # everything once more
+        assert sorted(m.body for m in collector.messages) == sorted([*bodies, *bodies])
 
     run_with_servers(tmp_path, test)

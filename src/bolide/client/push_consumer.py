@@ -50,9 +50,11 @@ from bolide.common.message import Message, MessageExt
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
 from bolide.errors import BolideError
 from bolide.protocol import RequestCode
+from bolide.protocol.bodies.admin import ResetOffsetBody
 from bolide.protocol.bodies.client import MessageQueue
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import ConsumerSendMsgBackRequestHeader
+from bolide.protocol.headers.admin import ResetOffsetRequestHeader
 from bolide.remoting import RequestContext
 
 log = logging.getLogger(__name__)
@@ -156,6 +158,7 @@ class PushConsumer(ConsumerBase):
         self._rebalance_wanted = asyncio.Event()
         self._rebalance_lock = asyncio.Lock()
         self._instance.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_ids_changed)
+        self._instance.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         await self.start_instance()
         self.started = True
         self._instance.every(self.persist_offset_interval_ms, self.offsets.persist, "offset commit")
@@ -203,6 +206,26 @@ class PushConsumer(ConsumerBase):
     # -- rebalance ------------------------------------------------------------------------------
     async def _on_ids_changed(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         """NOTIFY_CONSUMER_IDS_CHANGED (40): a member joined or left; rebalance now."""
+        if self._rebalance_wanted is not None:
+            self._rebalance_wanted.set()
+        return None
+
+    async def _on_reset_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        """RESET_CONSUMER_CLIENT_OFFSET (220): an admin moved this group's offsets
+        (``mqadmin resetOffsetByTime``): give up the queues concerned, commit their new offsets
+        and take them again from there."""
+        header = request.read_header(ResetOffsetRequestHeader)
+        if header.group != self.group or self._rebalance_lock is None:
+            return None
+        table = ResetOffsetBody.decode(request.body_bytes()).offset_table
+        async with self._rebalance_lock:
+            for mq in [q for q in table if q in self._queues]:
+                await self._release(mq)
+            for mq, offset in table.items():
+                self.offsets.update(mq, offset)
+            await self.offsets.persist(list(table))
+            for mq in table:
+                self.offsets.remove(mq)
         if self._rebalance_wanted is not None:
             self._rebalance_wanted.set()
         return None
