@@ -232,6 +232,8 @@ def test_pull_consumer_offsets_seek_and_manual_commit(tmp_path: Path) -> None:
             queue = (await producer.publish_queues("Polled"))[0]
             for i in range(10):
                 await producer.send(Message("Polled", b"%d" % i), queue=queue)
+        # a send is acknowledged before the dispatcher indexes it: wait for all ten in the queue
+        await wait_until(lambda: s.broker.store.get_max_offset_in_queue("Polled", queue.queue_id) == 10)
         consumer = PullConsumer(s.namesrv_addr, "pc", auto_commit=False,
                                 consume_from=ConsumeFrom.FIRST_OFFSET, pull_batch_size=4,
                                 suspend_ms=1000, pull_timeout_ms=3000)
