@@ -1,4 +1,4 @@
-"""Every ```python block of docs/spark.md runs, in order and in one namespace, with a local
+"""Every ```python block of docs/pipeline.md runs, in order and in one namespace, with a local
 SparkSession and an in-process NameServer + Broker."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from spark_cluster import ServerThread, wait_for
 
 from bolide.client.blocking import Admin
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "spark.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "pipeline.md"
 BLOCKS = re.findall(r"^```python\n(.*?)^```", DOC.read_text(), re.S | re.M)
 
 pytestmark = pytest.mark.spark
@@ -37,7 +37,7 @@ def test_examples_run(spark: Any, tmp_path: Path) -> None:
                                      "STORE": str(tmp_path / "store"),
                                      "__name__": "example"}
         for index, source in enumerate(BLOCKS):
-            exec(compile(source, f"spark.md[{index}]", "exec"), namespace)
+            exec(compile(source, f"pipeline.md[{index}]", "exec"), namespace)
             if index == 0:  # the topics the first block created are routed before the others read
                 wait_for(lambda: _routed(st.namesrv, ("Clicks", "Orders", "ClicksCopy")), "topic routes")
     finally:

@@ -1,5 +1,5 @@
 """Bolide on Apache Spark: the PySpark data source ``rocketmq`` (batch and streaming reads,
-batch and streaming writes) on top of the public client. Guide: docs/spark.md.
+batch and streaming writes) on top of the public client. Guide: docs/pipeline.md.
 
 Installing the ``spark`` extra makes ``spark.read.format("rocketmq")`` work by itself (Spark
 finds the ``pyspark_bolide`` package); :func:`register` does it for a session explicitly.

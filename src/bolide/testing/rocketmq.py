@@ -369,14 +369,18 @@ class BrokerSettings:
 class RocketMQ:
     """One NameServer and one Broker of a given RocketMQ version, on free loopback ports."""
 
-    def __init__(self, version: str, run_dir: Path, *, broker_port: int | None = None) -> None:
+    def __init__(self, version: str, run_dir: Path, *, broker_port: int | None = None,
+                 namesrv_port: int | None = None) -> None:
+        """``namesrv_port``: a NameServer already listening on that loopback port (Bolide's,
+        say) that brokers register with; :meth:`start_namesrv` is then not used."""
         self.version = version
         self.major = int(version.split(".")[0])
         self.run_dir = Path(run_dir).resolve()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.classpath = classpath(version)
         self._batch_dir = _batch_classes(version, self.classpath)
-        self.namesrv_port = free_port()
+        self.external_namesrv = namesrv_port is not None
+        self.namesrv_port = free_port() if namesrv_port is None else namesrv_port
         self.broker_port = broker_port or free_port((-2, 0, 1))
         self.namesrv: JavaProcess | None = None
         self.broker: JavaProcess | None = None
@@ -480,7 +484,7 @@ class RocketMQ:
         Each start gets a fresh ``user.home`` (``<run>/broker-<n>``), so :meth:`broker_logs`
         shows only this run's logs; ``broker.conf`` is written there too.
         """
-        if self.namesrv is None or not self.namesrv.running:
+        if not self.external_namesrv and (self.namesrv is None or not self.namesrv.running):
             raise RocketMQError("start the NameServer first")
         if self.broker is not None and self.broker.running:
             raise RocketMQError("the broker is already running")
