@@ -115,6 +115,8 @@ class StoreModel(RuleBasedStateMachine):
             mapped_file_size_commit_log=COMMIT_LOG_SEGMENT,
             mapped_file_size_consume_queue=CQ_ENTRIES_PER_FILE * 20,
             flush_disk_type=self.flush_disk_type,
+            # a small IndexFile: each simulated crash copies every file but the CommitLog
+            max_hash_slot_num=4096, max_index_num=16384,
         )
         self.store: MessageStore | None = MessageStore(self.config).open()
         self.model: dict[tuple[str, int], list[Stored]] = {key: [] for key in QUEUES}
