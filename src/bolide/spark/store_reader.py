@@ -4,8 +4,10 @@
 a Bolide or RocketMQ store directory straight from disk, with the columns of the ``rocketmq``
 source. Nothing is locked, recovered or written: each segment is mapped read-only, so the
 directory may be a copy or the store of a running broker (then the read sees the records
-written when each segment is scanned). Planning only lists the segment files; each input
-partition is one segment, scanned record by record in an executor.
+written when each segment is scanned). Planning lists the segment files and cuts each into
+ranges of about ``maxPartitionBytes`` (128 MiB by default) at record starts found through the
+ConsumeQueue (:mod:`bolide.spark.store_splits`); each input partition is one range, scanned
+record by record in an executor.
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ from bolide.common.message import MessageExt
 from bolide.common.records import decode_record
 from bolide.spark.options import SparkOptionError
 from bolide.spark.schema import spark_schema, to_record_batch
+from bolide.spark.store_splits import ReadRange, plan_ranges
 from bolide.store.record import RecordError, parse_record
 
 FORMAT = "rocketmq-store"
-OPTIONS = {"path", "topic", "brokername", "mappedfilesizecommitlog", "readbatchsize"}
+OPTIONS = {"path", "topic", "brokername", "mappedfilesizecommitlog", "readbatchsize",
+           "maxpartitionbytes", "startoffset", "endoffset"}
+DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024
 _ZERO_END = "end of data (zero bytes)"
 
 
@@ -38,6 +43,9 @@ class StoreOptions:
     broker_name: str = "broker-a"
     segment_size: int | None = None
     read_batch_size: int = 1024
+    max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
+    start_offset: int = 0  # CommitLog offsets: only records starting in [start, end)
+    end_offset: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +73,23 @@ def _positive(options: Mapping[str, str], name: str) -> int | None:
     return int(raw)
 
 
+def _offset(options: Mapping[str, str], name: str) -> int | None:
+    raw = _option(options, name)
+    if raw is None:
+        return None
+    if not raw.isdecimal():
+        raise SparkOptionError(f"option {name} must be a CommitLog offset (an integer >= 0), "
+                               f"not {raw!r}")
+    return int(raw)
+
+
 def store_options(options: Mapping[str, str]) -> StoreOptions:
     """Parse the options of ``spark.read.format("rocketmq-store")``."""
     unknown = sorted(k for k in options if k.lower() not in OPTIONS)
     if unknown:
         raise SparkOptionError(f"unknown rocketmq-store option(s) {', '.join(unknown)}: the options are "
-                               "path, topic, brokerName, mappedFileSizeCommitLog, readBatchSize")
+                               "path, topic, brokerName, mappedFileSizeCommitLog, readBatchSize, "
+                               "maxPartitionBytes, startOffset, endOffset")
     path = _option(options, "path")
     if path is None:
         raise SparkOptionError('the store directory is required: .load("/path/to/store") or '
@@ -83,7 +102,9 @@ def store_options(options: Mapping[str, str]) -> StoreOptions:
     topics = frozenset(t.strip() for t in (_option(options, "topic") or "").split(",") if t.strip())
     return StoreOptions(str(commit_log), topics, _option(options, "brokerName") or "broker-a",
                         _positive(options, "mappedFileSizeCommitLog"),
-                        _positive(options, "readBatchSize") or 1024)
+                        _positive(options, "readBatchSize") or 1024,
+                        _positive(options, "maxPartitionBytes") or DEFAULT_MAX_PARTITION_BYTES,
+                        _offset(options, "startOffset") or 0, _offset(options, "endOffset"))
 
 
 def plan_segments(opts: StoreOptions) -> list[Segment]:
@@ -115,22 +136,35 @@ def scan_segment(seg: Segment, topics: frozenset[str] = frozenset()) -> Iterator
     An unreadable record ends the tail segment quietly (a live store's end, or a write cut
     short); in any earlier segment it is an error naming the file and position.
     """
-    with open(seg.path, "rb") as f:
+    size = Path(seg.path).stat().st_size
+    yield from scan_range(ReadRange(seg.path, seg.start, seg.start, seg.start + size, seg.tail),
+                          topics)
+
+
+def scan_range(rng: ReadRange, topics: frozenset[str] = frozenset(), lo: int = 0,
+               hi: int | None = None) -> Iterator[MessageExt]:
+    """The messages of the records starting in ``[rng.begin, rng.end)`` (``begin`` is a
+    record start) and in ``[lo, hi)``; the rules of :func:`scan_segment` for where data ends."""
+    with open(rng.path, "rb") as f:
         length = f.seek(0, 2)
         if length == 0:
             return
         with mmap.mmap(f.fileno(), length, access=mmap.ACCESS_READ) as m:
-            pos = 0
-            while True:
+            pos = rng.begin - rng.segment_start
+            stop = min(rng.end - rng.segment_start, length)
+            if hi is not None:
+                stop = min(stop, hi - rng.segment_start)
+            first = lo - rng.segment_start
+            while pos < stop:
                 info = parse_record(m, pos, False)
                 if type(info) is RecordError:
-                    if seg.tail or info.reason == _ZERO_END:
+                    if rng.tail or info.reason == _ZERO_END:
                         return
-                    raise OSError(f"CommitLog file {seg.path}: unreadable record at byte {pos} "
+                    raise OSError(f"CommitLog file {rng.path}: unreadable record at byte {pos} "
                                   f"({info.reason}); check the store with `bolide store verify`")
                 if info.size == 0:  # BLANK: the rest of the segment is unused
                     return
-                if not topics or info.topic in topics:
+                if pos >= first and (not topics or info.topic in topics):
                     msg = decode_record(m, pos)
                     decompress(msg)
                     yield msg
@@ -138,28 +172,37 @@ def scan_segment(seg: Segment, topics: frozenset[str] = frozenset()) -> Iterator
 
 
 class SegmentPartition(InputPartition):
-    """One CommitLog segment, read by one Spark task."""
+    """A range of one CommitLog segment, read by one Spark task."""
 
-    def __init__(self, segment: Segment) -> None:
-        super().__init__(segment)
-        self.segment = segment
+    def __init__(self, rng: ReadRange) -> None:
+        super().__init__(rng)
+        self.range = rng
 
 
 class StoreBatchReader(DataSourceReader):
-    """``spark.read.format("rocketmq-store")``: one partition per segment holding data."""
+    """``spark.read.format("rocketmq-store")``: one partition per range of a segment."""
 
     def __init__(self, opts: StoreOptions) -> None:
         self.opts = opts
 
     def partitions(self) -> list[InputPartition]:
-        return [SegmentPartition(s) for s in plan_segments(self.opts)]
+        segments = plan_segments(self.opts)
+        if not segments:
+            return []
+        size = Path(segments[0].path).stat().st_size
+        cq_dir = Path(self.opts.commit_log_dir).parent / "consumequeue"
+        ranges = plan_ranges(((s.path, s.start, s.tail) for s in segments), size,
+                             self.opts.max_partition_bytes, cq_dir)
+        lo, hi = self.opts.start_offset, self.opts.end_offset
+        return [SegmentPartition(r) for r in ranges
+                if r.end > lo and (hi is None or r.begin < hi)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        segment = getattr(partition, "segment", None)
-        if segment is None:  # Spark's placeholder partition of an empty plan
+        rng = getattr(partition, "range", None)
+        if rng is None:  # Spark's placeholder partition of an empty plan
             return
         batch: list[MessageExt] = []
-        for msg in scan_segment(segment, self.opts.topics):
+        for msg in scan_range(rng, self.opts.topics, self.opts.start_offset, self.opts.end_offset):
             batch.append(msg)
             if len(batch) >= self.opts.read_batch_size:
                 yield to_record_batch(self.opts.broker_name, batch)
