@@ -32,6 +32,8 @@ class BrokerConfig(PropertiesConfig):
     register_name_server_period_ms: int = _key("registerNameServerPeriod", 30_000)
     register_broker_timeout_ms: int = _key("registerBrokerTimeoutMills", 6000)
     long_polling_enable: bool = _key("longPollingEnable", True)
+    # pulls answer suggestWhichBrokerId from the group's settings (else always the master, 0)
+    slave_read_enable: bool = _key("slaveReadEnable", False)
     max_held_pulls: int = _key("bolideMaxHeldPulls", 10_000)
     max_pull_suspend_ms: int = _key("bolideMaxPullSuspendMillis", 25_000)
     max_client_groups: int = _key("bolideMaxClientGroups", 10_000)
@@ -51,6 +53,8 @@ class BrokerConfig(PropertiesConfig):
     ha_slave_fallbehind_max: int = _key("haSlaveFallbehindMax", 256 * 1024 * 1024)
     slave_timeout_ms: int = _key("slaveTimeout", 3000)
     ha_reconnect_interval_ms: int = _key("bolideHaReconnectInterval", 5000)
+    # a slave copies its master's topics, offsets and groups this often (4.9.x: every 10 s)
+    slave_sync_interval_ms: int = _key("bolideSlaveSyncInterval", 10_000)
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -65,6 +69,8 @@ class BrokerConfig(PropertiesConfig):
             raise ConfigError("flushConsumerOffsetInterval must be positive; RocketMQ uses 5000 (ms)")
         if self.transaction_check_interval_ms <= 0:
             raise ConfigError("transactionCheckInterval must be positive; RocketMQ uses 60000 (ms)")
+        if self.slave_sync_interval_ms <= 0:
+            raise ConfigError("bolideSlaveSyncInterval must be positive; RocketMQ uses 10000 (ms)")
         if self.ha_transfer_batch_size <= 0 or self.ha_send_heartbeat_interval_ms <= 0:
             raise ConfigError("haTransferBatchSize and haSendHeartbeatInterval must be positive; "
                               "RocketMQ uses 32768 (bytes) and 5000 (ms)")

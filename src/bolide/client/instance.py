@@ -19,7 +19,8 @@ from bolide.client.errors import ClientStateError, NoRouteError
 from bolide.client.route import TopicRoute, build_route, default_route
 from bolide.common.topic import AUTO_CREATE_TOPIC_KEY
 from bolide.errors import BolideError
-from bolide.protocol.bodies.client import ConsumerData, HeartbeatData, ProducerData
+from bolide.protocol.bodies.client import ConsumerData, HeartbeatData, MessageQueue, ProducerData
+from bolide.protocol.bodies.route import MASTER_ID
 from bolide.remoting import Processor, RemotingClient
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,8 @@ class ClientInstance:
         self.remoting = RemotingClient(connect_timeout_ms=config.api_timeout_ms)
         self.api = ClientAPI(self.remoting, config.namesrv_addrs, config.api_timeout_ms)
         self.routes: dict[str, TopicRoute] = {}
+        # the broker id each queue's last pull answer suggested pulling from next
+        self.pull_from_which_node: dict[MessageQueue, int] = {}
         self.producer_group: str | None = None
         self.consumer_data: Callable[[], ConsumerData] | None = None
         self._route_lock: asyncio.Lock | None = None
@@ -191,11 +194,13 @@ class ClientInstance:
                 return addr
         return None
 
-    def any_addr(self, broker_name: str) -> str | None:
+    def subscribe_addr(self, broker_name: str, broker_id: int = MASTER_ID,
+                       only_this: bool = False) -> tuple[str, bool] | None:
+        """:meth:`TopicRoute.subscribe_addr` over every cached route."""
         for route in self.routes.values():
-            addr = route.any_addr(broker_name)
-            if addr:
-                return addr
+            found = route.subscribe_addr(broker_name, broker_id, only_this)
+            if found:
+                return found
         return None
 
     # -- heartbeats -----------------------------------------------------------------------------

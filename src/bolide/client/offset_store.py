@@ -57,10 +57,13 @@ class RemoteOffsetStore(OffsetStore):
         self.group = group
 
     async def _addr(self, mq: MessageQueue) -> str | None:
+        """The master's address; while the route has none (master down), a slave's, as the
+        Java client does (the slave keeps the offsets until the master is back)."""
         addr = self.instance.master_addr(mq.broker_name)
         if addr is None:
             await self.instance.route(mq.topic)
-            addr = self.instance.master_addr(mq.broker_name)
+            found = self.instance.subscribe_addr(mq.broker_name)
+            addr = found[0] if found is not None else None
         return addr
 
     async def read_stored(self, mq: MessageQueue) -> int | None:

@@ -1,6 +1,9 @@
 """One PULL_MESSAGE for a queue and what a consumer does with the answer (Java PullAPIWrapper):
-decode the records, decompress bodies, drop messages the tag filter does not want, put the
-original topic back on messages of the group's retry topic."""
+pull from the broker id the previous answer suggested (``suggestWhichBrokerId``: a slave when
+the consumer is far behind and the broker has slaveReadEnable; any address of the broker name
+when that one is not in the route, e.g. a slave while the master is down), decode the records,
+decompress bodies, drop messages the tag filter does not want, put the original topic back on
+messages of the group's retry topic."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
 from bolide.errors import ProtocolError
 from bolide.protocol import ResponseCode
 from bolide.protocol.bodies.client import MessageQueue, SubscriptionData
+from bolide.protocol.bodies.route import MASTER_ID
 from bolide.protocol.headers.consumer import (
     PULL_COMMIT_OFFSET,
     PULL_SUBSCRIPTION,
@@ -57,18 +61,21 @@ def restore_retry_topic(msg: MessageExt, group: str) -> None:
 async def pull(instance: ClientInstance, group: str, mq: MessageQueue, offset: int,
                sub: SubscriptionData, *, max_nums: int, suspend_ms: int, timeout_ms: int,
                commit_offset: int | None = None) -> PullResult:
-    """Pull from ``offset`` of ``mq``; the broker may hold the call up to ``suspend_ms``."""
+    """Pull from ``offset`` of ``mq``; the broker may hold the call up to ``suspend_ms``.
+    ``commit_offset`` rides along to a master (slaves do not store it)."""
+    broker_id = instance.pull_from_which_node.get(mq, MASTER_ID)
     route = await instance.route(mq.topic)
-    addr = route.any_addr(mq.broker_name) if route is not None else None
-    if addr is None:
-        addr = instance.any_addr(mq.broker_name)
-    if addr is None:
+    found = route.subscribe_addr(mq.broker_name, broker_id) if route is not None else None
+    if found is None:
+        found = instance.subscribe_addr(mq.broker_name, broker_id)
+    if found is None:
         raise NoRouteError(f"no address for broker {mq.broker_name!r} of topic {mq.topic!r}: "
                            "wait for the broker to register with the NameServer")
+    addr, slave = found
     sys_flag = PULL_SUBSCRIPTION
     if suspend_ms > 0:
         sys_flag |= PULL_SUSPEND
-    if commit_offset is not None and commit_offset > 0:
+    if commit_offset is not None and commit_offset > 0 and not slave:
         sys_flag |= PULL_COMMIT_OFFSET
     header = PullMessageRequestHeader(
         consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
@@ -78,6 +85,7 @@ async def pull(instance: ClientInstance, group: str, mq: MessageQueue, offset: i
         expression_type=sub.expression_type, bname=mq.broker_name)
     response = await instance.api.pull(addr, header, timeout_ms)
     ext = response.ext_fields
+    instance.pull_from_which_node[mq] = int(ext.get("suggestWhichBrokerId", MASTER_ID))
     result = PullResult(_STATUS[response.code], int(ext.get("nextBeginOffset", offset)),
                         int(ext.get("minOffset", 0)), int(ext.get("maxOffset", 0)))
     if result.status is PullStatus.FOUND:

@@ -29,11 +29,26 @@ class TopicRoute:
                 return bd.broker_addrs.get(MASTER_ID)
         return None
 
-    def any_addr(self, broker_name: str) -> str | None:
-        """The master's address, else any address of the broker (pulls may go to slaves)."""
+    def subscribe_addr(self, broker_name: str, broker_id: int = MASTER_ID,
+                       only_this: bool = False) -> tuple[str, bool] | None:
+        """Where to pull ``broker_name``'s queues from, as ``(address, is_slave)`` (the Java
+        client's findBrokerAddressInSubscribe): ``broker_id``'s address; for a missing slave id
+        the next id's; else, unless ``only_this``, the lowest id present (a slave when the
+        master is gone). None when the broker has no address here."""
         for bd in self.data.broker_datas:
-            if bd.broker_name == broker_name:
-                return bd.broker_addrs.get(MASTER_ID) or next(iter(bd.broker_addrs.values()), None)
+            if bd.broker_name != broker_name or not bd.broker_addrs:
+                continue
+            addrs = bd.broker_addrs
+            addr = addrs.get(broker_id)
+            if addr is None and broker_id != MASTER_ID:
+                broker_id += 1
+                addr = addrs.get(broker_id)
+            if addr is None:
+                if only_this:
+                    return None
+                broker_id = min(addrs)
+                addr = addrs[broker_id]
+            return addr, broker_id != MASTER_ID
         return None
 
     def broker_addrs(self, masters_only: bool = False) -> set[str]:

@@ -71,6 +71,11 @@ class StoreConfig(PropertiesConfig):
     max_transfer_bytes_on_message_in_disk: int = _key("maxTransferBytesOnMessageInDisk", 64 * 1024)
     max_transfer_count_on_message_in_disk: int = _key("maxTransferCountOnMessageInDisk", 8)
     access_message_in_memory_max_ratio: int = _key("accessMessageInMemoryMaxRatio", 40)
+    # RocketMQ reads the machine's memory (StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE); 0 does too.
+    # A smaller figure makes reads count as "old" (smaller batches, pulls sent to a slave) sooner.
+    total_physical_memory_bytes: int = _key("bolideTotalPhysicalMemoryBytes", 0)
+    # false: a slave's gets keep the asked offset where a master's correct it (PULL_OFFSET_MOVED)
+    offset_check_in_slave: bool = _key("offsetCheckInSlave", False)
     delete_when: str = _key("deleteWhen", "04")
     file_reserved_time_hours: int = _key("fileReservedTime", 72)
     disk_max_used_space_ratio: int = _key("diskMaxUsedSpaceRatio", 75)

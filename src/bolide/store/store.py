@@ -662,23 +662,27 @@ class MessageStore:
         """Read up to ``max_count`` messages from ``offset``; ``tags`` filters by exact tag."""
         self._require_open()
         cq = self._queues.get((topic, queue_id))
+        fix = self._next_offset_correction
         if cq is None:
-            return GetMessageResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
+            return GetMessageResult(GetStatus.NO_MESSAGE_IN_QUEUE, fix(offset, 0), 0, 0)
         min_offset, max_offset = cq.min_offset, cq.max_offset
         if max_offset == 0:
-            return GetMessageResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+            return GetMessageResult(GetStatus.NO_MESSAGE_IN_QUEUE, fix(offset, 0), min_offset,
+                                    max_offset)
         if offset < min_offset:
-            return GetMessageResult(GetStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+            return GetMessageResult(GetStatus.OFFSET_TOO_SMALL, fix(offset, min_offset), min_offset,
+                                    max_offset)
         if offset == max_offset:
             return GetMessageResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
         if offset > max_offset:
-            return GetMessageResult(GetStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset,
-                                    max_offset)
+            return GetMessageResult(GetStatus.OFFSET_OVERFLOW_BADLY, fix(offset, max_offset),
+                                    min_offset, max_offset)
         found = cq.entries_from(offset)
         if found is None:
             per_file = cq.file_size // ENTRY_SIZE
             return GetMessageResult(GetStatus.OFFSET_FOUND_NULL,
-                                    offset + per_file - offset % per_file, min_offset, max_offset)
+                                    fix(offset, offset + per_file - offset % per_file), min_offset,
+                                    max_offset)
         view = found[0]
         n = min(len(view) // ENTRY_SIZE, MAX_SCAN_ENTRIES)
         tag_set = set(tags) if tags is not None else None
@@ -688,7 +692,8 @@ class MessageStore:
         cfg = self.config
         cl = self.commit_log
         cl_max = cl.max_offset
-        memory_limit = _TOTAL_RAM * cfg.access_message_in_memory_max_ratio // 100
+        memory_limit = ((cfg.total_physical_memory_bytes or _TOTAL_RAM)
+                        * cfg.access_message_in_memory_max_ratio // 100)
         buffers: list[memoryview] = []
         qoffsets: list[int] = []
         total_bytes = 0
@@ -739,6 +744,14 @@ class MessageStore:
             status, offset + scanned, min_offset, max_offset, buffers, qoffsets, total_bytes,
             cl_max - max_phy > memory_limit,
         )
+
+    def _next_offset_correction(self, offset: int, corrected: int) -> int:
+        """The next offset a get answers: a slave leaves the consumer's offset alone unless
+        ``offsetCheckInSlave`` (its queues may lag the master's), as RocketMQ does."""
+        cfg = self.config
+        if cfg.broker_role is BrokerRole.SLAVE and not cfg.offset_check_in_slave:
+            return offset
+        return corrected
 
     def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
         """Decode the record at a CommitLog offset, or None when there is none."""

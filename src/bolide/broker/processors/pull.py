@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING
 
 from bolide.broker.topic_config import PERM_READ
 from bolide.protocol.bodies.client import EXPRESSION_TAG, SubscriptionData
+from bolide.protocol.bodies.route import MASTER_ID
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers.consumer import PullMessageRequestHeader, PullMessageResponseHeader
 from bolide.remoting import NOT_NOW, NotNow, RequestContext
-from bolide.store import GetStatus
+from bolide.store import BrokerRole, GetStatus
 from bolide.store.results import GetMessageResult
 
 if TYPE_CHECKING:
@@ -136,19 +137,41 @@ class PullProcessor:
                                          "The broker does not support consumer to filter message by "
                                          f"{sub.expression_type}")
         tags = None if sub.matches_all else sub.tags_set
-        if header.sys_flag & FLAG_COMMIT_OFFSET:
+        if header.sys_flag & FLAG_COMMIT_OFFSET and broker.role is not BrokerRole.SLAVE:
             broker.offsets.commit(header.consumer_group, header.topic, header.queue_id,
                                   header.commit_offset)
         return self._read(request, header, tags), header, tags
 
     def _read(self, request: RemotingCommand, header: PullMessageRequestHeader,
               tags: list[str] | None) -> RemotingCommand:
-        result = self.broker.store.get_message(header.consumer_group, header.topic, header.queue_id,
-                                               header.queue_offset, header.max_msg_nums, tags)
+        broker = self.broker
+        result = broker.store.get_message(header.consumer_group, header.topic, header.queue_id,
+                                          header.queue_offset, header.max_msg_nums, tags)
         code = pull_code(result, header.queue_offset)
+        suggest = (self._suggest(header.consumer_group, result) if broker.config.slave_read_enable
+                   else MASTER_ID)
+        if (code == ResponseCode.PULL_OFFSET_MOVED and broker.role is BrokerRole.SLAVE
+                and not broker.store.config.offset_check_in_slave):
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY  # only the master moves offsets
+            suggest = self._group_broker_id(header.consumer_group)
         answer = PullMessageResponseHeader(next_begin_offset=result.next_begin_offset,
                                            min_offset=result.min_offset, max_offset=result.max_offset,
-                                           suggest_which_broker_id=0)
+                                           suggest_which_broker_id=suggest)
         body = list(result.buffers) if code == ResponseCode.SUCCESS else b""
-        self.broker.stats.on_get(len(body))
+        broker.stats.on_get(len(body))
         return request.make_response(code, result.status.value, answer, body)
+
+    def _suggest(self, group: str, result: GetMessageResult) -> int:
+        """With slaveReadEnable, the broker id the consumer should pull from next (RocketMQ's
+        rule): the group's whichBrokerWhenConsumeSlowly when the store says the read is far
+        behind the CommitLog's end, else the group's brokerId."""
+        settings = self.broker.subscription_groups.get(group)
+        if settings is None:
+            return MASTER_ID
+        if result.suggest_pulling_from_slave:
+            return settings.which_broker_when_consume_slowly
+        return settings.broker_id
+
+    def _group_broker_id(self, group: str) -> int:
+        settings = self.broker.subscription_groups.get(group)
+        return settings.broker_id if settings is not None else MASTER_ID
