@@ -11,12 +11,14 @@ from bolide.broker.clients import ClientManager
 from bolide.broker.config import BrokerConfig
 from bolide.broker.flush_waiters import FlushWaiters
 from bolide.broker.ha import HAMaster, HASlave
+from bolide.broker.ha.slave_sync import SlaveSync
 from bolide.broker.housekeeping import ClientHousekeeping
 from bolide.broker.long_polling import PullHoldService
 from bolide.broker.persistence import ConfigPersister
 from bolide.broker.processors.admin import AdminProcessor
 from bolide.broker.processors.admin_stats import AdminStatsProcessor
 from bolide.broker.processors.consumer import ConsumerProcessor
+from bolide.broker.processors.ha_admin import HAAdminProcessor
 from bolide.broker.processors.lock import LockProcessor
 from bolide.broker.processors.pull import PullProcessor
 from bolide.broker.processors.query import QueryProcessor
@@ -34,6 +36,7 @@ from bolide.broker.topic_config import TopicConfigManager
 from bolide.broker.transaction import TransactionalMessages, TransactionCheckService
 from bolide.errors import ConfigError
 from bolide.protocol.bodies.broker import TopicConfig
+from bolide.protocol.command import RemotingCommand
 from bolide.remoting import Channel, RemotingClient, RemotingServer
 from bolide.store import BrokerRole, MessageStore, StoreConfig
 from bolide.store.config_files import ConsumerOffsetManager, DelayOffsetManager
@@ -66,6 +69,7 @@ class BrokerController:
             self.config = self.config.replace(broker_id=0)
         self.ha_master: HAMaster | None = None
         self.ha_slave: HASlave | None = None
+        self.slave_sync: SlaveSync | None = None  # a slave's copy of the master's metadata
         self.server = RemotingServer(self.config.bind_address, self.config.listen_port)
         self.server.on_channel_close(self._channel_closed)
         # the VIP ("fast") port, listenPort - 2, which Java clients up to 4.4 use by default
@@ -174,15 +178,22 @@ class BrokerController:
         for processor in (SendProcessor(self), PullProcessor(self), ConsumerProcessor(self),
                           AdminProcessor(self), SendBackProcessor(self), LockProcessor(self),
                           QueryProcessor(self), AdminStatsProcessor(self),
-                          EndTransactionProcessor(self), ResetOffsetProcessor(self)):
+                          EndTransactionProcessor(self), ResetOffsetProcessor(self),
+                          HAAdminProcessor(self)):
             for code in processor.CODES:
                 self.server.register(code, processor)
         self.registration = BrokerRegistration(self.config, self.topics, self.namesrv_client,
                                                self.broker_addr, ha_addr)
-        if self.ha_slave is not None and not self.config.ha_master_address:
-            slave = self.ha_slave
-            self.registration.on_registered = (
-                lambda r: slave.set_master(r.ext_fields.get("haServerAddr")))
+        if self.ha_slave is not None:
+            slave, learn_ha = self.ha_slave, not self.config.ha_master_address
+            sync = self.slave_sync = SlaveSync(self)
+
+            def registered(r: RemotingCommand) -> None:
+                if learn_ha:
+                    slave.set_master(r.ext_fields.get("haServerAddr"))
+                sync.set_master(r.ext_fields.get("masterAddr"))
+            self.registration.on_registered = registered
+            sync.start()
         self.topics.on_change.append(self._topic_changed)
         await self.registration.start()
         if self.ha_slave is not None:
@@ -246,6 +257,8 @@ class BrokerController:
         close the store."""
         if self.registration is not None:
             await self.registration.close()
+        if self.slave_sync is not None:
+            await self.slave_sync.close()
         if self.ha_slave is not None:
             await self.ha_slave.close()
         if self.ha_master is not None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bolide.protocol.codes import DEFAULT_VERSION
+from bolide.store import BrokerRole
 
 if TYPE_CHECKING:
     from bolide.broker.controller import BrokerController
@@ -59,6 +60,8 @@ def runtime_info(broker: BrokerController) -> dict[str, str]:
     table = {
         "brokerVersionDesc": VERSION_DESC,
         "brokerVersion": str(DEFAULT_VERSION),
+        # 5.x: the schedule and transaction check services run (masters only)
+        "brokerActive": "false" if broker.role is BrokerRole.SLAVE else "true",
         "bootTimestamp": str(stats.boot_timestamp_ms),
         "runtime": uptime_text(time.time() - stats.boot_timestamp_ms / 1000),
         "msgPutTotalYesterdayMorning": str(stats.yesterday_morning.put),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from bolide.cli import admin_groups, admin_messages, admin_topics
+from bolide.cli import admin_groups, admin_ha, admin_messages, admin_topics
 
 
 @click.group()
@@ -17,5 +17,6 @@ def admin() -> None:
     """RocketMQ administration (mqadmin command names): topics, groups, progress, messages."""
 
 
-for _command in (*admin_topics.COMMANDS, *admin_groups.COMMANDS, *admin_messages.COMMANDS):
+for _command in (*admin_topics.COMMANDS, *admin_groups.COMMANDS, *admin_messages.COMMANDS,
+                 *admin_ha.COMMANDS):
     admin.add_command(_command)

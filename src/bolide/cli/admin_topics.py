@@ -9,9 +9,10 @@ from typing import Any
 import click
 
 from bolide.cli.admin_common import admin_options, emit, fmt_time, kv_table, table, with_admin
+from bolide.cli.admin_ha import add_roles, replication_lag, role_name
 from bolide.client.admin import Admin
 from bolide.client.errors import MQClientError, TopicNotExistError
-from bolide.protocol.bodies.route import PERM_READ, PERM_WRITE, TopicRouteData
+from bolide.protocol.bodies.route import MASTER_ID, PERM_READ, PERM_WRITE, TopicRouteData
 
 
 def first_number(text: str | None) -> str:
@@ -29,24 +30,30 @@ def cluster_list(namesrv: str, output: str) -> None:
         for cluster, names in sorted(info.cluster_addr_table.items()):
             for name in sorted(names):
                 bd = info.broker_addr_table.get(name)
+                master_runtime = None
                 for broker_id, addr in sorted((bd.broker_addrs if bd else {}).items()):
                     try:
                         runtime = await admin.broker_runtime_info(addr)
                     except MQClientError as exc:  # e.g. a Java broker in its first seconds
                         runtime = {"brokerVersionDesc": "?", "error": str(exc)}
-                    rows.append({"cluster": cluster, "brokerName": name, "brokerId": broker_id, "addr": addr,
+                    if broker_id == MASTER_ID:
+                        master_runtime = runtime
+                    rows.append({"cluster": cluster, "brokerName": name, "brokerId": broker_id,
+                                 "brokerRole": role_name(broker_id), "addr": addr,
                                  "version": runtime.get("brokerVersionDesc", ""),
                                  "putTps": first_number(runtime.get("putTps")),
                                  "getTransferedTps": first_number(runtime.get("getTransferedTps")),
                                  "msgPutTotalTodayNow": runtime.get("msgPutTotalTodayNow", ""),
                                  "msgGetTotalTodayNow": runtime.get("msgGetTotalTodayNow", ""),
                                  "commitLogDiskRatio": runtime.get("commitLogDiskRatio", ""),
+                                 "replicationLag": replication_lag(broker_id, runtime, master_runtime),
                                  **({"error": runtime["error"]} if "error" in runtime else {})})
         return rows
 
     rows = with_admin(namesrv, job)
-    cols = ["cluster", "brokerName", "brokerId", "addr", "version", "putTps", "getTransferedTps",
-            "msgPutTotalTodayNow", "msgGetTotalTodayNow", "commitLogDiskRatio"]
+    cols = ["cluster", "brokerName", "brokerId", "brokerRole", "addr", "version", "putTps",
+            "getTransferedTps", "msgPutTotalTodayNow", "msgGetTotalTodayNow", "commitLogDiskRatio",
+            "replicationLag"]
     emit(output, {"brokers": rows}, table("Clusters", cols, ([r[c] for c in cols] for r in rows)),
          note=None if rows else "no broker is registered with the NameServer")
 
@@ -59,7 +66,9 @@ def broker_status(namesrv: str, output: str, broker_addr: str | None, cluster: s
     """A broker's runtime figures (GET_BROKER_RUNTIME_INFO 28)."""
     async def job(admin: Admin) -> dict[str, dict[str, str]]:
         addrs = [broker_addr] if broker_addr else await admin.master_addrs(cluster)
-        return {addr: await admin.broker_runtime_info(addr) for addr in addrs}
+        found = {addr: await admin.broker_runtime_info(addr) for addr in addrs}
+        await add_roles(admin, found)  # brokerRole, replicationLag (bytes behind the master)
+        return found
 
     found = with_admin(namesrv, job)
     emit(output, found, *(kv_table(f"Broker {addr}", kv) for addr, kv in found.items()))

@@ -48,6 +48,7 @@ from bolide.protocol.bodies.admin import (
 )
 from bolide.protocol.bodies.broker import SubscriptionGroupConfig
 from bolide.protocol.bodies.client import MessageQueue
+from bolide.protocol.bodies.ha import HARuntimeInfo
 from bolide.protocol.bodies.route import MASTER_ID, PERM_READ, PERM_WRITE, ClusterInfo, TopicRouteData
 from bolide.protocol.headers import (
     CreateTopicRequestHeader,
@@ -172,6 +173,13 @@ class Admin:
         response = await self._call(addr, RequestCode.GET_BROKER_RUNTIME_INFO, None,
                                     "GET_BROKER_RUNTIME_INFO")
         return KVTable.decode(response.body_bytes()).table
+
+    async def ha_status(self, broker_addr: str) -> HARuntimeInfo:
+        """A broker's replication status (GET_BROKER_HA_STATUS 907, mqadmin haStatus): a
+        master's slaves and their lag, or a slave's view of its master."""
+        response = await self._call(broker_addr, RequestCode.GET_BROKER_HA_STATUS, None,
+                                    "GET_BROKER_HA_STATUS")
+        return HARuntimeInfo.decode(response.body_bytes())
 
     async def topic_stats(self, topic: str) -> dict[MessageQueue, TopicOffset]:
         """Min and max offset and last store time of every queue of ``topic`` (topicStatus)."""

@@ -39,6 +39,7 @@ from bolide.common.message import Message, MessageExt
 from bolide.protocol.bodies.admin import ConsumerConnection, ProducerConnection, TopicOffset
 from bolide.protocol.bodies.broker import SubscriptionGroupConfig
 from bolide.protocol.bodies.client import MessageQueue
+from bolide.protocol.bodies.ha import HARuntimeInfo
 from bolide.protocol.bodies.route import ClusterInfo, TopicRouteData
 
 T = TypeVar("T")
@@ -357,6 +358,9 @@ class Admin(_Blocking[_admin.Admin]):
 
     def broker_runtime_info(self, addr: str) -> dict[str, str]:
         return self._run(lambda c: c.broker_runtime_info(addr))
+
+    def ha_status(self, broker_addr: str) -> HARuntimeInfo:
+        return self._run(lambda c: c.ha_status(broker_addr))
 
     def topic_stats(self, topic: str) -> dict[MessageQueue, TopicOffset]:
         return self._run(lambda c: c.topic_stats(topic))

@@ -146,6 +146,7 @@ class RequestCode(IntEnum):
     LITE_PULL_MESSAGE = 361  # 5.x
     QUERY_ASSIGNMENT = 400  # 5.x
     BROKER_HEARTBEAT = 904  # 5.x
+    GET_BROKER_HA_STATUS = 907  # 5.x: mqadmin haStatus (HARuntimeInfo)
 
 
 class ResponseCode(IntEnum):

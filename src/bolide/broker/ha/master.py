@@ -12,6 +12,7 @@ import time
 
 from bolide.broker.config import BrokerConfig
 from bolide.broker.ha.protocol import OffsetReader, encode_frame_header
+from bolide.broker.ha.status import ByteRate
 from bolide.store import MessageStore, PutStatus
 from bolide.store.results import PutMessageResult
 
@@ -34,6 +35,8 @@ class SlaveConnection:
         self.request_offset = -1  # the first report: where the stream starts
         self.ack_offset = -1  # the latest report
         self.next_offset = -1  # the next byte to send
+        self.heartbeats = 0  # empty frames sent while idle
+        self.rate = ByteRate()  # CommitLog bytes sent per second
         self._requested = asyncio.Event()
 
     async def run(self) -> None:
@@ -114,12 +117,14 @@ class SlaveConnection:
                 writer.write(encode_frame_header(self.next_offset, len(chunk)))
                 writer.write(chunk)
                 self.next_offset += len(chunk)
+                self.rate.add(len(chunk))
                 await writer.drain()
                 last_write = time.monotonic()
                 continue
             if time.monotonic() - last_write > heartbeat:
                 writer.write(encode_frame_header(self.next_offset, 0))
                 await writer.drain()
+                self.heartbeats += 1
                 last_write = time.monotonic()
             await master.data_written(_POLL)
 

@@ -12,6 +12,7 @@ from typing import cast
 
 from bolide.broker.config import BrokerConfig
 from bolide.broker.ha.protocol import FrameDecoder, encode_offset
+from bolide.broker.ha.status import ByteRate
 from bolide.errors import BolideError
 from bolide.store import MessageStore
 
@@ -46,6 +47,7 @@ class _SlaveProtocol(asyncio.Protocol):
         self.transport.write(encode_offset(offset))
         self.reported = offset
         self.last_report = time.monotonic()
+        self.client.last_write_ms = int(time.time() * 1000)
 
     def _schedule(self) -> None:
         loop = asyncio.get_running_loop()
@@ -64,6 +66,8 @@ class _SlaveProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_read = time.monotonic()
+        self.client.last_read_ms = int(time.time() * 1000)
+        self.client.rate.add(len(data))
         store = self.store
         try:
             for offset, body in self.decoder.feed(data):
@@ -72,6 +76,8 @@ class _SlaveProtocol(asyncio.Protocol):
                 elif store.max_phy_offset and offset != store.raw_received:
                     raise BolideError(f"the master is at offset {offset} but this slave has "
                                       f"received up to {store.raw_received}")
+                else:
+                    self.client.heartbeats += 1
         except BolideError as exc:
             log.error("HA: bad data from master %s (%s); reconnecting", self.client.master_addr,
                       exc)
@@ -102,6 +108,11 @@ class HASlave:
         self.heartbeat = config.ha_send_heartbeat_interval_ms / 1000
         self.housekeeping = config.ha_housekeeping_interval_ms / 1000
         self.connected = False
+        self.connects = 0  # connections made to a master
+        self.heartbeats = 0  # empty frames received (the master idles)
+        self.last_read_ms = 0  # ms since the epoch: last bytes from the master
+        self.last_write_ms = 0  # ms since the epoch: last offset report to the master
+        self.rate = ByteRate()  # bytes received per second
         self._protocol: _SlaveProtocol | None = None
         self._task: asyncio.Task[None] | None = None
         self._wakeup = asyncio.Event()
@@ -141,6 +152,7 @@ class HASlave:
                 else:
                     self._protocol = protocol
                     self.connected = True
+                    self.connects += 1
                     log.info("HA: connected to master %s, reporting offset %d", addr,
                              protocol.reported)
                     began = loop.time()

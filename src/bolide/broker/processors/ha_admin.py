@@ -1,0 +1,54 @@
+"""What slaves and mqadmin ask a broker about replication: GET_ALL_CONSUMER_OFFSET (43) and
+GET_ALL_DELAY_OFFSET (45), which a slave's sync reads from its master, and
+GET_BROKER_HA_STATUS (907, RocketMQ 5), which mqadmin haStatus prints. Topic configs (21) and
+subscription groups (201) are answered by :mod:`bolide.broker.processors.admin`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bolide.broker.ha.status import master_runtime_info, slave_runtime_info
+from bolide.common import fastjson
+from bolide.protocol.codes import RequestCode
+from bolide.protocol.command import RemotingCommand
+from bolide.remoting import RequestContext
+
+if TYPE_CHECKING:
+    from bolide.broker.controller import BrokerController
+
+
+class HAAdminProcessor:
+    """Offsets for slave sync and the replication status."""
+
+    CODES = (RequestCode.GET_ALL_CONSUMER_OFFSET, RequestCode.GET_ALL_DELAY_OFFSET,
+             RequestCode.GET_BROKER_HA_STATUS)
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        c = RequestCode
+        self._handlers = {
+            c.GET_ALL_CONSUMER_OFFSET: self.get_all_consumer_offset,
+            c.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
+            c.GET_BROKER_HA_STATUS: self.get_ha_status,
+        }
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        return self._handlers[request.code](request)
+
+    def get_all_consumer_offset(self, request: RemotingCommand) -> RemotingCommand:
+        """The ConsumerOffsetSerializeWrapper as Java sends it: compact fastjson with bare
+        queue id keys, ``{"offsetTable":{"topic@group":{0:12}}}``."""
+        return request.make_response(body=fastjson.dumps(self.broker.offsets.to_json_obj()))
+
+    def get_all_delay_offset(self, request: RemotingCommand) -> RemotingCommand:
+        """delayOffset.json's content (compact): ``{"offsetTable":{1:5,2:0}}``."""
+        return request.make_response(body=fastjson.dumps(self.broker.delay_offsets.to_json_obj()))
+
+    def get_ha_status(self, request: RemotingCommand) -> RemotingCommand:
+        """HARuntimeInfo: a slave's HA client figures, or a master's slave connections."""
+        broker = self.broker
+        if broker.ha_slave is not None:
+            info = slave_runtime_info(broker.store, broker.ha_slave)
+        else:
+            info = master_runtime_info(broker.store, broker.ha_master)
+        return request.make_response(body=info.encode())
