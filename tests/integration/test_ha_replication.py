@@ -112,11 +112,11 @@ async def create_topic(c: Cluster, broker: BrokerController, topic: str) -> None
 
 
 async def send(c: Cluster, broker: BrokerController, topic: str, body: bytes,
-               queue_id: int = 0) -> RemotingCommand:
+               queue_id: int = 0, wait: bool = True) -> RemotingCommand:
     header = SendMessageRequestHeader(producer_group="pg", topic=topic, default_topic="TBW102",
                                       default_topic_queue_nums=4, queue_id=queue_id, sys_flag=0,
                                       born_timestamp=1_700_000_000_000, flag=0,
-                                      properties="TAGS\x01TagA\x02WAIT\x01true\x02")
+                                      properties=f"TAGS\x01TagA\x02WAIT\x01{str(wait).lower()}\x02")
     return await c.client.invoke(broker.broker_addr, RemotingCommand.request(
         RequestCode.SEND_MESSAGE_V2, header.to_v2(), body))
 
@@ -241,6 +241,9 @@ def test_sync_master_without_a_slave_answers_slave_not_available(tmp_path: Path)
         assert r.code == ResponseCode.SLAVE_NOT_AVAILABLE, r
         assert "slave" in (r.remark or "") and r.ext_fields["msgId"]
         assert c.master.store.max_phy_offset > 0  # stored on the master
+        # WAIT=false (waitStoreMsgOK off): answered once stored, no slave waited for
+        r = await send(c, c.master, "Sync", b"no wait", wait=False)
+        assert r.code == ResponseCode.SUCCESS, r
 
     run(tmp_path, test, master_role=BrokerRole.SYNC_MASTER, with_slave=False)
 

@@ -67,6 +67,20 @@ def _without(text: str, key: str) -> str:
     return text
 
 
+def waits_for_store(ext_fields: dict[str, str]) -> bool:
+    """False when the message says ``WAIT=false`` (``waitStoreMsgOK`` off): its send is
+    answered once stored, without waiting for the flush (SYNC_FLUSH) or a slave (SYNC_MASTER),
+    as RocketMQ does; header ``properties`` (v1) or ``i`` (v2)."""
+    text = ext_fields.get("properties") or ext_fields.get("i") or ""
+    i = text.find("WAIT\x01false")
+    while i >= 0:
+        end = i + 10
+        if (i == 0 or text[i - 1] == "\x02") and (end == len(text) or text[end] == "\x02"):
+            return False
+        i = text.find("WAIT\x01false", i + 1)
+    return True
+
+
 @lru_cache(maxsize=4096)
 def born_host(remote: str) -> str | None:
     """The sender's address for the record's BORNHOST: IPv4 only, as every client decodes
@@ -99,9 +113,10 @@ class SendProcessor:
         if type(put) is RemotingCommand:
             return put
         result, queue_id = put  # type: ignore[misc]
-        await self.broker.flush_waiters.settle(result)
-        if (ha := self.broker.sync_master) is not None:
-            await ha.wait_replicated(result)
+        if waits_for_store(request.ext_fields):
+            await self.broker.flush_waiters.settle(result)
+            if (ha := self.broker.sync_master) is not None:
+                await ha.wait_replicated(result)
         return self._answer(request, result, queue_id)
 
     def _put(self, ctx: RequestContext, request: RemotingCommand,
