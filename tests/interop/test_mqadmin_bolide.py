@@ -128,7 +128,7 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                 ["queryMsgByUniqueKey", "-t", TOPIC, "-i", UNIQ.format(2)],
                 ["resetOffsetByTime", "-g", "cg", "-t", TOPIC, "-s", "-1"],
                 ["resetOffsetByTime", "-g", "cg_offline", "-t", TOPIC, "-s", "-1"],
-            ]
+            ] + ([["haStatus", "-b", s.broker_addr]] if major5 else [])  # GET_BROKER_HA_STATUS
             outputs = await asyncio.to_thread(rmq.mqadmin_batch, commands)
             group = s.broker.subscription_groups.get("admin_group")
             state = {"new_topic": s.broker.topics.get(NEW_TOPIC),
@@ -202,3 +202,9 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
     [relayed] = state["resets"]
     assert {mq.queue_id: offset for mq, offset in relayed.items()} == {0: 2, 1: 2}, log
     assert state["offline"] == [2, 2], log
+
+    # haStatus (GET_BROKER_HA_STATUS, 5.x): a master without slaves
+    if version.startswith("5"):
+        ha = dict(line.split("\t", 1) for line in outputs[21].splitlines() if "\t" in line)
+        assert ha == {"#MasterAddr": broker_addr, "#MasterCommitLogMaxOffset": str(state["max_phy"]),
+                      "#SlaveNum": "0", "#InSyncSlaveNum": "0"}, log
