@@ -764,6 +764,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     versions = args[1:] or list(VERSIONS)
     status = 0
+    # imported here because goclient imports this module; under ``python -m`` this module is
+    # ``__main__``, so the exception goclient raises is the class of ``bolide.testing.rocketmq``
+    from bolide.testing import goclient
+
+    # the Go driver compiles while Maven downloads: the two share no files
+    pool = ThreadPoolExecutor(1, thread_name_prefix="go-build")
+    go_build = pool.submit(goclient.go_client_binary)
+    pool.shutdown(wait=False)
     try:
         prepare(versions)
     except RocketMQUnavailable as exc:
@@ -774,12 +782,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"warning: real-RocketMQ interop tests will be skipped: {exc}", file=sys.stderr)
     else:
         print(f"RocketMQ {', '.join(versions)} ready (classpaths in {interop_dir() / '.cache'})")
-    # imported here because goclient imports this module; under ``python -m`` this module is
-    # ``__main__``, so the exception goclient raises is the class of ``bolide.testing.rocketmq``
-    from bolide.testing import goclient
-
     try:
-        binary = goclient.go_client_binary()
+        binary = go_build.result()
     except goclient.RocketMQUnavailable as exc:
         if os.environ.get("CI"):
             print(f"error: {exc}", file=sys.stderr)
