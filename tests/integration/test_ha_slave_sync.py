@@ -185,6 +185,9 @@ def test_slave_copies_topics_offsets_delay_offsets_and_groups(tmp_path: Path) ->
         assert r.body_bytes() == b'{"offsetTable":{"Synced@cg":{0:12,3:30}}}'
         r = await invoke(c, c.master, RequestCode.GET_ALL_DELAY_OFFSET)
         assert r.body_bytes() == b'{"offsetTable":{1:1}}'
+        # and a 5.x slave's timer checkpoint request (no timer wheel: all zero, SUCCESS)
+        r = await invoke(c, c.master, RequestCode.GET_TIMER_CHECK_POINT)
+        assert r.code == ResponseCode.SUCCESS and r.body_bytes() == bytes(56)
 
         await wait_until(lambda: slave.topics.get("Synced") == c.master.topics.get("Synced")
                          and slave.offsets.query_all("cg", "Synced") == {0: 12, 3: 30}

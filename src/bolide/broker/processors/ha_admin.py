@@ -1,6 +1,7 @@
 """What slaves and mqadmin ask a broker about replication: GET_ALL_CONSUMER_OFFSET (43) and
 GET_ALL_DELAY_OFFSET (45), which a slave's sync reads from its master, and
-GET_BROKER_HA_STATUS (907, RocketMQ 5), which mqadmin haStatus prints. Topic configs (21) and
+GET_BROKER_HA_STATUS (907, RocketMQ 5), which mqadmin haStatus prints, and
+GET_TIMER_CHECK_POINT (60), which a RocketMQ 5 slave asks its master every few seconds. Topic configs (21) and
 subscription groups (201) are answered by :mod:`bolide.broker.processors.admin`."""
 
 from __future__ import annotations
@@ -17,11 +18,16 @@ if TYPE_CHECKING:
     from bolide.broker.controller import BrokerController
 
 
+# lastReadTimeMs, lastTimerLogFlushPos, lastTimerQueueOffset, masterTimerQueueOffset and the
+# data version (stateVersion, timestamp, counter): seven big-endian longs
+_EMPTY_TIMER_CHECKPOINT = bytes(56)
+
+
 class HAAdminProcessor:
     """Offsets for slave sync and the replication status."""
 
     CODES = (RequestCode.GET_ALL_CONSUMER_OFFSET, RequestCode.GET_ALL_DELAY_OFFSET,
-             RequestCode.GET_BROKER_HA_STATUS)
+             RequestCode.GET_BROKER_HA_STATUS, RequestCode.GET_TIMER_CHECK_POINT)
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
@@ -30,6 +36,7 @@ class HAAdminProcessor:
             c.GET_ALL_CONSUMER_OFFSET: self.get_all_consumer_offset,
             c.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
             c.GET_BROKER_HA_STATUS: self.get_ha_status,
+            c.GET_TIMER_CHECK_POINT: self.get_timer_check_point,
         }
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
@@ -52,3 +59,8 @@ class HAAdminProcessor:
         else:
             info = master_runtime_info(broker.store, broker.ha_master)
         return request.make_response(body=info.encode())
+
+    def get_timer_check_point(self, request: RemotingCommand) -> RemotingCommand:
+        """A RocketMQ 5 TimerCheckpoint, all zero: Bolide has no timer wheel, so there is no
+        timer progress to copy (a 5.x slave logs an error for any answer but SUCCESS)."""
+        return request.make_response(body=_EMPTY_TIMER_CHECKPOINT)
