@@ -9,6 +9,7 @@ import click
 from bolide import __version__
 from bolide.cli.admin import admin
 from bolide.cli.bench import bench
+from bolide.cli.pipeline import pipeline
 from bolide.cli.produce_consume import consume, produce
 from bolide.cli.server import broker, namesrv, start
 from bolide.cli.store import store
@@ -31,6 +32,7 @@ cli.add_command(broker)
 cli.add_command(admin)
 cli.add_command(produce)
 cli.add_command(consume)
+cli.add_command(pipeline)
 
 
 def main() -> None:
