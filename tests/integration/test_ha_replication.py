@@ -84,6 +84,8 @@ async def cluster(root: Path, master_role: BrokerRole = BrokerRole.ASYNC_MASTER,
         await c.client.close()
         if c.slave is not None:
             await c.slave.close()
+        if c.master is not master:  # a test replaced the master
+            await c.master.close()
         await master.close()
         await namesrv.close()
 
@@ -285,6 +287,32 @@ def test_a_restarted_slave_resumes_from_its_own_offset(tmp_path: Path) -> None:
 
     run(tmp_path, test)
     assert_consistent(store_config(tmp_path / "slave", BrokerRole.SLAVE))
+
+
+def test_a_slave_store_becomes_the_master_when_the_master_is_lost(tmp_path: Path) -> None:
+    """docs/operations.md "Recovering when a master is lost": the slave restarted as the
+    master (brokerId 0) serves everything it had, takes sends, and a new empty slave follows."""
+    async def test(c: Cluster) -> None:
+        assert c.slave is not None
+        for b in (c.master, c.slave):
+            await create_topic(c, b, "Promoted")
+        bodies = await send_many(c, "Promoted", 40, seed=6)
+        await caught_up(c)
+        await c.master.close()  # the master and its disk are gone
+        await c.slave.close()
+        c.master = broker(c.namesrv.port, c.root / "slave", BrokerRole.ASYNC_MASTER)
+        await c.master.start()
+        c.slave = None
+        got = [m.body for q in (0, 1) for m in await pull_all(c, c.master, "Promoted", q)]
+        assert sorted(got) == sorted(bodies)
+        r = await send(c, c.master, "Promoted", b"after the promotion")
+        assert r.code == ResponseCode.SUCCESS, r
+        c.slave = broker(c.namesrv.port, c.root / "new-slave", BrokerRole.SLAVE)
+        await c.slave.start()
+        await caught_up(c)
+
+    run(tmp_path, test)
+    assert_consistent(store_config(tmp_path / "new-slave", BrokerRole.SLAVE))
 
 
 def test_a_slave_ahead_of_its_master_is_refused(tmp_path: Path,
