@@ -38,6 +38,7 @@ from bolide.client import (
     Producer,
     SendStatus,
 )
+from bolide.client.errors import BrokerSystemError
 from bolide.common.msgid import decode_offset_msg_id
 from bolide.common.records import decode_records
 from bolide.namesrv.config import NamesrvConfig
@@ -141,8 +142,17 @@ async def has_route(admin: Admin) -> bool:
 
 
 async def max_offset(admin: Admin, addr: str) -> int:
-    """The CommitLog max offset of the broker at ``addr`` (GET_BROKER_RUNTIME_INFO)."""
-    return int((await admin.broker_runtime_info(addr))["commitLogMaxOffset"])
+    """The CommitLog max offset of the broker at ``addr`` (GET_BROKER_RUNTIME_INFO). A Java
+    broker answers SYSTEM_ERROR (NoSuchElementException in its TPS stats) until its first
+    stats sample, a second or so after it starts: asked again until then."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return int((await admin.broker_runtime_info(addr))["commitLogMaxOffset"])
+        except BrokerSystemError as exc:
+            if "NoSuchElementException" not in str(exc) or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.2)
 
 
 async def read_replica(client: RemotingClient, admin: Admin, addr: str) -> dict[str, MessageExt]:
