@@ -32,6 +32,7 @@ from bolide.broker.registration import BrokerRegistration
 from bolide.broker.schedule import ScheduleService
 from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupManager
+from bolide.broker.topic_attributes import TopicAttributeError, retention_hours
 from bolide.broker.topic_config import TopicConfigManager
 from bolide.broker.transaction import TransactionalMessages, TransactionCheckService
 from bolide.errors import ConfigError
@@ -194,6 +195,8 @@ class BrokerController:
                 sync.set_master(r.ext_fields.get("masterAddr"))
             self.registration.on_registered = registered
             sync.start()
+        for tc in list(self.topics.table.values()):
+            self._apply_topic_retention(tc)
         self.topics.on_change.append(self._topic_changed)
         await self.registration.start()
         if self.ha_slave is not None:
@@ -238,8 +241,21 @@ class BrokerController:
         self._topics_persister.request()
 
     def _topic_changed(self, topic: TopicConfig) -> None:
+        self._apply_topic_retention(topic)
         if self.registration is not None:
             self.registration.request_register()
+
+    def _apply_topic_retention(self, topic: TopicConfig) -> None:
+        """The topic's ``retention.hours`` attribute as the store's per-topic floor (none once
+        the attribute or the topic is gone)."""
+        current = self.topics.get(topic.topic_name)
+        try:
+            hours = retention_hours(current.attributes) if current is not None else None
+        except TopicAttributeError as exc:
+            log.warning("topic %s: %s; no per-topic retention applied", topic.topic_name, exc)
+            hours = None
+        if hours is not None or topic.topic_name in self.store.topic_retention():
+            self.store.set_topic_retention(topic.topic_name, hours)
 
     def _channel_closed(self, channel: Channel) -> None:
         for group in self.clients.unregister(channel):

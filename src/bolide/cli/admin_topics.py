@@ -146,21 +146,33 @@ async def wait_route(admin: Admin, topic: str, write_queue_nums: int, timeout_s:
 @click.option("-p", "--perm", default=6, show_default=True, type=click.IntRange(0, 7),
               help="2 write, 4 read, 6 both.")
 @click.option("-o", "--order", is_flag=True, help="Mark the topic as ordered.")
+@click.option("-a", "--attributes", help="Topic attribute changes, +key=value,-key (RocketMQ 5).")
+@click.option("--retention-hours", type=float,
+              help="Keep this topic's messages at most this long (a floor on fileReservedTime; "
+                   "0 removes it). Same as -a +retention.hours=N.")
 @click.option("--wait", "wait_s", default=5.0, show_default=True,
               help="Seconds to wait for the NameServer's route to show the topic (0: do not wait).")
 def update_topic(namesrv: str, output: str, topic: str, broker_addr: str | None, cluster: str | None,
-                 read_queue_nums: int, write_queue_nums: int, perm: int, order: bool, wait_s: float) -> None:
+                 read_queue_nums: int, write_queue_nums: int, perm: int, order: bool,
+                 attributes: str | None, retention_hours: float | None, wait_s: float) -> None:
     """Create or update a topic on brokers (17)."""
+    if retention_hours is not None:
+        if retention_hours < 0:
+            raise click.BadParameter("give a number of hours >= 0 (0 removes the retention)",
+                                     param_hint="--retention-hours")
+        change = f"+retention.hours={retention_hours:g}" if retention_hours else "-retention.hours"
+        attributes = f"{attributes},{change}" if attributes else change
+
     async def job(admin: Admin) -> tuple[list[str], bool]:
         addrs = await admin.create_topic(topic, read_queue_nums=read_queue_nums,
                                          write_queue_nums=write_queue_nums, perm=perm, order=order,
-                                         broker_addr=broker_addr, cluster=cluster)
+                                         broker_addr=broker_addr, cluster=cluster, attributes=attributes)
         routed = wait_s > 0 and await wait_route(admin, topic, write_queue_nums, wait_s)
         return addrs, routed
 
     addrs, routed = with_admin(namesrv, job)
     doc = {"topic": topic, "readQueueNums": read_queue_nums, "writeQueueNums": write_queue_nums,
-           "perm": perm, "order": order, "brokers": addrs, "routed": routed}
+           "perm": perm, "order": order, "attributes": attributes, "brokers": addrs, "routed": routed}
     note = None if routed or wait_s <= 0 else (
         f"the NameServer does not show the new route yet after {wait_s} s: the broker registers "
         "it within 30 s; check with topicRoute")

@@ -192,12 +192,16 @@ class Admin:
 
     async def create_topic(self, topic: str, *, read_queue_nums: int = 8, write_queue_nums: int = 8,
                            perm: int = PERM_READ | PERM_WRITE, order: bool = False,
-                           broker_addr: str | None = None, cluster: str | None = None) -> list[str]:
-        """Create or update ``topic`` on the target masters; returns their addresses."""
+                           broker_addr: str | None = None, cluster: str | None = None,
+                           attributes: str | None = None) -> list[str]:
+        """Create or update ``topic`` on the target masters; returns their addresses.
+
+        ``attributes``: RocketMQ 5 topic attribute changes, ``"+key=value,-key"``; Bolide
+        brokers act on ``+retention.hours=N`` (a per-topic retention floor)."""
         header = CreateTopicRequestHeader(topic=topic, default_topic=DEFAULT_TOPIC,
                                           read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums,
                                           perm=perm, topic_filter_type="SINGLE_TAG", topic_sys_flag=0,
-                                          order=order)
+                                          order=order, attributes=attributes)
         addrs = await self._targets(broker_addr, cluster)
         for addr in addrs:
             await self._call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header, f"updateTopic {topic!r}")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from bolide.broker.config import BrokerConfig
 from bolide.broker.runtime_info import runtime_info
+from bolide.broker.topic_attributes import TopicAttributeError, apply_changes
 from bolide.broker.topic_config import SYSTEM_TOPICS
 from bolide.common.config_file import known_values, parse_properties
 from bolide.common.topic import validate_topic
@@ -98,11 +99,16 @@ class AdminProcessor:
         why = self._refuse_topic(header.topic)
         if why is not None:
             return request.make_response(ResponseCode.SYSTEM_ERROR, why)
+        old = self.broker.topics.get(header.topic)
+        try:
+            attributes = apply_changes(old.attributes if old is not None else None, header.attributes)
+        except TopicAttributeError as exc:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc))
         self.broker.topics.update(TopicConfig(
             topic_name=header.topic, read_queue_nums=header.read_queue_nums,
             write_queue_nums=header.write_queue_nums, perm=header.perm,
             topic_filter_type=header.topic_filter_type, topic_sys_flag=header.topic_sys_flag or 0,
-            order=header.order))
+            order=header.order, attributes=attributes))
         return request.make_response()
 
     def get_all_topic_config(self, request: RemotingCommand) -> RemotingCommand:

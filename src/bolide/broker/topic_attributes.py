@@ -1,0 +1,64 @@
+"""Topic attributes as RocketMQ 5 sends them in UPDATE_AND_CREATE_TOPIC: ``+key=value`` adds
+or replaces an attribute, ``-key`` removes it, several joined by commas
+(``mqadmin updateTopic -a +message.type=NORMAL,+retention.hours=24``).
+
+Bolide acts on one attribute of its own, ``retention.hours``: a per-topic retention floor on
+top of the global ``fileReservedTime`` (see docs/store.md, "Retention"). Other attributes are
+kept and returned as they were given.
+"""
+
+from __future__ import annotations
+
+import math
+
+RETENTION_HOURS = "retention.hours"
+
+
+class TopicAttributeError(ValueError):
+    """A malformed attributes string or value; the message says what is expected."""
+
+
+def apply_changes(current: dict[str, str] | None, text: str | None) -> dict[str, str] | None:
+    """``current`` with the ``+k=v`` / ``-k`` changes of ``text`` applied (None, or an empty
+    ``text``, leaves it as it is)."""
+    if not text or not text.strip():
+        return current
+    result = dict(current or {})
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        op, body = item[0], item[1:]
+        if op == "+":
+            key, sep, value = body.partition("=")
+            if not sep or not key:
+                raise TopicAttributeError(f"topic attribute {item!r}: write +key=value to set one")
+            _check(key, value)
+            result[key] = value
+        elif op == "-":
+            if not body or "=" in body:
+                raise TopicAttributeError(f"topic attribute {item!r}: write -key to remove one")
+            result.pop(body, None)
+        else:
+            raise TopicAttributeError(f"topic attribute {item!r} must start with + (set) or - (remove), "
+                                  "as in +retention.hours=24")
+    return result
+
+
+def _check(key: str, value: str) -> None:
+    if key == RETENTION_HOURS:
+        retention_hours({key: value})
+
+
+def retention_hours(attributes: dict[str, str] | None) -> float | None:
+    """The topic's retention floor in hours, or None when it has none."""
+    raw = (attributes or {}).get(RETENTION_HOURS)
+    if raw is None:
+        return None
+    try:
+        hours = float(raw)
+    except ValueError:
+        hours = math.nan
+    if not math.isfinite(hours) or hours <= 0:
+        raise TopicAttributeError(f"{RETENTION_HOURS}={raw!r}: give a positive number of hours "
+                              "(or remove the attribute with -retention.hours)")
+    return hours
