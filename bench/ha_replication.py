@@ -13,12 +13,16 @@ separate ``bolide broker -c CONF`` processes on free ports, with new stores unde
    the slave acknowledged, from the master's GET_BROKER_HA_STATUS) sampled every 100 ms; and
    the time from the end of the window until the slave holds the master's last byte.
 2. ``catch_up``: the slave is stopped, the master filled with ``--catchup-mib`` of 1 KiB
-   messages (batches of 64), the slave started again: seconds and MiB/s until it has
-   everything.
+   messages (batches of 64) and left to finish dispatching them (so that its own dispatch
+   does not compete), the slave started again: seconds and MiB/s from its start until its
+   CommitLog has everything, and until it has dispatched everything too.
 
 Beside each phase: CPU, peak RSS (``VmHWM``, reset when the phase starts) and the highest
-anonymous memory sampled of the master and the slave processes. Prints one JSON document on
-stdout (a summary table goes to stderr). Figures are never asserted in tests.
+anonymous memory sampled of the master and the slave processes, and the machine's busy and
+stolen shares of its CPU time (``machine_busy_pct``, ``machine_steal_pct``: 100 = every CPU),
+which tell how much else ran on a shared machine.
+Prints one JSON document on stdout (a summary table goes to stderr). Figures are never
+asserted in tests.
 """
 
 from __future__ import annotations
@@ -163,10 +167,34 @@ class Sample:
     slave_cpu: float
     master_anon: float
     slave_anon: float
+    machine: tuple[int, int, int] = (0, 0, 0)  # (steal, busy, all) CPU ticks of the machine
 
     @property
     def lag(self) -> int:
         return self.master_max - max(self.acked, 0)
+
+
+def machine_ticks() -> tuple[int, int, int]:
+    """(steal, busy, all) CPU ticks of the machine since boot, from /proc/stat ((0, 0, 0) off
+    Linux). Steal is time this VM's CPUs were ready but the host ran another VM; busy is time
+    not idle nor waiting for I/O, this benchmark's processes and everyone else's."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return 0, 0, 0
+    fields += [0] * (8 - len(fields))
+    return fields[7], sum(fields) - fields[3] - fields[4] - fields[7], sum(fields)
+
+
+def machine_pct(first: Sample, last: Sample) -> dict[str, float | None]:
+    """The machine's busy and stolen shares of all its CPU time between two samples (100 =
+    every CPU), to compare with the CPU of the master, the slave and the load."""
+    ticks = last.machine[2] - first.machine[2]
+    if ticks <= 0:
+        return {"machine_busy_pct": None, "machine_steal_pct": None}
+    return {"machine_busy_pct": r(100 * (last.machine[1] - first.machine[1]) / ticks),
+            "machine_steal_pct": r(100 * (last.machine[0] - first.machine[0]) / ticks)}
 
 
 class Watch:
@@ -190,7 +218,7 @@ class Watch:
         return Sample(time.monotonic(), m.master_commit_log_max_offset, acked, s,
                       self.master.cpu(), self.slave.cpu(),
                       proc_status(self.master.pid).get("RssAnon", 0.0),
-                      proc_status(self.slave.pid).get("RssAnon", 0.0))
+                      proc_status(self.slave.pid).get("RssAnon", 0.0), machine_ticks())
 
     async def connected(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Wait until the master counts the slave in sync (connected and acknowledging)."""
@@ -264,7 +292,7 @@ async def send_phase(watch: Watch, plan: Plan) -> dict[str, Any]:
             pipes.append(mine)
         for pipe, proc in zip(pipes, procs, strict=True):
             _receive(pipe, proc, READY_TIMEOUT_S, "ready")
-        reset = master.reset_peak_rss() and slave.reset_peak_rss()
+        reset = all([master.reset_peak_rss(), slave.reset_peak_rss()])
         start = time.monotonic() + 0.05
         for pipe in pipes:
             pipe.send(start)
@@ -309,6 +337,7 @@ async def send_phase(watch: Watch, plan: Plan) -> dict[str, Any]:
         "master": {"cpu_pct": fig["broker_cpu_pct"], **master_mem},
         "slave": {"cpu_pct": cpu_pct(first, last, "slave_cpu"),
                   **memory(slave, samples, "slave_anon")},
+        **machine_pct(first, last),
         "peak_rss_reset": reset,
     }
 
@@ -371,7 +400,8 @@ async def catch_up_phase(watch: Watch, fill_mib: int, restart: Any) -> dict[str,
     watch.slave = restart()
     up = time.monotonic()
     master, slave = watch.master, watch.slave
-    samples = [Sample(up, target, slave_from, slave_from, master.cpu(), slave.cpu(), 0.0, 0.0)]
+    samples = [Sample(up, target, slave_from, slave_from, master.cpu(), slave.cpu(), 0.0, 0.0,
+                      machine_ticks())]
     done: float | None = None
     while True:
         sample = await watch.sample()
@@ -404,6 +434,7 @@ async def catch_up_phase(watch: Watch, fill_mib: int, restart: Any) -> dict[str,
                    **memory(master, samples, "master_anon")},
         "slave": {"cpu_pct": cpu_pct(first, last, "slave_cpu"),
                   **memory(slave, samples, "slave_anon")},
+        **machine_pct(first, last),
         "peak_rss_reset": reset,
     }
 
