@@ -1,0 +1,143 @@
+"""Benchmark of the Spark pipeline on local[2]: rows/s and MiB/s of the ``rocketmq`` source
+through a broker, of ``rocketmq-store`` over the same store's files, of Spark reading the same
+rows from Parquet, and of the ``rocketmq`` sink.
+
+    .venv/bin/python bench/spark_pipeline.py --dir ./bench-data/spark
+    .venv/bin/python bench/spark_pipeline.py --quick --dir ./bench-data/spark
+
+For each body size the messages are written into a store with ``MessageStore.put_messages``
+(4 queues), served by ``bolide start`` in a child process, then read with the same query
+(``count(*)`` and ``sum(length(body))``, so every row is decoded). Prints one JSON document
+with the broker's peak RSS and anonymous memory. Figures are never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bolide.cli.bench_common import machine_info, proc_status, r
+from bolide.cli.bench_server import ServerProcess
+from bolide.client.blocking import Admin
+from bolide.common import Message
+from bolide.store import MessageStore, StoreConfig
+
+TOPIC = "SparkBench"
+
+
+def fill(root: Path, count: int, size: int) -> int:
+    """``count`` messages of ``size`` bytes in 4 queues; returns the CommitLog bytes."""
+    body = b"x" * size
+    with MessageStore(StoreConfig(store_path_root_dir=str(root))) as store:
+        batch = [Message(TOPIC, body) for _ in range(64)]
+        for i in range(0, count, 64):
+            store.put_messages(batch[: min(64, count - i)], queue_id=(i // 64) % 4)
+        store.flush()
+        assert store.wait_dispatched(120)
+        return store.max_phy_offset
+
+
+def _routed(admin: Any) -> bool:
+    try:
+        return len(admin.queues(TOPIC)) == 4
+    except Exception:  # not routed yet
+        return False
+
+
+def timed(df: Any) -> tuple[float, int, int]:
+    t = time.perf_counter()
+    row = df.selectExpr("count(*) AS n", "sum(length(body)) AS b").collect()[0]
+    return time.perf_counter() - t, int(row.n), int(row.b or 0)
+
+
+def figures(seconds: float, rows: int, body_bytes: int) -> dict[str, Any]:
+    return {"seconds": r(seconds, 3), "rows": rows, "rows_s": r(rows / seconds, 0),
+            "body_mib_s": r(body_bytes / seconds / 2**20)}
+
+
+def run_size(spark: Any, base: Path, count: int, size: int, sink_rows: int) -> dict[str, Any]:
+    root = base / f"store-{size}"
+    shutil.rmtree(root, ignore_errors=True)
+    t = time.perf_counter()
+    log_bytes = fill(root / "store", count, size)
+    out: dict[str, Any] = {"messages": count, "body_bytes": size, "commit_log_mib": r(log_bytes / 2**20),
+                           "fill_s": r(time.perf_counter() - t, 1)}
+    server = ServerProcess(root, "ASYNC_FLUSH", [])
+    server.start(120)
+    try:
+        with Admin(server.namesrv_addr) as admin:  # the store was written without a topic config
+            admin.create_topic(TOPIC, read_queue_nums=4, write_queue_nums=4)
+            deadline = time.monotonic() + 60
+            while not _routed(admin):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"no route for {TOPIC} after 60 s")
+                time.sleep(0.1)
+        online = (spark.read.format("rocketmq").option("nameserver", server.namesrv_addr)
+                  .option("topic", TOPIC).option("startingOffsets", "earliest").load())
+        secs, rows, body = timed(online)
+        out["broker_read"] = figures(secs, rows, body)
+        offline = spark.read.format("rocketmq-store").load(str(root / "store"))
+        secs, rows, body = timed(offline)
+        out["store_read"] = figures(secs, rows, body)
+        out["store_read"]["commit_log_mib_s"] = r(log_bytes / secs / 2**20)
+        parquet = root / "parquet"
+        offline.write.mode("overwrite").parquet(str(parquet))
+        secs, rows, body = timed(spark.read.parquet(str(parquet)))
+        out["parquet_read"] = figures(secs, rows, body)
+        out["store_vs_parquet"] = r(out["store_read"]["seconds"] / secs, 2)
+        sink_df = spark.read.parquet(str(parquet)).select("body").limit(sink_rows)
+        t = time.perf_counter()
+        (sink_df.write.format("rocketmq").mode("append").option("nameserver", server.namesrv_addr)
+         .option("topic", TOPIC).save())
+        secs = time.perf_counter() - t
+        out["sink"] = {"rows": sink_rows, "seconds": r(secs, 3), "rows_s": r(sink_rows / secs, 0)}
+        mem = proc_status(server.pid)
+        out["broker_memory"] = {"peak_rss_mib": r(mem.get("VmHWM")), "anon_mib": r(mem.get("RssAnon"))}
+    finally:
+        out["server_exit_status"] = server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", type=Path, default=Path("bench-data/spark"))
+    parser.add_argument("--quick", action="store_true", help="a smoke run with few messages")
+    parser.add_argument("--small", type=int, default=300_000, help="messages of 100 B")
+    parser.add_argument("--large", type=int, default=150_000, help="messages of 1 KiB")
+    args = parser.parse_args()
+    small, large, sink = (5_000, 2_000, 1_000) if args.quick else (args.small, args.large, 50_000)
+    base = args.dir.resolve()
+    base.mkdir(parents=True, exist_ok=True)
+    for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
+        os.environ.setdefault(name, sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    import bolide.spark
+
+    spark = (SparkSession.builder.master("local[2]").appName("bolide-bench-spark")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    bolide.spark.register(spark)
+    try:
+        started = time.perf_counter()
+        sizes = {"100b": run_size(spark, base, small, 100, sink),
+                 "1k": run_size(spark, base, large, 1024, sink)}
+    finally:
+        spark.stop()
+    doc = {"benchmark": "spark_pipeline", "command": "bench/spark_pipeline.py " + " ".join(sys.argv[1:]),
+           "machine": machine_info(), "master": "local[2]", "seconds": r(time.perf_counter() - started, 1),
+           "sizes": sizes}
+    print(json.dumps(doc, indent=2))
+
+
+if __name__ == "__main__":
+    main()
