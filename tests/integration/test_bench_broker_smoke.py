@@ -22,9 +22,16 @@ POSITIVE = ("msgs_s", "mib_s", "requests_s", "p50_ms", "p99_ms", "p999_ms", "max
             "broker_cpu_pct", "load_cpu_pct", "peak_rss_mib", "anon_mib", "count")
 
 
+def _default_sigint() -> None:
+    # a test run started in the background of a non-interactive shell ignores SIGINT, and an
+    # ignored signal stays ignored across exec: give the bench the disposition of a terminal's
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _bench(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-c", LAUNCH, "bench", "broker", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
 
 
 def _children(pid: int) -> list[int]:
