@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 
-from bolide.client import MessageExt, MessageQueue
-from bolide.client.blocking import Admin, PullConsumer
+from bolide.client import MessageExt, MessageQueue, PullConsumer
+from bolide.client.blocking import Admin, LoopThread
 from bolide.spark.offsets import Bounds, Offsets, QueueKey, QueueRange, clamp_start
 
 log = logging.getLogger(__name__)
@@ -83,18 +83,34 @@ class Cluster:
 
 
 class GroupCommitter:
-    """Commits a consumer group's offsets on the brokers (lag for ``consumerProgress``)."""
+    """Commits a consumer group's offsets on the brokers (lag for ``consumerProgress``).
+
+    Before its first commit to a topic's brokers it sends them a HEART_BEAT naming the group
+    and waits for the answer, as a started Java consumer does: RocketMQ 5 answers
+    UPDATE_CONSUMER_OFFSET of a group it does not know with SUBSCRIPTION_GROUP_NOT_EXIST, and
+    only a heartbeat or a pull creates the group (autoCreateSubscriptionGroup).
+    """
 
     def __init__(self, nameserver: str, group: str) -> None:
         self.group = group
-        self.consumer = PullConsumer(nameserver, group, auto_commit=False)
+        self._runner = LoopThread(f"bolide-spark-commit-{group}")
+        self._consumer = PullConsumer(nameserver, group, auto_commit=False)
         self._topics: set[str] = set()
 
     def commit(self, offsets: Mapping[QueueKey, int]) -> None:
-        for topic in sorted({k[0] for k in offsets} - self._topics):
-            self.consumer.fetch_message_queues(topic)  # starts the client and caches the route
-            self._topics.add(topic)
-        self.consumer.commit({MessageQueue(*k): off for k, off in offsets.items()})
+        self._runner.run(self._commit({MessageQueue(*k): off for k, off in offsets.items()}))
+
+    async def _commit(self, offsets: dict[MessageQueue, int]) -> None:
+        new = sorted({mq.topic for mq in offsets} - self._topics)
+        for topic in new:
+            await self._consumer.fetch_message_queues(topic)  # starts the client, caches the route
+        if new:
+            await self._consumer.start_instance()  # the answered heartbeat to the routes' brokers
+            self._topics.update(new)
+        await self._consumer.commit(offsets)
 
     def close(self) -> None:
-        self.consumer.close()
+        try:
+            self._runner.run(self._consumer.close())
+        finally:
+            self._runner.stop()
