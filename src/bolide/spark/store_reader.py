@@ -6,8 +6,10 @@ source. Nothing is locked, recovered or written: each segment is mapped read-onl
 directory may be a copy or the store of a running broker (then the read sees the records
 written when each segment is scanned). Planning lists the segment files and cuts each into
 ranges of about ``maxPartitionBytes`` (128 MiB by default) at record starts found through the
-ConsumeQueue (:mod:`bolide.spark.store_splits`); each input partition is one range, scanned
-record by record in an executor.
+ConsumeQueue (:mod:`bolide.spark.store_splits`); each input partition is one range, decoded
+in an executor straight from the mapped bytes into Arrow columns
+(:mod:`bolide.spark.record_columns`), a record at a time only where a record is uncommon
+(compressed, IPv6, v2) or unreadable.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
@@ -25,6 +29,7 @@ from bolide.client.pulling import decompress
 from bolide.common.message import MessageExt
 from bolide.common.records import decode_record
 from bolide.spark.options import SparkOptionError
+from bolide.spark.record_columns import RecordBuffer, Records
 from bolide.spark.schema import spark_schema, to_record_batch
 from bolide.spark.store_splits import ReadRange, plan_ranges
 from bolide.store.record import RecordError, parse_record
@@ -33,7 +38,9 @@ FORMAT = "rocketmq-store"
 OPTIONS = {"path", "topic", "brokername", "mappedfilesizecommitlog", "readbatchsize",
            "maxpartitionbytes", "startoffset", "endoffset"}
 DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024
+DEFAULT_READ_BATCH = 4096  # rows per Arrow batch: fewer per-batch costs, still a few MiB
 _ZERO_END = "end of data (zero bytes)"
+CHUNK_BYTES = 8 * 1024 * 1024  # the most record bytes decoded into one Arrow batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +49,7 @@ class StoreOptions:
     topics: frozenset[str]  # empty: every topic
     broker_name: str = "broker-a"
     segment_size: int | None = None
-    read_batch_size: int = 1024
+    read_batch_size: int = DEFAULT_READ_BATCH
     max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
     start_offset: int = 0  # CommitLog offsets: only records starting in [start, end)
     end_offset: int | None = None
@@ -102,7 +109,7 @@ def store_options(options: Mapping[str, str]) -> StoreOptions:
     topics = frozenset(t.strip() for t in (_option(options, "topic") or "").split(",") if t.strip())
     return StoreOptions(str(commit_log), topics, _option(options, "brokerName") or "broker-a",
                         _positive(options, "mappedFileSizeCommitLog"),
-                        _positive(options, "readBatchSize") or 1024,
+                        _positive(options, "readBatchSize") or DEFAULT_READ_BATCH,
                         _positive(options, "maxPartitionBytes") or DEFAULT_MAX_PARTITION_BYTES,
                         _offset(options, "startOffset") or 0, _offset(options, "endOffset"))
 
@@ -171,6 +178,101 @@ def scan_range(rng: ReadRange, topics: frozenset[str] = frozenset(), lo: int = 0
                 pos += info.size
 
 
+def read_range(rng: ReadRange, opts: StoreOptions) -> Iterator[pa.RecordBatch]:
+    """The Arrow batches of the records of ``rng`` (those :func:`scan_range` yields, same rows,
+    same order), at most ``opts.read_batch_size`` rows or about :data:`CHUNK_BYTES` each."""
+    with open(rng.path, "rb") as f:
+        length = f.seek(0, 2)
+        if length == 0:
+            return
+        mapped = mmap.mmap(f.fileno(), length, access=mmap.ACCESS_READ)
+    # not closed here: Arrow views of the map may live until the last batch is released
+    yield from _RangeDecoder(RecordBuffer(mapped), rng, opts).batches()
+
+
+class _RangeDecoder:
+    """Columnar decoding of one read range, falling back to the per-record decoder."""
+
+    def __init__(self, buf: RecordBuffer, rng: ReadRange, opts: StoreOptions) -> None:
+        self.buf, self.rng, self.opts = buf, rng, opts
+        base = rng.segment_start
+        self.stop = min(rng.end - base, buf.size)
+        if opts.end_offset is not None:
+            self.stop = min(self.stop, opts.end_offset - base)
+        self.first = opts.start_offset - base  # records before it are skipped
+        self.topics = pa.array(sorted(opts.topics), pa.string()) if opts.topics else None
+        self.slow: list[MessageExt] = []
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        pos = self.rng.begin - self.rng.segment_start
+        limit = self.opts.read_batch_size
+        while pos < self.stop:
+            starts, _ = self.buf.walk(pos, min(self.stop, pos + CHUNK_BYTES), limit)
+            fast = 0
+            if len(starts):
+                ok, recs = self.buf.classify(starts)
+                fast = len(ok) if ok.all() else int(np.argmin(ok))  # the leading common records
+            if fast:
+                if self.slow:
+                    yield self._flush()
+                batch = self._decode(recs.select(slice(0, fast)))
+                if batch is not None and batch.num_rows:
+                    yield batch
+                pos = int(starts[fast - 1] + recs.total[fast - 1])
+                continue
+            size = self._one_record(pos)
+            if size <= 0:
+                break
+            pos += size
+            if len(self.slow) >= limit:
+                yield self._flush()
+        if self.slow:
+            yield self._flush()
+
+    def _decode(self, recs: Records) -> pa.RecordBatch | None:
+        """The rows of ``recs`` the options select; odd ones (text that is not UTF-8, a repeated
+        property key) through the per-record decoder into ``self.slow``."""
+        keep = recs.pos >= self.first
+        if self.topics is not None:
+            try:
+                keep &= pc.is_in(self.buf.topics(recs), value_set=self.topics).to_numpy(zero_copy_only=False)
+            except pa.ArrowInvalid:
+                keep[:] = False
+                for pos in recs.pos:
+                    self._one_record(int(pos))
+                return None
+        if not keep.all():
+            recs = recs.select(keep)
+        if not len(recs):
+            return None
+        batch = self.buf.decode(recs, self.opts.broker_name)
+        if batch is None:
+            for pos in recs.pos:
+                self._one_record(int(pos))
+        return batch
+
+    def _one_record(self, pos: int) -> int:
+        """Decode the record at ``pos`` into ``self.slow`` when selected; its size, or 0 where
+        the data ends (as :func:`scan_range`: a BLANK, zeros, or a torn tail)."""
+        info = parse_record(self.buf.mv, pos, False)
+        if type(info) is RecordError:
+            if self.rng.tail or info.reason == _ZERO_END:
+                return 0
+            raise OSError(f"CommitLog file {self.rng.path}: unreadable record at byte {pos} "
+                          f"({info.reason}); check the store with `bolide store verify`")
+        if info.size == 0:  # BLANK: the rest of the segment is unused
+            return 0
+        if pos >= self.first and (not self.opts.topics or info.topic in self.opts.topics):
+            msg = decode_record(self.buf.mv, pos)
+            decompress(msg)
+            self.slow.append(msg)
+        return info.size
+
+    def _flush(self) -> pa.RecordBatch:
+        batch, self.slow = to_record_batch(self.opts.broker_name, self.slow), []
+        return batch
+
+
 class SegmentPartition(InputPartition):
     """A range of one CommitLog segment, read by one Spark task."""
 
@@ -201,14 +303,7 @@ class StoreBatchReader(DataSourceReader):
         rng = getattr(partition, "range", None)
         if rng is None:  # Spark's placeholder partition of an empty plan
             return
-        batch: list[MessageExt] = []
-        for msg in scan_range(rng, self.opts.topics, self.opts.start_offset, self.opts.end_offset):
-            batch.append(msg)
-            if len(batch) >= self.opts.read_batch_size:
-                yield to_record_batch(self.opts.broker_name, batch)
-                batch = []
-        if batch:
-            yield to_record_batch(self.opts.broker_name, batch)
+        yield from read_range(rng, self.opts)
 
 
 class RocketMQStoreDataSource(DataSource):
