@@ -29,6 +29,11 @@ from bolide.common import Message
 from bolide.store import MessageStore, StoreConfig
 
 TOPIC = "SparkBench"
+LARGE_PULL = 256  # pullBatchSize of the second broker read
+# The broker returns up to 32 messages / 256 KiB per pull by default (as RocketMQ); raised so
+# that pullBatchSize=LARGE_PULL is served. Reads with the default pullBatchSize ask for 32.
+BROKER_SETTINGS = (f"maxTransferCountOnMessageInMemory={LARGE_PULL}",
+                   "maxTransferBytesOnMessageInMemory=1048576")
 
 
 def fill(root: Path, count: int, size: int) -> int:
@@ -68,7 +73,7 @@ def run_size(spark: Any, base: Path, count: int, size: int, sink_rows: int) -> d
     log_bytes = fill(root / "store", count, size)
     out: dict[str, Any] = {"messages": count, "body_bytes": size, "commit_log_mib": r(log_bytes / 2**20),
                            "fill_s": r(time.perf_counter() - t, 1)}
-    server = ServerProcess(root, "ASYNC_FLUSH", [])
+    server = ServerProcess(root, "ASYNC_FLUSH", BROKER_SETTINGS)
     server.start(120)
     try:
         with Admin(server.namesrv_addr) as admin:  # the store was written without a topic config
@@ -78,10 +83,16 @@ def run_size(spark: Any, base: Path, count: int, size: int, sink_rows: int) -> d
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"no route for {TOPIC} after 60 s")
                 time.sleep(0.1)
-        online = (spark.read.format("rocketmq").option("nameserver", server.namesrv_addr)
-                  .option("topic", TOPIC).option("startingOffsets", "earliest").load())
-        secs, rows, body = timed(online)
+        def online(pull_batch: int) -> Any:
+            return (spark.read.format("rocketmq").option("nameserver", server.namesrv_addr)
+                    .option("topic", TOPIC).option("startingOffsets", "earliest")
+                    .option("pullBatchSize", str(pull_batch)).load())
+
+        timed(online(32).limit(10))  # the Python workers start
+        secs, rows, body = timed(online(32))
         out["broker_read"] = figures(secs, rows, body)
+        secs, rows, body = timed(online(LARGE_PULL))
+        out["broker_read_large_pulls"] = figures(secs, rows, body)
         offline = spark.read.format("rocketmq-store").load(str(root / "store"))
         secs, rows, body = timed(offline)
         out["store_read"] = figures(secs, rows, body)

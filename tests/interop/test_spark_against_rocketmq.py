@@ -260,7 +260,8 @@ def batch_ends(checkpoint: Path) -> list[dict[int, int]]:
 
 def test_available_now_stream_commits_the_group_offsets(cluster: Cluster, tmp_path: Path) -> None:
     """Spark tells a source a batch is done only when it plans the next one, so the group holds
-    the end of the run's second-to-last batch (docs/pipeline.md, Consumer group)."""
+    the end of the run's second-to-last batch (docs/pipeline.md, Consumer group), or of the
+    last when Spark plans once more before the query ends."""
     spark, checkpoint = cluster.spark, tmp_path / "checkpoint"
     query = (spark.readStream.format("rocketmq").option("nameserver", cluster.namesrv).option("topic", TOPIC)
              .option("startingOffsets", "earliest").option("consumerGroup", GROUP)
@@ -286,11 +287,11 @@ def test_available_now_stream_commits_the_group_offsets(cluster: Cluster, tmp_pa
             return {q.queue.queue_id: q.consumer_offset for q in progress.queues
                     if q.queue.topic == TOPIC and q.queue.broker_name == BROKER}
 
-        try:
-            until(lambda: committed() == ends[0])
+        try:  # a slow run may plan one more (empty) batch before stopping: then the last end
+            until(lambda: committed() in ends)
         except AssertionError:
             pytest.fail(f"group {GROUP} has offsets {committed()} on the broker, not the end of "
-                        f"the first batch {ends[0]}")
+                        f"a batch {ends}")
 
 
 def test_store_reader_on_the_stopped_brokers_files(cluster: Cluster) -> None:

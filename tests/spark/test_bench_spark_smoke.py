@@ -23,7 +23,7 @@ def test_spark_pipeline_bench_quick_run(tmp_path: Path) -> None:
     assert doc["benchmark"] == "spark_pipeline" and doc["master"] == "local[2]"
     for size, messages in (("100b", 5_000), ("1k", 2_000)):
         case = doc["sizes"][size]
-        for read in ("broker_read", "store_read", "parquet_read"):
+        for read in ("broker_read", "broker_read_large_pulls", "store_read", "parquet_read"):
             assert case[read]["rows"] == messages, (size, read, case)
         assert case["sink"]["rows"] == 1_000 and case["server_exit_status"] == 0
         assert case["broker_memory"]["anon_mib"] > 0

@@ -150,3 +150,36 @@ def test_data_loss_is_named_or_skipped(cluster: ServerThread, tmp_path: Path) ->
         assert [(p.start, p.end) for p in parts if p.queue_id == 0] == [(3, 5)]
     finally:
         store.get_min_offset_in_queue = original
+
+
+@pytest.fixture(scope="module")
+def small_pulls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+    """A broker answering each pull with about 2,000 bytes of records (10 messages, not 32)."""
+    st = ServerThread(tmp_path_factory.mktemp("spark-small-pulls") / "store",
+                      store_options={"max_transfer_bytes_on_message_in_memory": 2000}).start()
+    create_topic(st.namesrv, "Windows", queues=1)
+    produce(st.namesrv, "Windows", [b"w%03d" % i + b"." * 60 for i in range(230)],
+            tags=lambda i: "rare" if i % 7 == 0 else "common")
+    yield st
+    st.stop()
+
+
+def test_pulls_in_flight_leave_no_gap_and_no_duplicate(small_pulls: ServerThread) -> None:
+    """Eight pulls go out at once; answers shorter than their window (the broker's byte limit)
+    or reaching past it (skipping other tags) give each message once, in order."""
+    def offsets(**options: str) -> list[int]:
+        r = reader(small_pulls.namesrv, topic="Windows", **options)
+        (part,) = r.partitions()
+        batches = list(r.read(part))
+        assert all(b.num_rows <= int(options.get("readBatchSize", 4096)) for b in batches)
+        got = [row["queueOffset"] for b in batches for row in b.to_pylist()]
+        assert [bytes(row["body"])[:4] for b in batches for row in b.to_pylist()] == [
+            b"w%03d" % i for i in got]
+        return got
+
+    assert offsets() == list(range(230))
+    assert offsets(readBatchSize="50") == list(range(230))
+    assert offsets(pullBatchSize="3") == offsets(pullBatchSize="500") == list(range(230))
+    assert offsets(subExpression="rare") == list(range(0, 230, 7))
+    assert offsets(subExpression="common", startingOffsets='{"Windows": {"0": 100}}') == [
+        i for i in range(100, 230) if i % 7]

@@ -1,7 +1,8 @@
 """The columnar record decoder (bolide.spark.record_columns) and the store reader built on it
 give exactly the rows of the per-message decoder, for common records and for every odd one
 (v2 magic, IPv6 hosts, compressed bodies, repeated or empty property keys, text that is not
-UTF-8), with the store reader's rules for where data ends. Plain Python: no SparkSession."""
+UTF-8), with the store reader's rules for where data ends; pull answers that overlap or hold
+unwanted tags. Plain Python: no SparkSession."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ from bolide.client.pulling import decompress
 from bolide.common.hosts import encode_host
 from bolide.common.records import MAGIC_V1, MAGIC_V2, decode_record
 from bolide.common.sysflag import COMPRESSED
+from bolide.errors import ProtocolError
+from bolide.protocol.bodies.client import SubscriptionData
+from bolide.spark.pulled_rows import pulled_batches
 from bolide.spark.record_columns import RecordBuffer
 from bolide.spark.schema import to_record_batch
 from bolide.spark.store_reader import StoreOptions, read_range
@@ -184,3 +188,46 @@ def test_the_mapped_segment_outlives_the_batches(tmp_path: Path) -> None:
     table = pa.Table.from_batches(batches)
     assert table.num_rows == 50 and [bytes(b) for b in table.column("body").to_pylist()] == [
         bytes([i]) * 40 for i in range(50)]
+
+
+# -- pull answers (the rocketmq source) -----------------------------------------------------------
+def plain(i: int, tags: str = "A", **changes: Any) -> dict[str, Any]:
+    args = {"topic": "T", "queue_id": 0, "body": b"m%d" % i, "properties": f"TAGS\x01{tags}\x02".encode(),
+            "born_host": "127.0.0.1:1", "store_host": "127.0.0.1:2", "born_timestamp": i,
+            "store_timestamp": i, "queue_offset": i, "reconsume_times": 0, "compressed": False,
+            "v2": False}
+    return {**args, **changes}
+
+
+def offsets_of(batches: list[pa.RecordBatch]) -> list[int]:
+    return [row["queueOffset"] for row in rows(batches)]
+
+
+def test_pulled_batches_drop_overlaps_the_end_and_unwanted_tags() -> None:
+    first, _ = records([plain(i, "AB"[i % 2]) for i in range(0, 6)])
+    overlap, _ = records([plain(i, "AB"[i % 2]) for i in range(4, 10)])  # 4, 5 came in the first answer
+    sub = SubscriptionData.of("T", "*")
+    assert offsets_of(pulled_batches([(first, 0), (overlap, 6)], 9, sub, BROKER)) == list(range(9))
+    only_a = SubscriptionData.of("T", "A || C")
+    got = pulled_batches([(first, 0), (overlap, 6)], 100, only_a, BROKER)
+    assert offsets_of(got) == [0, 2, 4, 6, 8] and {r["tags"] for r in rows(got)} == {"A"}
+
+
+def test_pulled_batches_decode_uncommon_records_one_by_one() -> None:
+    many = [plain(0), plain(1, compressed=True, body=b"z" * 500), plain(2, v2=True), plain(3, tags="B"),
+            plain(4, properties=b"TAGS\x01A\x02TAGS\x01A\x02")]  # a key given twice
+    data, starts = records(many)
+    sub = SubscriptionData.of("T", "A")
+    got = pulled_batches([(data, 0)], 100, sub, BROKER)
+    assert sorted(offsets_of(got)) == [0, 1, 2, 4]
+    want = {r["queueOffset"]: r for r in expected_rows(data, starts)}
+    assert all(row == want[row["queueOffset"]] for row in rows(got))
+    assert [r["body"] for r in rows(got) if r["queueOffset"] == 1] == [b"z" * 500]
+
+
+def test_a_malformed_pull_answer_is_a_protocol_error() -> None:
+    data, _ = records([plain(0), plain(1)])
+    with pytest.raises(ProtocolError, match="malformed"):
+        pulled_batches([(data[:-5], 0)], 100, SubscriptionData.of("T", "*"), BROKER)
+    with pytest.raises(ProtocolError, match="malformed"):
+        pulled_batches([(data + bytes(20), 0)], 100, SubscriptionData.of("T", "*"), BROKER)

@@ -14,7 +14,9 @@ knows. Every method starts the client on first use; ``close()`` releases the con
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Sequence
 from typing import Self
 
 from bolide.client.admin_types import GroupProgress, OffsetChange, QueueProgress, ResetPlan
@@ -28,8 +30,8 @@ from bolide.client.errors import (
 )
 from bolide.client.filtering import subscription
 from bolide.client.instance import ClientInstance
-from bolide.client.pulling import decompress, pull
-from bolide.client.results import PullStatus
+from bolide.client.pulling import decompress, pull, pull_raw
+from bolide.client.results import PullResult, PullStatus
 from bolide.common import properties as P
 from bolide.common.message import MessageExt
 from bolide.common.msgid import decode_offset_msg_id
@@ -407,6 +409,18 @@ class Admin:
                 break
             offset = result.next_begin_offset
         return out[:count]
+
+    async def pull_records(self, mq: MessageQueue, offsets: Sequence[int], *, max_nums: int = 32,
+                           expression: str = "*") -> list[tuple[PullResult, bytes]]:
+        """One pull of the tools group from each of ``offsets``, all in flight at once: each
+        result and the records as the broker sent them (not decoded, decompressed or filtered
+        by tag; see :func:`bolide.client.pulling.pull_raw`). Nothing is committed."""
+        await self._instance.start()
+        sub = subscription(mq.topic, expression)
+        timeout = self.config.api_timeout_ms
+        return list(await asyncio.gather(*(
+            pull_raw(self._instance, TOOLS_GROUP, mq, offset, sub, max_nums=max_nums, suspend_ms=0,
+                     timeout_ms=timeout) for offset in offsets)))
 
     async def min_max_offset(self, mq: MessageQueue, addr: str) -> tuple[int, int]:
         api = self._instance.api

@@ -33,7 +33,7 @@ from bolide.client import push_consumer as _push
 from bolide.client import transaction as _tx
 from bolide.client.admin_types import GroupProgress, ResetPlan
 from bolide.client.errors import ClientStateError
-from bolide.client.results import SendResult, SendStatus
+from bolide.client.results import PullResult, SendResult, SendStatus
 from bolide.client.selector import MessageQueueSelector
 from bolide.common.message import Message, MessageExt
 from bolide.protocol.bodies.admin import ConsumerConnection, ProducerConnection, TopicOffset
@@ -404,6 +404,10 @@ class Admin(_Blocking[_admin.Admin]):
 
     def read_messages(self, mq: MessageQueue, offset: int, count: int, **kwargs: Any) -> list[MessageExt]:
         return self._run(lambda c: c.read_messages(mq, offset, count, **kwargs))
+
+    def pull_records(self, mq: MessageQueue, offsets: Sequence[int],
+                     **kwargs: Any) -> list[tuple[PullResult, bytes]]:
+        return self._run(lambda c: c.pull_records(mq, offsets, **kwargs))
 
     def min_max_offset(self, mq: MessageQueue, addr: str) -> tuple[int, int]:
         return self._run(lambda c: c.min_max_offset(mq, addr))

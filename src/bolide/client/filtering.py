@@ -31,3 +31,5 @@ def matches(sub: SubscriptionData, msg: Message) -> bool:
         return True
     tags = msg.tags
     return tags is not None and tags in sub.tags_set
+
+__all__ = ["SubscriptionData", "matches", "subscription"]

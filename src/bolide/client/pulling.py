@@ -58,11 +58,13 @@ def restore_retry_topic(msg: MessageExt, group: str) -> None:
         msg.topic = original
 
 
-async def pull(instance: ClientInstance, group: str, mq: MessageQueue, offset: int,
-               sub: SubscriptionData, *, max_nums: int, suspend_ms: int, timeout_ms: int,
-               commit_offset: int | None = None) -> PullResult:
+async def pull_raw(instance: ClientInstance, group: str, mq: MessageQueue, offset: int,
+                   sub: SubscriptionData, *, max_nums: int, suspend_ms: int, timeout_ms: int,
+                   commit_offset: int | None = None) -> tuple[PullResult, bytes]:
     """Pull from ``offset`` of ``mq``; the broker may hold the call up to ``suspend_ms``.
-    ``commit_offset`` rides along to a master (slaves do not store it)."""
+    ``commit_offset`` rides along to a master (slaves do not store it). Returns the result
+    (no messages) and the records as the broker sent them (empty unless FOUND): they are
+    not decoded, decompressed or filtered by tag."""
     broker_id = instance.pull_from_which_node.get(mq, MASTER_ID)
     route = await instance.route(mq.topic)
     found = route.subscribe_addr(mq.broker_name, broker_id) if route is not None else None
@@ -88,11 +90,22 @@ async def pull(instance: ClientInstance, group: str, mq: MessageQueue, offset: i
     instance.pull_from_which_node[mq] = int(ext.get("suggestWhichBrokerId", MASTER_ID))
     result = PullResult(_STATUS[response.code], int(ext.get("nextBeginOffset", offset)),
                         int(ext.get("minOffset", 0)), int(ext.get("maxOffset", 0)))
+    return result, response.body_bytes() if result.status is PullStatus.FOUND else b""
+
+
+async def pull(instance: ClientInstance, group: str, mq: MessageQueue, offset: int,
+               sub: SubscriptionData, *, max_nums: int, suspend_ms: int, timeout_ms: int,
+               commit_offset: int | None = None) -> PullResult:
+    """:func:`pull_raw`, then the messages: decoded, decompressed, those the tag filter wants,
+    with MIN_OFFSET / MAX_OFFSET and the retry topic restored (as the Java client)."""
+    result, body = await pull_raw(instance, group, mq, offset, sub, max_nums=max_nums,
+                                  suspend_ms=suspend_ms, timeout_ms=timeout_ms,
+                                  commit_offset=commit_offset)
     if result.status is PullStatus.FOUND:
         try:
-            msgs = decode_records(response.body_bytes())
+            msgs = decode_records(body)
         except RecordFormatError as exc:
-            raise ProtocolError(f"the pull answer from {addr} is malformed: {exc}") from None
+            raise ProtocolError(f"the pull answer of broker {mq.broker_name} is malformed: {exc}") from None
         kept = []
         for msg in msgs:
             if not matches(sub, msg):

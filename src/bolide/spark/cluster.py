@@ -11,11 +11,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 
-from bolide.client import MessageExt, MessageQueue, PullConsumer
+import pyarrow as pa
+
+from bolide.client import MessageQueue, PullConsumer
 from bolide.client.blocking import Admin, LoopThread
+from bolide.client.filtering import subscription
+from bolide.client.results import PullStatus
 from bolide.spark.offsets import Bounds, Offsets, QueueKey, QueueRange, clamp_start
+from bolide.spark.pulled_rows import pulled_batches
 
 log = logging.getLogger(__name__)
+
+PULL_BATCH = 32  # messages a pull asks for by default: what a RocketMQ broker returns at most
+PULLS_IN_FLIGHT = 8  # pulls sent at once for one queue
+FLUSH_BYTES = 8 * 1024 * 1024  # record bytes decoded into one Arrow batch at most
 
 
 class Cluster:
@@ -58,28 +67,60 @@ class Cluster:
         """The first offset of each queue stored at or after ``timestamp_ms``."""
         return {k: self.admin.search_offset(MessageQueue(*k), self._addr(k), timestamp_ms) for k in keys}
 
-    def read(self, part: QueueRange, *, expression: str = "*", batch_size: int = 1024,
-             fail_on_data_loss: bool = True) -> Iterator[list[MessageExt]]:
-        """The messages of ``part`` matching the tag expression, in lists of at most
-        ``batch_size``. Deleted messages fail the read (DataLossError) or are skipped with a
-        warning, per ``fail_on_data_loss``."""
+    def read_batches(self, part: QueueRange, *, expression: str = "*", batch_size: int = 4096,
+                     pull_batch: int = PULL_BATCH,
+                     fail_on_data_loss: bool = True) -> Iterator[pa.RecordBatch]:
+        """The rows of ``part`` matching the tag expression as Arrow batches of at most
+        ``batch_size`` rows, in queue order. :data:`PULLS_IN_FLIGHT` pulls asking for
+        ``pull_batch`` messages go out at once, at consecutive windows of the queue; the window
+        follows what the broker returns per pull (its maxTransferCount/Bytes limits). The
+        records are decoded without a Python object per message. Deleted messages fail the
+        read (DataLossError) or are skipped with a warning."""
         mq = MessageQueue(part.topic, part.broker_name, part.queue_id)
-        offset = part.start
-        while offset < part.end:
-            msgs = self.admin.read_messages(mq, offset, batch_size, end_offset=part.end,
-                                            expression=expression)
-            if msgs:
-                yield msgs
-                offset = msgs[-1].queue_offset + 1
-            if len(msgs) == batch_size:
+        sub = subscription(part.topic, expression)
+        bodies: list[tuple[bytes, int]] = []
+        held = rows = 0  # bytes in bodies, and at most that many messages
+        cursor, stride = part.start, pull_batch
+        while cursor < part.end:
+            windows = range(cursor, min(part.end, cursor + PULLS_IN_FLIGHT * stride), stride)
+            answers = self.admin.pull_records(mq, list(windows), max_nums=pull_batch,
+                                              expression=expression)
+            reached, stopped, spans = cursor, False, []
+            for start, (result, body) in zip(windows, answers, strict=True):
+                if start > reached:  # an earlier answer stopped short of this window
+                    break
+                if result.status is PullStatus.FOUND:
+                    bodies.append((body, reached))
+                    held += len(body)
+                    spans.append(result.next_begin_offset - start)
+                elif result.status is not PullStatus.NO_MATCHED_MSG:
+                    stopped = True
+                    break
+                reached = max(reached, result.next_begin_offset)
+            rows += reached - cursor
+            if spans:  # answers shorter than the window: narrow it; longer: widen it
+                stride = max(1, min(pull_batch, min(spans)))
+            if held >= FLUSH_BYTES or rows >= batch_size:
+                yield from _sliced(pulled_batches(bodies, part.end, sub, part.broker_name), batch_size)
+                bodies, held, rows = [], 0, 0
+            if reached > cursor and not stopped:
+                cursor = reached
                 continue
+            cursor = reached
             # a short read: the range is done, unless retention deleted what comes next
-            if offset >= part.end:
-                return
+            if cursor >= part.end:
+                break
             low, _ = self.admin.min_max_offset(mq, self._addr(part.key))
-            if low <= offset:
-                return
-            offset = clamp_start(part.key, offset, low, fail_on_data_loss=fail_on_data_loss)
+            if low <= cursor:
+                break
+            cursor = clamp_start(part.key, cursor, low, fail_on_data_loss=fail_on_data_loss)
+        yield from _sliced(pulled_batches(bodies, part.end, sub, part.broker_name), batch_size)
+
+
+def _sliced(batches: Sequence[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        for at in range(0, batch.num_rows, rows):
+            yield batch.slice(at, rows)
 
 
 class GroupCommitter:

@@ -27,7 +27,7 @@ from pyspark.sql.types import StructType
 from bolide.spark import offsets as O
 from bolide.spark.cluster import Cluster, GroupCommitter
 from bolide.spark.options import EARLIEST, LATEST, ReadOptions, SparkOptionError, read_options
-from bolide.spark.schema import spark_schema, to_record_batch
+from bolide.spark.schema import spark_schema
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +75,10 @@ def read_partition(opts: ReadOptions, partition: InputPartition) -> Iterator[pa.
     if part is None or part.size == 0:
         return
     with Cluster(opts.nameserver, opts.timeout_ms) as cluster:
-        for msgs in cluster.read(part, expression=opts.expression, batch_size=opts.read_batch_size,
-                                 fail_on_data_loss=opts.fail_on_data_loss):
-            yield to_record_batch(part.broker_name, msgs)
+        yield from cluster.read_batches(part, expression=opts.expression,
+                                        batch_size=opts.read_batch_size,
+                                        pull_batch=opts.pull_batch_size,
+                                        fail_on_data_loss=opts.fail_on_data_loss)
 
 
 def _check_order(start: O.Offsets, end: O.Offsets, what: str) -> None:
