@@ -2,7 +2,8 @@
 
 Reads the files read-only: every CommitLog record's framing and CRC, the record chain
 across segments, CommitLog <-> ConsumeQueue agreement in both directions, the index files'
-hash chains (:mod:`bolide.store.verify_index`) and the config files
+hash chains (:mod:`bolide.store.verify_index`, in a child process beside the CommitLog scan
+when the index is large) and the config files
 (:mod:`bolide.store.verify_config`). Each problem names its global offset.
 
 The CommitLog scan is the hot loop (docs/performance.md): one ``struct`` unpack and one
@@ -117,7 +118,7 @@ def verify_store(root: str | os.PathLike[str], config: StoreConfig | None = None
                  progress: Callable[[int], None] | None = None) -> VerifyReport:
     """Check the store at ``root``; ``progress(bytes)`` is called as the CommitLog is read."""
     from bolide.store.verify_config import check_config_files
-    from bolide.store.verify_index import check_index_files
+    from bolide.store.verify_index import BackgroundIndexCheck, check_index_files
 
     cfg = (config or StoreConfig()).replace(store_path_root_dir=str(root))
     report = VerifyReport()
@@ -125,7 +126,9 @@ def verify_store(root: str | os.PathLike[str], config: StoreConfig | None = None
     for issue in log.issues:
         report.problems.append(Problem(issue.path, issue.offset, issue.message))
     queues: dict[tuple[bytes, int], _Queue] = {}
+    index_check = None
     try:
+        index_check = BackgroundIndexCheck.start(cfg, log)  # a large index: beside the scan
         for (topic, qid), path in queue_dirs(cfg).items():
             segs = Segments.open(path, cfg.mapped_file_size_consume_queue)
             where = f"consumequeue/{topic}/{qid}"
@@ -134,7 +137,11 @@ def verify_store(root: str | os.PathLike[str], config: StoreConfig | None = None
             queues[(topic.encode(), qid)] = _Queue(segs, where)
         _check_commit_log(log, queues, report, progress)
         _check_queues(log, queues, report)
-        check_index_files(cfg, log, report)
+        if index_check is None:
+            check_index_files(cfg, log, report)
+        else:
+            index_check, running = None, index_check
+            running.finish(cfg, log, report)
         ranges: dict[tuple[str, int], tuple[int, int] | None] = {}
 
         def bounds(topic: str, qid: int) -> tuple[int, int] | None:
@@ -144,6 +151,8 @@ def verify_store(root: str | os.PathLike[str], config: StoreConfig | None = None
 
         check_config_files(cfg, bounds, report)
     finally:
+        if index_check is not None:
+            index_check.cancel()
         for q in queues.values():
             q.entries = iter(())  # drops the generator's views of the mapping
             q.segs.close()

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import errno
 import mmap
+import multiprocessing
 import os
 import struct
 import sys
 from array import array
 from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bolide.store.config import StoreConfig
@@ -32,31 +35,133 @@ _MAX_PER_FILE = 10
 _CHUNK = 1 << 16
 _ENTRY_CHUNK = 1 << 16
 _ZERO = bytes(_CHUNK)  # problems listed per file; the rest are counted
+BACKGROUND_MIN_ENTRIES = 500_000  # below this the child process costs more than it saves
+
+
+@dataclass
+class IndexCheck:
+    """What the index check found, kept apart from the report so a child process can return it."""
+
+    files: int = 0
+    entries: int = 0
+    problems: list[tuple[str, int, str]] = field(default_factory=list)  # (where, position, message)
+    stale: dict[str, int] = field(default_factory=dict)  # file -> entries pointing at no record
+    late: dict[str, list[int]] = field(default_factory=dict)  # file -> record offsets past ``late_from``
 
 
 def check_index_files(config: StoreConfig, log: Segments, report: VerifyReport) -> None:
+    """Check every index file against the CommitLog the report has scanned (in this process)."""
+    found = _check_all(config, log, report.commit_log_min, report.commit_log_end, None)
+    add_to_report(found, report.commit_log_end, report)
+
+
+def add_to_report(found: IndexCheck, commit_log_end: int, report: VerifyReport) -> None:
+    """Put ``found`` into ``report``; entries of ``found.late`` that a record at or past
+    ``commit_log_end`` would need count as stale."""
     from bolide.store.verify import Problem
 
-    for path in index_paths(config):
-        where = f"index/{path.name}"
-        report.index_files += 1
-        try:
-            reader = open_index(config, path)
-        except (IndexGeometryError, OSError, ValueError) as exc:
-            report.problems.append(Problem(where, -1, str(exc)))
-            continue
-        with reader:
-            problems, stale = _check_file(reader, log, report)
-        report.index_entries += max(0, reader.count - 1)
-        for position, message in problems[:_MAX_PER_FILE]:
-            report.problems.append(Problem(where, position, message))
-        if len(problems) > _MAX_PER_FILE:
-            report.problems.append(Problem(where, -1, f"{len(problems) - _MAX_PER_FILE} more "
-                                           "problems: `bolide store repair --rebuild-index`"))
+    report.index_files += found.files
+    report.index_entries += found.entries
+    report.problems.extend(Problem(*problem) for problem in found.problems)
+    for where in sorted(found.stale.keys() | found.late.keys()):
+        stale = found.stale.get(where, 0) + sum(
+            1 for phy in found.late.get(where, ()) if phy + 91 > commit_log_end)
         if stale:
             report.warnings.append(Problem(
                 where, -1, f"{stale} entries point at no record (left over after the "
                 "CommitLog was cut?): `bolide store repair --rebuild-index` rebuilds the index"))
+
+
+def _check_all(config: StoreConfig, log: Segments, cl_min: int, cl_end: int,
+               late_from: int | None) -> IndexCheck:
+    found = IndexCheck()
+    for path in index_paths(config):
+        where = f"index/{path.name}"
+        found.files += 1
+        try:
+            reader = open_index(config, path)
+        except (IndexGeometryError, OSError, ValueError) as exc:
+            found.problems.append((where, -1, str(exc)))
+            continue
+        with reader:
+            problems, stale, late = _check_file(reader, log, cl_min, cl_end, late_from)
+        found.entries += max(0, reader.count - 1)
+        for position, message in problems[:_MAX_PER_FILE]:
+            found.problems.append((where, position, message))
+        if len(problems) > _MAX_PER_FILE:
+            found.problems.append((where, -1, f"{len(problems) - _MAX_PER_FILE} more "
+                                   "problems: `bolide store repair --rebuild-index`"))
+        if stale:
+            found.stale[where] = stale
+        if late:
+            found.late[where] = late
+    return found
+
+
+class BackgroundIndexCheck:
+    """The index check in a child process, beside the CommitLog scan (a second core).
+
+    Started before the scan knows where the CommitLog ends: the child takes the start of the
+    last segment holding data as a lower bound of the end, and returns the offsets of the
+    records it found past that bound; :meth:`finish` judges them against the real end, or
+    checks again here when the scan ended earlier (damage). Only worth it for large indexes:
+    :meth:`start` returns None below :data:`BACKGROUND_MIN_ENTRIES` entries.
+    """
+
+    def __init__(self, pool: ProcessPoolExecutor, future: Future[IndexCheck], late_from: int) -> None:
+        self._pool, self._future, self.late_from = pool, future, late_from
+
+    @classmethod
+    def start(cls, config: StoreConfig, log: Segments) -> BackgroundIndexCheck | None:
+        if not log.maps or _entry_count(config) < BACKGROUND_MIN_ENTRIES:
+            return None
+        used = [start for start, m in log.maps if m[:8] != bytes(8)]
+        if not used:
+            return None
+        late_from = used[-1] - 91  # records before it end at or before the last segment's start
+        last_start, last_map = log.maps[-1]
+        pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        future = pool.submit(_check_in_child, config, log.maps[0][0], last_start + len(last_map),
+                             late_from)
+        return cls(pool, future, late_from)
+
+    def finish(self, config: StoreConfig, log: Segments, report: VerifyReport) -> None:
+        try:
+            found = self._future.result()
+        finally:
+            self._pool.shutdown()
+        if report.commit_log_end < self.late_from + 91:  # the scan stopped in an earlier segment
+            check_index_files(config, log, report)
+        else:
+            add_to_report(found, report.commit_log_end, report)
+
+    def cancel(self) -> None:
+        self._future.cancel()
+        self._pool.shutdown(cancel_futures=True)
+
+
+def _check_in_child(config: StoreConfig, cl_min: int, cl_end: int, late_from: int) -> IndexCheck:
+    from bolide.store.offline import open_commit_log
+
+    log = open_commit_log(config)
+    try:
+        return _check_all(config, log, cl_min, cl_end, late_from)
+    finally:
+        log.close()
+
+
+def _entry_count(config: StoreConfig) -> int:
+    """Entries in the index files, from their headers (indexCount at byte 36)."""
+    total = 0
+    for path in index_paths(config):
+        try:
+            with open(path, "rb") as f:
+                head = f.read(40)
+        except OSError:
+            continue
+        if len(head) == 40:
+            total += max(0, struct.unpack_from(">i", head, 36)[0])
+    return total
 
 
 def _used_slots(reader: IndexReader) -> Iterator[tuple[int, int]]:
@@ -111,9 +216,10 @@ def _entry_problem(n: int, key_hash: int, diff: int, prev: int) -> str:
     return f"entry {n}: chain link {prev} is in another hash slot"
 
 
-def _check_file(reader: IndexReader, log: Segments, report: VerifyReport
-                ) -> tuple[list[tuple[int, str]], int]:
-    """(problems as (byte position in the file, message), stale entry count)."""
+def _check_file(reader: IndexReader, log: Segments, cl_min: int, cl_end: int, late_from: int | None
+                ) -> tuple[list[tuple[int, str]], int, list[int]]:
+    """(problems as (byte position in the file, message), stale entry count, offsets of the
+    records found at or past ``late_from``, which the caller judges against the real end)."""
     h = reader.header
     problems: list[tuple[int, str]] = []
     count = h.index_count
@@ -124,8 +230,9 @@ def _check_file(reader: IndexReader, log: Segments, report: VerifyReport
     slots_n = reader.hash_slot_num
     mm = reader.mm
     slot_of = array("i", bytes(4 * count))
-    cl_min, cl_end = report.commit_log_min, report.commit_log_end
     stale = 0
+    late: list[int] = []
+    late_at = cl_end if late_from is None else late_from
     entries_at = reader.entries_at
     head = _HEAD.unpack_from
     seg_lo = seg_hi = 0  # the segment of the last record looked at: [seg_lo, seg_hi - 36)
@@ -155,6 +262,8 @@ def _check_file(reader: IndexReader, log: Segments, report: VerifyReport
         magic, record_phy = head(m, phy - seg_lo)
         if record_phy != phy or (magic != MAGIC_V1 and magic != MAGIC_V2):
             stale += 1
+        elif phy >= late_at:
+            late.append(phy)
     for slot, n in _used_slots(reader):
         if n < 0 or n > count:
             problems.append((HEADER_SIZE + slot * 4, f"slot {slot} points at entry {n}, past "
@@ -162,4 +271,4 @@ def _check_file(reader: IndexReader, log: Segments, report: VerifyReport
         elif n < count and slot_of[n] != slot:
             problems.append((HEADER_SIZE + slot * 4,
                              f"slot {slot} points at entry {n}, which hashes elsewhere"))
-    return problems, stale
+    return problems, stale, late
