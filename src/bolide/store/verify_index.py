@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import errno
 import mmap
-import multiprocessing
 import os
+import pickle
 import struct
+import subprocess
 import sys
 from array import array
 from collections.abc import Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -99,55 +99,69 @@ def _check_all(config: StoreConfig, log: Segments, cl_min: int, cl_end: int,
 
 
 class BackgroundIndexCheck:
-    """The index check in a child process, beside the CommitLog scan (a second core).
+    """The index check in a child interpreter, beside the CommitLog scan (a second core).
 
     Started before the scan knows where the CommitLog ends: the child takes the start of the
     last segment holding data as a lower bound of the end, and returns the offsets of the
     records it found past that bound; :meth:`finish` judges them against the real end, or
-    checks again here when the scan ended earlier (damage). Only worth it for large indexes:
-    :meth:`start` returns None below :data:`BACKGROUND_MIN_ENTRIES` entries.
+    checks again here when the scan ended earlier (damage) or the child failed. Only worth it
+    for large indexes on several cores: :meth:`start` returns None otherwise.
     """
 
-    def __init__(self, pool: ProcessPoolExecutor, future: Future[IndexCheck], late_from: int) -> None:
-        self._pool, self._future, self.late_from = pool, future, late_from
+    def __init__(self, child: subprocess.Popen[bytes], late_from: int) -> None:
+        self._child, self.late_from = child, late_from
 
     @classmethod
     def start(cls, config: StoreConfig, log: Segments) -> BackgroundIndexCheck | None:
-        if not log.maps or _entry_count(config) < BACKGROUND_MIN_ENTRIES:
+        if (not log.maps or len(os.sched_getaffinity(0)) < 2
+                or _entry_count(config) < BACKGROUND_MIN_ENTRIES):
             return None
         used = [start for start, m in log.maps if m[:8] != bytes(8)]
         if not used:
             return None
         late_from = used[-1] - 91  # records before it end at or before the last segment's start
         last_start, last_map = log.maps[-1]
-        pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-        future = pool.submit(_check_in_child, config, log.maps[0][0], last_start + len(last_map),
-                             late_from)
-        return cls(pool, future, late_from)
+        job = pickle.dumps((config, log.maps[0][0], last_start + len(last_map), late_from))
+        try:
+            child = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        except OSError:
+            return None
+        assert child.stdin is not None
+        with child.stdin:
+            child.stdin.write(job)
+        return cls(child, late_from)
 
     def finish(self, config: StoreConfig, log: Segments, report: VerifyReport) -> None:
-        try:
-            found = self._future.result()
-        finally:
-            self._pool.shutdown()
-        if report.commit_log_end < self.late_from + 91:  # the scan stopped in an earlier segment
-            check_index_files(config, log, report)
+        child = self._child
+        assert child.stdout is not None
+        with child.stdout:
+            out = child.stdout.read()
+        found = pickle.loads(out) if child.wait() == 0 and out else None
+        if found is None or report.commit_log_end < self.late_from + 91:
+            check_index_files(config, log, report)  # the child failed, or the scan stopped early
         else:
             add_to_report(found, report.commit_log_end, report)
 
     def cancel(self) -> None:
-        self._future.cancel()
-        self._pool.shutdown(cancel_futures=True)
+        if self._child.poll() is None:
+            self._child.kill()
+        self._child.wait()
+        if self._child.stdout is not None:
+            self._child.stdout.close()
 
 
-def _check_in_child(config: StoreConfig, cl_min: int, cl_end: int, late_from: int) -> IndexCheck:
+def _child_main() -> None:
+    """``python -m bolide.store.verify_index``: a pickled job on stdin, the IndexCheck out."""
     from bolide.store.offline import open_commit_log
 
+    config, cl_min, cl_end, late_from = pickle.loads(sys.stdin.buffer.read())
     log = open_commit_log(config)
     try:
-        return _check_all(config, log, cl_min, cl_end, late_from)
+        found = _check_all(config, log, cl_min, cl_end, late_from)
     finally:
         log.close()
+    sys.stdout.buffer.write(pickle.dumps(found))
 
 
 def _entry_count(config: StoreConfig) -> int:
@@ -272,3 +286,9 @@ def _check_file(reader: IndexReader, log: Segments, cl_min: int, cl_end: int, la
             problems.append((HEADER_SIZE + slot * 4,
                              f"slot {slot} points at entry {n}, which hashes elsewhere"))
     return problems, stale, late
+
+
+if __name__ == "__main__":  # run as a module: use the importable one, so results unpickle
+    from bolide.store.verify_index import _child_main as main
+
+    main()

@@ -32,21 +32,30 @@ def config(tmp_path: Path) -> StoreConfig:
     return config
 
 
-def both(config: StoreConfig, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
-    """The report of the in-process check, after checking the child's is the same."""
+def both(config: StoreConfig, monkeypatch: pytest.MonkeyPatch, *, again_here: bool) -> dict[str, object]:
+    """The report of the in-process check, after checking the child's is the same (and that
+    the index was checked again in this process only when ``again_here``)."""
     in_process = verify_store(config.root, config).to_json()
     started: list[object] = []
+    here: list[object] = []
     start = verify_index.BackgroundIndexCheck.start.__func__  # type: ignore[attr-defined]
+    check_here = verify_index.check_index_files
 
     def counted(cls: type, *args: object) -> object:
         started.append(found := start(cls, *args))
         return found
 
+    def checked_here(*args: object) -> None:
+        here.append(args)
+        check_here(*args)  # type: ignore[arg-type]
+
     with monkeypatch.context() as m:
         m.setattr(verify_index, "BACKGROUND_MIN_ENTRIES", 1)
+        m.setattr(verify_index, "check_index_files", checked_here)
         m.setattr(verify_index.BackgroundIndexCheck, "start", classmethod(counted))
         in_child = verify_store(config.root, config).to_json()
     assert len(started) == 1 and started[0] is not None, "the child process was not used"
+    assert len(here) == again_here
     assert in_child == in_process
     return in_process
 
@@ -94,7 +103,7 @@ def test_the_child_reports_what_the_in_process_check_reports(
         config: StoreConfig, monkeypatch: pytest.MonkeyPatch, damage: Callable[[StoreConfig], None]) -> None:
     assert len(used_segments(config)) >= 3, "the store should span several segments"
     damage(config)
-    report = both(config, monkeypatch)
+    report = both(config, monkeypatch, again_here=damage is damage_in_an_earlier_segment)
     assert report["index_entries"] == 600  # UNIQ_KEY and one key per message
     warnings = " ".join(w["message"] for w in report["warnings"])  # type: ignore[index, union-attr]
     if damage is clean:
@@ -116,3 +125,11 @@ def test_small_indexes_are_checked_in_process(config: StoreConfig) -> None:
         assert verify_index.BackgroundIndexCheck.start(config, log) is None
     finally:
         log.close()
+
+
+def test_a_failed_child_means_checking_here(config: StoreConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    stale_and_broken_entries(config)
+    expected = verify_store(config.root, config).to_json()
+    monkeypatch.setattr(verify_index, "BACKGROUND_MIN_ENTRIES", 1)
+    monkeypatch.setattr(verify_index.sys, "executable", "/bin/false")  # the child exits 1
+    assert verify_store(config.root, config).to_json() == expected
