@@ -18,7 +18,7 @@ pytestmark = pytest.mark.spark
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
     st = ServerThread(tmp_path_factory.mktemp("spark-sink") / "store").start()
-    for topic in ("Out", "OutA", "OutB", "Source", "Mirror"):
+    for topic in ("Out", "OutA", "OutB", "Source", "Mirror", "Ordered"):
         create_topic(st.namesrv, topic, queues=2)
     yield st
     st.stop()
@@ -54,6 +54,18 @@ def test_topic_option_wins_and_binary_bodies(spark: Any, cluster: ServerThread) 
     df.write.format("rocketmq").option("nameserver", cluster.namesrv).option("topic", "Out") \
         .mode("append").save()
     assert sorted(m.body for m in messages(cluster.namesrv, "Out")) == [b"\x00\x01", b"\xff"]
+
+
+def test_batches_in_flight_keep_the_order_of_a_queue(spark: Any, cluster: ServerThread) -> None:
+    """Several batches are in flight per task, but one at a time for a given queueId."""
+    rows = [(f"row-{i:04d}", i % 2) for i in range(1200)]
+    df = spark.createDataFrame(rows, "body STRING, queueId INT").coalesce(1)
+    (df.write.format("rocketmq").option("nameserver", cluster.namesrv).option("topic", "Ordered")
+     .option("batchSize", "16").mode("append").save())
+    got = messages(cluster.namesrv, "Ordered")
+    for qid in (0, 1):
+        assert [m.body for m in got if m.queue_id == qid] == [
+            f"row-{i:04d}".encode() for i in range(qid, 1200, 2)]
 
 
 def test_bad_input_is_refused(spark: Any, cluster: ServerThread) -> None:

@@ -213,6 +213,12 @@ class Producer(_Blocking[_producer.Producer]):
                    timeout_ms: int | None = None) -> SendResult:
         return self._run(lambda c: c.send_batch(messages, queue=queue, timeout_ms=timeout_ms))
 
+    def send_batch_async(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
+                         timeout_ms: int | None = None) -> concurrent.futures.Future[SendResult]:
+        """:meth:`send_batch` in the background; returns a ``concurrent.futures.Future``."""
+        core = self._core
+        return self._runner.submit(core.send_batch(messages, queue=queue, timeout_ms=timeout_ms))
+
     def publish_queues(self, topic: str) -> list[MessageQueue]:
         return self._run(lambda c: c.publish_queues(topic))
 

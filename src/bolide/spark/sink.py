@@ -1,5 +1,6 @@
 """``df.write.format("rocketmq")`` and ``writeStream``: each Spark task sends its rows with the
-blocking Producer, in batches (SEND_BATCH_MESSAGE) per topic and queue.
+blocking Producer, in batches (SEND_BATCH_MESSAGE) per topic and queue, several batches in
+flight (one at a time for a given ``queueId``, which keeps their order).
 
 Input columns: ``body`` (binary or string, required) and optional ``topic``, ``tags``,
 ``keys``, ``properties`` (map<string,string>), ``queueId`` (int) and ``dedupeKey`` (string);
@@ -11,7 +12,9 @@ see), so the copies of a resent row share one id a consumer can deduplicate on.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +42,7 @@ OPTIONAL_COLUMNS = {
     "dedupeKey": (StringType,),
 }
 MAX_BATCH_BYTES = 1024 * 1024
+MAX_IN_FLIGHT = 4  # batches a task has sent and not yet seen answered
 
 
 @dataclass
@@ -100,6 +104,7 @@ class _Sender:
         self.pending_bytes: dict[tuple[str, int | None], int] = {}
         self.queues: dict[str, list[MessageQueue]] = {}
         self.sent = SentMessages(_partition_id())
+        self.in_flight: deque[tuple[Future[Any], tuple[str, int | None], int]] = deque()
 
     def add(self, msg: Message, queue_id: int | None) -> None:
         key = (msg.topic, queue_id)
@@ -119,18 +124,31 @@ class _Sender:
                                f"{sorted({q.queue_id for q in self.queues[topic]})}")
 
     def flush(self, key: tuple[str, int | None]) -> None:
+        """Send the pending messages of ``key`` in the background: up to
+        :data:`MAX_IN_FLIGHT` batches at once, one at a time per given queue id (its order)."""
         msgs = self.pending.pop(key, [])
         self.pending_bytes.pop(key, None)
         if not msgs:
             return
         topic, queue_id = key
         queue = None if queue_id is None else self._queue(topic, queue_id)
+        if queue_id is not None:
+            while any(k == key for _, k, _ in self.in_flight):
+                self._settle_oldest()
         if len(msgs) == 1:
-            self.producer.send(msgs[0], queue=queue)
+            future = self.producer.send_async(msgs[0], queue=queue)
         else:
-            self.producer.send_batch(msgs, queue=queue)
-        self.sent.count += len(msgs)
-        self.sent.per_topic[topic] = self.sent.per_topic.get(topic, 0) + len(msgs)
+            future = self.producer.send_batch_async(msgs, queue=queue)
+        self.in_flight.append((future, key, len(msgs)))
+        while len(self.in_flight) > MAX_IN_FLIGHT:
+            self._settle_oldest()
+
+    def _settle_oldest(self) -> None:
+        """Wait for the oldest send; its failure fails the task (Spark retries it)."""
+        future, (topic, _), count = self.in_flight.popleft()
+        future.result()
+        self.sent.count += count
+        self.sent.per_topic[topic] = self.sent.per_topic.get(topic, 0) + count
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> SentMessages:
         try:
@@ -140,7 +158,11 @@ class _Sender:
                     self.add(to_message(row, self.opts.topic), None if qid is None else int(qid))
             for key in list(self.pending):
                 self.flush(key)
+            while self.in_flight:
+                self._settle_oldest()
         finally:
+            for future, _, _ in self.in_flight:
+                future.cancel()
             self.producer.close()
         return self.sent
 
