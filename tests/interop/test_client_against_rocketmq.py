@@ -215,6 +215,28 @@ def test_pull_consumer_assign_poll_commit(rmq: RocketMQ) -> None:
     run(test)
 
 
+def test_a_commit_after_the_group_was_deleted_recreates_it(rmq: RocketMQ) -> None:
+    """RocketMQ 5 refuses UPDATE_CONSUMER_OFFSET for a group it does not know (deleted here by
+    an admin while the consumer runs): the offset store sends a heartbeat, which recreates the
+    group (autoCreateSubscriptionGroup), and commits again instead of losing the commit."""
+    async def test() -> None:
+        async with Producer(rmq.namesrv_addr, "interop-commit-pg") as producer:
+            queue = (await producer.publish_queues("ItCommitAgain"))[0]
+            for i in range(3):
+                await producer.send(Message("ItCommitAgain", b"%d" % i), queue=queue)
+        group = "interop-commit-again-cg"
+        consumer = PullConsumer(rmq.namesrv_addr, group, auto_commit=False)
+        consumer.assign([queue])
+        async with consumer, Admin(rmq.namesrv_addr) as admin:
+            await consumer.commit({queue: 1})
+            assert await consumer.committed(queue) == 1
+            await admin.delete_subscription_group(group, broker_addr=rmq.broker_addr)
+            await consumer.commit({queue: 2})
+            assert await consumer.committed(queue) == 2
+
+    run(test)
+
+
 def test_transaction_producer_commit_rollback_and_check(rmq: RocketMQ) -> None:
     async def test() -> None:
         checked: list[bytes] = []

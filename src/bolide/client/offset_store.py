@@ -13,8 +13,9 @@ import logging
 import os
 from pathlib import Path
 
+from bolide.client.errors import SubscriptionGroupNotExistError
 from bolide.client.instance import ClientInstance
-from bolide.protocol.bodies.client import MessageQueue
+from bolide.protocol.bodies.client import ConsumerData, HeartbeatData, MessageQueue
 
 log = logging.getLogger(__name__)
 
@@ -83,14 +84,33 @@ class RemoteOffsetStore(OffsetStore):
 
         async def one(mq: MessageQueue, offset: int) -> None:
             addr = await self._addr(mq)
-            if addr is not None:
-                await self.instance.api.update_consumer_offset(addr, self.group, mq.topic,
-                                                               mq.queue_id, offset)
+            if addr is None:
+                return
+            api = self.instance.api
+            try:
+                await api.update_consumer_offset(addr, self.group, mq.topic, mq.queue_id, offset)
+            except SubscriptionGroupNotExistError:
+                # RocketMQ 5 refuses offsets of a group it does not know (never named by a
+                # heartbeat or a pull, or deleted since); a heartbeat naming the group creates it
+                # (autoCreateSubscriptionGroup), then the commit goes again
+                await api.heartbeat(addr, self._group_heartbeat())
+                await api.update_consumer_offset(addr, self.group, mq.topic, mq.queue_id, offset)
 
         results = await asyncio.gather(*(one(mq, off) for mq, off in todo), return_exceptions=True)
         for (mq, _), result in zip(todo, results, strict=True):
             if isinstance(result, Exception):
                 log.warning("committing the offset of %s for group %s failed: %s", mq, self.group, result)
+
+
+    def _group_heartbeat(self) -> HeartbeatData:
+        """The client's heartbeat, naming this group even when the consumer does not take part
+        in its rebalance (an assign-mode PullConsumer), as a Java consumer's always does."""
+        data = self.instance.heartbeat_data()
+        if not any(c.group_name == self.group for c in data.consumer_data_set):
+            data.consumer_data_set.append(ConsumerData(
+                group_name=self.group, consume_type="CONSUME_ACTIVELY", message_model="CLUSTERING",
+                consume_from_where="CONSUME_FROM_LAST_OFFSET"))
+        return data
 
 
 class LocalOffsetStore(OffsetStore):
