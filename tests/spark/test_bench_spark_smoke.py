@@ -1,30 +1,36 @@
-"""``bench/spark_pipeline.py --quick`` runs end to end and prints its JSON document (the
-figures themselves are never asserted)."""
+"""``bench/spark_pipeline.py`` measures one body size end to end on the tests' SparkSession
+(``main`` adds only its own session and the JSON document): every figure comes out, on the
+number of rows written, and the store and server are gone afterwards. Figures are never
+asserted."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+import importlib.util
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from bolide.spark import register
 
 pytestmark = pytest.mark.spark
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "spark_pipeline.py"
 
 
-def test_spark_pipeline_bench_quick_run(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--dir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    doc = json.loads(proc.stdout)
-    assert doc["benchmark"] == "spark_pipeline" and doc["master"] == "local[2]"
-    for size, messages in (("100b", 5_000), ("1k", 2_000)):
-        case = doc["sizes"][size]
-        for read in ("broker_read", "broker_read_large_pulls", "store_read", "parquet_read"):
-            assert case[read]["rows"] == messages, (size, read, case)
-        assert case["sink"]["rows"] == 1_000 and case["server_exit_status"] == 0
-        assert case["broker_memory"]["anon_mib"] > 0
-    assert list(tmp_path.iterdir()) == []  # the stores were removed
+def bench_module() -> Any:
+    spec = importlib.util.spec_from_file_location("spark_pipeline_bench", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_spark_pipeline_bench_one_size(spark: Any, tmp_path: Path) -> None:
+    register(spark)
+    case = bench_module().run_size(spark, tmp_path, 3_000, 100, 500)
+    for read in ("broker_read", "broker_read_large_pulls", "store_read", "parquet_read"):
+        assert case[read]["rows"] == 3_000 and case[read]["rows_s"] > 0, (read, case)
+    assert case["sink"]["rows"] == 500 and case["server_exit_status"] == 0
+    assert case["broker_memory"]["anon_mib"] > 0 and case["store_vs_parquet"] > 0
+    assert list(tmp_path.iterdir()) == []  # the store was removed
