@@ -5,22 +5,15 @@ sends wait for the slave."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
+from ha_cluster import SEGMENT, Cluster, run, store_config, wait_until
 
-from bolide.broker import BrokerConfig, BrokerController
+from bolide.broker import BrokerController
 from bolide.common.message import Message
-from bolide.namesrv.config import NamesrvConfig
-from bolide.namesrv.controller import NamesrvController
 from bolide.protocol import RemotingCommand
 from bolide.protocol.bodies import TopicRouteData
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -30,79 +23,9 @@ from bolide.protocol.headers import (
     PullMessageRequestHeader,
     SendMessageRequestHeader,
 )
-from bolide.remoting import RemotingClient
-from bolide.store import BrokerRole, MessageStore, StoreConfig
+from bolide.store import BrokerRole, MessageStore
 from bolide.store.record import decode_record, read_total_size
 from conftest import assert_consistent
-
-TIMEOUT = 30.0
-SEGMENT = 128 * 1024  # small CommitLog segments: the tests cross several
-
-
-@dataclass
-class Cluster:
-    namesrv: NamesrvController
-    master: BrokerController
-    slave: BrokerController | None
-    client: RemotingClient
-    root: Path
-
-    @property
-    def namesrv_addr(self) -> str:
-        return f"127.0.0.1:{self.namesrv.port}"
-
-
-def store_config(root: Path, role: BrokerRole) -> StoreConfig:
-    return StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=SEGMENT,
-                       mapped_file_size_consume_queue=500 * 20, broker_role=role)
-
-
-def broker(namesrv_port: int, root: Path, role: BrokerRole, **options: Any) -> BrokerController:
-    config = BrokerConfig(namesrv_addr=f"127.0.0.1:{namesrv_port}", listen_port=0,
-                          bind_address="127.0.0.1", broker_ip1="127.0.0.1",
-                          broker_id=1 if role is BrokerRole.SLAVE else 0, ha_listen_port=0,
-                          ha_reconnect_interval_ms=200, ha_send_heartbeat_interval_ms=1000,
-                          vip_channel_enabled=False).replace(**options)
-    return BrokerController(config, store_config(root, role))
-
-
-@asynccontextmanager
-async def cluster(root: Path, master_role: BrokerRole = BrokerRole.ASYNC_MASTER,
-                  with_slave: bool = True, **master_options: Any) -> AsyncIterator[Cluster]:
-    namesrv = NamesrvController(NamesrvConfig(kv_config_path=str(root / "kv.json")),
-                                host="127.0.0.1", port=0)
-    await namesrv.start()
-    master = broker(namesrv.port, root / "master", master_role, **master_options)
-    c = Cluster(namesrv, master, None, RemotingClient(), root)
-    try:
-        await master.start()
-        if with_slave:
-            c.slave = broker(namesrv.port, root / "slave", BrokerRole.SLAVE)
-            await c.slave.start()
-        yield c
-    finally:
-        await c.client.close()
-        if c.slave is not None:
-            await c.slave.close()
-        if c.master is not master:  # a test replaced the master
-            await c.master.close()
-        await master.close()
-        await namesrv.close()
-
-
-def run(root: Path, test: Callable[[Cluster], Awaitable[None]], **options: Any) -> None:
-    async def main() -> None:
-        async with cluster(root, **options) as c:
-            await asyncio.wait_for(test(c), TIMEOUT)
-
-    asyncio.run(main())
-
-
-async def wait_until(cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
 
 
 async def create_topic(c: Cluster, broker: BrokerController, topic: str) -> None:
@@ -279,7 +202,7 @@ def test_a_restarted_slave_resumes_from_its_own_offset(tmp_path: Path) -> None:
         before = c.slave.store.max_phy_offset
         await c.slave.close()
         await send_many(c, "Replicated", 60, seed=5)  # the master goes on alone
-        c.slave = broker(c.namesrv.port, c.root / "slave", BrokerRole.SLAVE)
+        c.slave = c.broker("slave", BrokerRole.SLAVE)
         await c.slave.start()
         assert c.slave.store.max_phy_offset == before
         await caught_up(c)
@@ -300,14 +223,14 @@ def test_a_slave_store_becomes_the_master_when_the_master_is_lost(tmp_path: Path
         await caught_up(c)
         await c.master.close()  # the master and its disk are gone
         await c.slave.close()
-        c.master = broker(c.namesrv.port, c.root / "slave", BrokerRole.ASYNC_MASTER)
+        c.master = c.broker("slave", BrokerRole.ASYNC_MASTER)
         await c.master.start()
         c.slave = None
         got = [m.body for q in (0, 1) for m in await pull_all(c, c.master, "Promoted", q)]
         assert sorted(got) == sorted(bodies)
         r = await send(c, c.master, "Promoted", b"after the promotion")
         assert r.code == ResponseCode.SUCCESS, r
-        c.slave = broker(c.namesrv.port, c.root / "new-slave", BrokerRole.SLAVE)
+        c.slave = c.broker("new-slave", BrokerRole.SLAVE)
         await c.slave.start()
         await caught_up(c)
 

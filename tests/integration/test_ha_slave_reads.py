@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bolide.broker import BrokerConfig, BrokerController
+import ha_cluster
+from ha_cluster import Cluster, store_config, wait_until
+
 from bolide.client import ClientConfig, ConsumeContext, ConsumeFrom, ConsumeStatus, MessageExt, PushConsumer
 from bolide.client.route import build_route
-from bolide.namesrv.config import NamesrvConfig
-from bolide.namesrv.controller import NamesrvController
 from bolide.protocol import RemotingCommand
 from bolide.protocol.bodies import TopicRouteData
 from bolide.protocol.bodies.broker import SubscriptionGroupConfig
@@ -32,12 +30,9 @@ from bolide.protocol.headers import (
     PullMessageRequestHeader,
     SendMessageRequestHeader,
 )
-from bolide.remoting import RemotingClient
-from bolide.store import BrokerRole, StoreConfig
+from bolide.store import BrokerRole
 from conftest import assert_consistent
 
-TIMEOUT = 30.0
-SEGMENT = 128 * 1024
 BODY = 1000  # bytes of padding per message: each record is a little over 1 KB
 # "physical memory" of 10 000 bytes: accessMessageInMemoryMaxRatio 40 % leaves 4000 bytes, so a
 # read more than about 4 records behind the CommitLog's end counts as far behind
@@ -45,69 +40,10 @@ SMALL_MEMORY = 10_000
 TOPIC = "SlaveRead"
 
 
-@dataclass
-class Cluster:
-    namesrv: NamesrvController
-    master: BrokerController
-    slave: BrokerController
-    client: RemotingClient
-    root: Path
-
-    @property
-    def namesrv_addr(self) -> str:
-        return f"127.0.0.1:{self.namesrv.port}"
-
-
-def store_config(root: Path, role: BrokerRole, **options: Any) -> StoreConfig:
-    return StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=SEGMENT,
-                       mapped_file_size_consume_queue=500 * 20, broker_role=role, **options)
-
-
-def broker(namesrv_port: int, root: Path, role: BrokerRole, store_options: dict[str, Any],
-           **options: Any) -> BrokerController:
-    config = BrokerConfig(namesrv_addr=f"127.0.0.1:{namesrv_port}", listen_port=0,
-                          bind_address="127.0.0.1", broker_ip1="127.0.0.1",
-                          broker_id=1 if role is BrokerRole.SLAVE else 0, ha_listen_port=0,
-                          ha_reconnect_interval_ms=100, ha_send_heartbeat_interval_ms=1000,
-                          vip_channel_enabled=False).replace(**options)
-    return BrokerController(config, store_config(root, role, **store_options))
-
-
-@asynccontextmanager
-async def cluster(root: Path, store_options: dict[str, Any],
-                  **broker_options: Any) -> AsyncIterator[Cluster]:
-    namesrv = NamesrvController(NamesrvConfig(kv_config_path=str(root / "kv.json")),
-                                host="127.0.0.1", port=0)
-    await namesrv.start()
-    master = broker(namesrv.port, root / "master", BrokerRole.ASYNC_MASTER, store_options,
-                    **broker_options)
-    slave = broker(namesrv.port, root / "slave", BrokerRole.SLAVE, store_options, **broker_options)
-    c = Cluster(namesrv, master, slave, RemotingClient(), root)
-    try:
-        await master.start()
-        await slave.start()
-        yield c
-    finally:
-        await c.client.close()
-        await c.slave.close()
-        await c.master.close()  # a no-op when the test closed it already
-        await namesrv.close()
-
-
 def run(root: Path, test: Callable[[Cluster], Awaitable[None]], store_options: dict[str, Any],
         **broker_options: Any) -> None:
-    async def main() -> None:
-        async with cluster(root, store_options, **broker_options) as c:
-            await asyncio.wait_for(test(c), TIMEOUT)
-
-    asyncio.run(main())
-
-
-async def wait_until(cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
+    ha_cluster.run(root, test, store_options=store_options,
+                   options={"ha_reconnect_interval_ms": 100, **broker_options})
 
 
 async def invoke(c: Cluster, addr: str, code: int, header: Any = None,
@@ -301,8 +237,8 @@ def test_consumers_read_from_the_slave_while_the_master_is_down(tmp_path: Path) 
                 c.slave.offsets.query("cg", TOPIC, q) == 50 for q in (0, 1)))
 
             # the master comes back on its store and ports: the slave resumes replication
-            c.master = broker(c.namesrv.port, c.root / "master", BrokerRole.ASYNC_MASTER, {},
-                              listen_port=master_port, ha_listen_port=master_ha_port)
+            c.master = c.broker("master", BrokerRole.ASYNC_MASTER, listen_port=master_port,
+                                ha_listen_port=master_ha_port)
             await c.master.start()
             await wait_until(lambda: c.slave.ha_slave is not None and c.slave.ha_slave.connected)
             more = await send_many(c, 100, 20)

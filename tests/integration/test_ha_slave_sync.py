@@ -8,103 +8,32 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import ha_cluster
 from click.testing import CliRunner
+from ha_cluster import Cluster, wait_until
 
-from bolide.broker import BrokerConfig, BrokerController
+from bolide.broker import BrokerController
 from bolide.broker.ha.status import ByteRate
 from bolide.cli.main import cli
 from bolide.client.admin import Admin
-from bolide.namesrv.config import NamesrvConfig
-from bolide.namesrv.controller import NamesrvController
 from bolide.protocol import RemotingCommand
 from bolide.protocol.bodies.broker import SubscriptionGroupConfig, TopicConfig
 from bolide.protocol.bodies.ha import HARuntimeInfo
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.headers import CreateTopicRequestHeader, SendMessageRequestHeader
 from bolide.protocol.headers.consumer import UpdateConsumerOffsetRequestHeader
-from bolide.remoting import RemotingClient
-from bolide.store import BrokerRole, StoreConfig
 from bolide.store import topic_config as stored
 from bolide.store.config_files import ConsumerOffsetManager, DelayOffsetManager
 
-TIMEOUT = 30.0
 SYNC_MS = 300  # the slaves' bolideSlaveSyncInterval here
 
 
-@dataclass
-class Cluster:
-    namesrv: NamesrvController
-    master: BrokerController
-    slave: BrokerController | None
-    client: RemotingClient
-    root: Path
-
-    @property
-    def namesrv_addr(self) -> str:
-        return f"127.0.0.1:{self.namesrv.port}"
-
-    @property
-    def the_slave(self) -> BrokerController:
-        assert self.slave is not None
-        return self.slave
-
-    async def start_slave(self, **options: Any) -> BrokerController:
-        self.slave = broker(self.namesrv.port, self.root / "slave", BrokerRole.SLAVE, **options)
-        await self.slave.start()
-        return self.slave
-
-
-def broker(namesrv_port: int, root: Path, role: BrokerRole, **options: Any) -> BrokerController:
-    config = BrokerConfig(namesrv_addr=f"127.0.0.1:{namesrv_port}", listen_port=0,
-                          bind_address="127.0.0.1", broker_ip1="127.0.0.1",
-                          broker_id=1 if role is BrokerRole.SLAVE else 0, ha_listen_port=0,
-                          ha_reconnect_interval_ms=200, ha_send_heartbeat_interval_ms=1000,
-                          vip_channel_enabled=False, slave_sync_interval_ms=SYNC_MS
-                          ).replace(**options)
-    store = StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=128 * 1024,
-                        mapped_file_size_consume_queue=500 * 20, broker_role=role)
-    return BrokerController(config, store)
-
-
-@asynccontextmanager
-async def cluster(root: Path, with_slave: bool = True) -> AsyncIterator[Cluster]:
-    namesrv = NamesrvController(NamesrvConfig(kv_config_path=str(root / "kv.json")),
-                                host="127.0.0.1", port=0)
-    await namesrv.start()
-    c = Cluster(namesrv, broker(namesrv.port, root / "master", BrokerRole.ASYNC_MASTER), None,
-                RemotingClient(), root)
-    try:
-        await c.master.start()
-        if with_slave:
-            await c.start_slave()
-        yield c
-    finally:
-        await c.client.close()
-        if c.slave is not None:
-            await c.slave.close()
-        await c.master.close()
-        await namesrv.close()
-
-
 def run(root: Path, test: Callable[[Cluster], Awaitable[None]], with_slave: bool = True) -> None:
-    async def main() -> None:
-        async with cluster(root, with_slave) as c:
-            await asyncio.wait_for(test(c), TIMEOUT)
-
-    asyncio.run(main())
-
-
-async def wait_until(cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
+    ha_cluster.run(root, test, with_slave=with_slave, options={"slave_sync_interval_ms": SYNC_MS})
 
 
 async def invoke(c: Cluster, b: BrokerController, code: int, header: Any = None,
