@@ -13,7 +13,7 @@ import logging
 import os
 from pathlib import Path
 
-from bolide.client.errors import SubscriptionGroupNotExistError
+from bolide.client.errors import NoRouteError, SubscriptionGroupNotExistError
 from bolide.client.instance import ClientInstance
 from bolide.protocol.bodies.client import ConsumerData, HeartbeatData, MessageQueue
 
@@ -84,8 +84,9 @@ class RemoteOffsetStore(OffsetStore):
 
         async def one(mq: MessageQueue, offset: int) -> None:
             addr = await self._addr(mq)
-            if addr is None:
-                return
+            if addr is None:  # said, not skipped quietly: the offset stays for the next commit
+                raise NoRouteError(f"no address of broker {mq.broker_name} in the route of "
+                                   f"{mq.topic}: offset {offset} not committed yet")
             api = self.instance.api
             try:
                 await api.update_consumer_offset(addr, self.group, mq.topic, mq.queue_id, offset)
