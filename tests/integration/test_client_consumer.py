@@ -10,6 +10,8 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import pytest
+
 from bolide.client import (
     ConsumeContext,
     ConsumeFrom,
@@ -17,12 +19,13 @@ from bolide.client import (
     Message,
     MessageExt,
     MessageModel,
+    MessageQueue,
     Producer,
     PullConsumer,
     PushConsumer,
     blocking,
 )
-from bolide.client.errors import RequestNotSupportedError
+from bolide.client.errors import NoRouteError, RequestNotSupportedError
 from bolide.protocol import RemotingCommand
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.headers.admin import ResetOffsetRequestHeader
@@ -249,7 +252,10 @@ def test_pull_consumer_offsets_seek_and_manual_commit(tmp_path: Path) -> None:
             await consumer.seek_to_begin(queue)
             assert [int(m.body) for m in await consumer.poll(5000)] == [0, 1, 2, 3]
             assert await consumer.max_offset(queue) == 10
-            await consumer.commit({queue: 6})
+            await consumer.commit({queue: 5})
+            elsewhere = MessageQueue("Polled", "no-such-broker", 0)
+            with pytest.raises(NoRouteError, match="no-such-broker"):  # said, not swallowed,
+                await consumer.commit({elsewhere: 3, queue: 6})  # after the other queues
         # auto_commit=False: close() committed nothing more; a new member resumes at 6
         resumed = PullConsumer(s.namesrv_addr, "pc", suspend_ms=1000, pull_timeout_ms=3000)
         resumed.assign([queue])

@@ -45,7 +45,10 @@ class OffsetStore:
     async def read_stored(self, mq: MessageQueue) -> int | None:
         raise NotImplementedError
 
-    async def persist(self, queues: list[MessageQueue] | None = None) -> None:
+    async def persist(self, queues: list[MessageQueue] | None = None, *,
+                      raise_errors: bool = False) -> None:
+        """Store the offsets of ``queues`` (all by default). Failures are logged, or with
+        ``raise_errors`` the first is raised once every queue has been tried."""
         raise NotImplementedError
 
 
@@ -78,7 +81,8 @@ class RemoteOffsetStore(OffsetStore):
             return offset
         return None
 
-    async def persist(self, queues: list[MessageQueue] | None = None) -> None:
+    async def persist(self, queues: list[MessageQueue] | None = None, *,
+                      raise_errors: bool = False) -> None:
         todo = [(mq, off) for mq, off in list(self.table.items())
                 if off >= 0 and (queues is None or mq in queues)]
 
@@ -98,9 +102,11 @@ class RemoteOffsetStore(OffsetStore):
                 await api.update_consumer_offset(addr, self.group, mq.topic, mq.queue_id, offset)
 
         results = await asyncio.gather(*(one(mq, off) for mq, off in todo), return_exceptions=True)
-        for (mq, _), result in zip(todo, results, strict=True):
-            if isinstance(result, Exception):
-                log.warning("committing the offset of %s for group %s failed: %s", mq, self.group, result)
+        failed = [(mq, r) for (mq, _), r in zip(todo, results, strict=True) if isinstance(r, Exception)]
+        for mq, exc in failed[1:] if raise_errors else failed:
+            log.warning("committing the offset of %s for group %s failed: %s", mq, self.group, exc)
+        if raise_errors and failed:
+            raise failed[0][1]
 
 
     def _group_heartbeat(self) -> HeartbeatData:
@@ -139,7 +145,8 @@ class LocalOffsetStore(OffsetStore):
     async def read_stored(self, mq: MessageQueue) -> int | None:
         return self.table.get(mq)
 
-    async def persist(self, queues: list[MessageQueue] | None = None) -> None:
+    async def persist(self, queues: list[MessageQueue] | None = None, *,
+                      raise_errors: bool = False) -> None:
         items = [{"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": off}
                  for mq, off in sorted(self.table.items())]
         await asyncio.to_thread(self._write, json.dumps({"offsetTable": items}, indent=1))

@@ -137,7 +137,10 @@ class PullConsumer(ConsumerBase):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         if self.started and self.auto_commit:
-            await self.commit()
+            try:
+                await self.commit()
+            except BolideError as exc:  # closing goes on: the positions were at-least-once
+                log.warning("committing the offsets of group %s at close failed: %s", self.group, exc)
         await self._instance.close(consumer_group=self.group)
 
     async def __aenter__(self) -> PullConsumer:
@@ -293,9 +296,10 @@ class PullConsumer(ConsumerBase):
 
     async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
         """Commit ``offsets`` (next offsets to consume), or by default every owned queue's
-        position after the last batch poll() returned."""
+        position after the last batch poll() returned. Every queue is tried; then the first
+        failure is raised (a broker error, no route to the queue's broker, a timeout)."""
         if offsets is None:
             offsets = {mq: st.consumed for mq, st in self._states.items()}
         for mq, offset in offsets.items():
             self.offsets.update(mq, offset)
-        await self.offsets.persist(list(offsets))
+        await self.offsets.persist(list(offsets), raise_errors=True)
