@@ -240,6 +240,7 @@ class StoreModel(RuleBasedStateMachine):
         elif not lose_unflushed:
             assert report.clean, report.summary()
         assert report.queue_entries_rebuilt >= kept_lagging, report.summary()
+        assert self.store.wait_dispatched()  # the index catches up on its own thread
         assert_consistent(self.config)
 
     # -- invariants ---------------------------------------------------------------------

@@ -207,14 +207,18 @@ class Bench:
                             elapsed, nbytes = _timed_puts(st.put_messages, batches)
                         self.memory_sample(f)
                         t0 = time.perf_counter()
-                        if not st.wait_dispatched(timeout=600):
+                        if not st.wait_dispatched(timeout=600, indexed=False):
                             raise click.ClickException(f"{name}: dispatch did not catch up")
                         catch_up = time.perf_counter() - t0
+                        if not st.wait_dispatched(timeout=600):
+                            raise click.ClickException(f"{name}: indexing did not catch up")
+                        index_catch_up = time.perf_counter() - t0
                         sent = count if batch == 1 else len(batches) * batch
                         f.update(
                             msgs_s=_r(sent / elapsed), mib_s=_r(nbytes / MiB / elapsed),
                             count=sent, body_bytes=body_size, record_bytes=round(nbytes / sent),
                             seconds=_r(elapsed, 3), dispatch_catch_up_s=_r(catch_up, 3),
+                            index_catch_up_s=_r(index_catch_up, 3),
                             msgs_s_incl_dispatch=_r(sent / (elapsed + catch_up)),
                         )
                 finally:

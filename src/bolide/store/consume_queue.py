@@ -77,6 +77,29 @@ class ConsumeQueue:
         self.max_physic_offset = phys_offset + size
         return True
 
+    def put_entries(self, first_queue_offset: int, entries: bytes, end_phys: int) -> int:
+        """Write consecutive entries (20 bytes each) from ``first_queue_offset``; returns how
+        many were written. ``end_phys`` is where the last entry's record ends.
+
+        One copy when they follow the last file's entries and fit in it; otherwise entry by
+        entry through :meth:`put` (gaps, duplicates, file boundaries)."""
+        count = len(entries) // ENTRY_SIZE
+        files = self.files.files
+        first_phys = ENTRY.unpack_from(entries, 0)[0]
+        if files and first_phys >= self.max_physic_offset:
+            mf = files[-1]
+            pos = mf.wrote_position
+            if (mf.file_from_offset + pos == first_queue_offset * ENTRY_SIZE
+                    and pos + len(entries) <= mf.file_size):
+                mf.view[pos : pos + len(entries)] = entries
+                mf.wrote_position = pos + len(entries)
+                self.max_physic_offset = end_phys
+                return count
+        written = 0
+        for i, (phys, size, code) in enumerate(ENTRY.iter_unpack(entries)):
+            written += self.put(phys, size, code, first_queue_offset + i)
+        return written
+
     @staticmethod
     def _pre_blank(mf: MappedFile, up_to: int) -> None:
         view = mf.view

@@ -9,11 +9,15 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from bolide.common.hashing import java_string_hash
 from bolide.store.commitlog import CommitLog
 from bolide.store.consume_queue import ConsumeQueue
 from bolide.store.record import RecordInfo, compute_tags_code, parse_record, property_bytes
+
+if TYPE_CHECKING:
+    from bolide.store.scan import Run
 
 
 def _tags_code_of(props: bytes) -> int:
@@ -25,6 +29,39 @@ def _tags_code_of(props: bytes) -> int:
 log = logging.getLogger(__name__)
 
 DispatchListener = Callable[[set[tuple[str, int]]], None]
+
+
+def parse_segment(commit_log: CommitLog, offset: int, stop: int,
+                  handle: Callable[[RecordInfo], None], log_errors: bool) -> int | None:
+    """Hand each record from ``offset`` to ``stop`` (or its segment's end) to ``handle``.
+
+    Returns the offset after the last record consumed (the next segment's start after a
+    BLANK), or None when nothing is readable at ``offset``. A bad record is skipped (by its
+    length when known, else to the end of the readable data) and, with ``log_errors``, logged.
+    """
+    found = commit_log.readable_from(offset, stop)
+    if found is None:
+        return None
+    view, pos = found
+    base = offset - pos
+    end = len(view)
+    while pos < end:
+        info = parse_record(view, pos, False)
+        if type(info) is RecordInfo:
+            if info.size == 0:  # BLANK: continue in the next segment
+                return commit_log.roll_next_file(base)
+            handle(info)
+            pos += info.size
+        elif info.size > 0:
+            if log_errors:
+                log.error("skipping bad record at %d: %s", base + pos, info.reason)
+            pos += info.size
+        else:
+            if log_errors:
+                log.error("unreadable record at %d (%s); skipping to %d",
+                          base + pos, info.reason, base + end)
+            return base + end
+    return base + pos
 
 
 class Dispatcher:
@@ -39,7 +76,6 @@ class Dispatcher:
         self.reput_from = 0
         self.last_store_timestamp = 0
         self.listeners: list[DispatchListener] = []
-        self.extra: list[Callable[[RecordInfo], None]] = []  # further dispatchers (index)
         self.dispatched = 0
 
     def dispatch_record(self, info: RecordInfo,
@@ -66,6 +102,21 @@ class Dispatcher:
             return True
         return False
 
+    def dispatch_run(self, run: Run, queues: dict[tuple[str, int], ConsumeQueue]) -> int:
+        """Write the ConsumeQueue entries of a run of records of one queue (a fast scan's
+        output); returns how many were new."""
+        key = (run.topic, run.queue_id)
+        cq = queues.get(key)
+        if cq is None:
+            cq = queues[key] = self.queue_for(run.topic, run.queue_id)
+        if run.end_phys <= cq.max_physic_offset:
+            return 0  # already dispatched
+        written = cq.put_entries(run.first_queue_offset, run.entries, run.end_phys)
+        if written:
+            self.dispatched += written
+            self.last_store_timestamp = run.last_store_timestamp
+        return written
+
     def _take_fed(self, feed: deque[tuple[int, int, str, int, int, int, int, bytes, int]],
                   limit: int, budget_end: int, queues: dict[tuple[str, int], ConsumeQueue],
                   touched: set[tuple[str, int]]) -> bool:
@@ -74,9 +125,8 @@ class Dispatcher:
         Returns False when the next one is not there yet (it must be parsed from the log).
         """
         took = False
-        extra = self.extra
         while feed:
-            phys, size, topic, queue_id, queue_offset, sys_flag, store_ts, props, code = feed[0]
+            phys, size, topic, queue_id, queue_offset, sys_flag, store_ts, _props, code = feed[0]
             if phys < self.reput_from:  # already dispatched by parsing
                 feed.popleft()
                 continue
@@ -91,11 +141,6 @@ class Dispatcher:
                 if cq.put(phys, size, code, queue_offset):
                     touched.add(key)
                     self.dispatched += 1
-            if extra:
-                info = RecordInfo(size, topic, queue_id, queue_offset, phys, sys_flag, store_ts,
-                                  props, 0)
-                for fn in extra:
-                    fn(info)
             self.last_store_timestamp = store_ts
             self.reput_from = phys + size
             took = True
@@ -111,9 +156,14 @@ class Dispatcher:
         limit = self.limit()
         start = self.reput_from
         touched: set[tuple[str, int]] = set()
-        extra = self.extra
         queues: dict[tuple[str, int], ConsumeQueue] = {}
         feed = commit_log.feed
+
+        def handle(info: RecordInfo) -> None:
+            if self.dispatch_record(info, queues):
+                touched.add((info.topic, info.queue_id))
+            self.last_store_timestamp = info.store_timestamp
+
         while self.reput_from < limit and self.reput_from - start < max_bytes:
             if feed and self._take_fed(feed, limit, start + max_bytes, queues, touched):
                 continue
@@ -124,48 +174,33 @@ class Dispatcher:
             stop = limit
             if feed and self.reput_from < feed[0][0] < limit:
                 stop = feed[0][0]
-            found = commit_log.readable_from(self.reput_from, stop)
-            if found is None:
+            after = parse_segment(commit_log, self.reput_from, stop, handle, log_errors=True)
+            if after is None:
                 break
-            view, pos = found
-            base = self.reput_from - pos
-            end = len(view)
-            while pos < end:
-                info = parse_record(view, pos, False)
-                if type(info) is RecordInfo:
-                    if info.size == 0:  # BLANK: continue in the next segment
-                        pos = end
-                        self.reput_from = commit_log.roll_next_file(base)
-                        break
-                    if self.dispatch_record(info, queues):
-                        touched.add((info.topic, info.queue_id))
-                    for fn in extra:
-                        fn(info)
-                    self.last_store_timestamp = info.store_timestamp
-                    pos += info.size
-                    self.reput_from = base + pos
-                elif info.size > 0:
-                    log.error("skipping bad record at %d: %s", base + pos, info.reason)
-                    pos += info.size
-                    self.reput_from = base + pos
-                else:
-                    log.error("unreadable record at %d (%s); skipping to %d",
-                              base + pos, info.reason, base + end)
-                    self.reput_from = base + end
-                    break
-            else:
-                continue
+            self.reput_from = after
         if touched:
             for listener in self.listeners:
                 listener(touched)
         return self.reput_from - start
 
 
-class DispatchService(threading.Thread):
-    """Runs a :class:`Dispatcher` whenever new data is readable."""
+class Reput(Protocol):
+    """A reader of new CommitLog records with its own position (ConsumeQueue or index)."""
 
-    def __init__(self, dispatcher: Dispatcher, batch_bytes: int) -> None:
-        super().__init__(name="dispatch", daemon=True)
+    reput_from: int
+
+    def limit(self) -> int: ...
+
+    def behind(self) -> int: ...
+
+    def dispatch_available(self, max_bytes: int = ...) -> int: ...
+
+
+class DispatchService(threading.Thread):
+    """Runs a :class:`Dispatcher` (or another :class:`Reput`) whenever new data is readable."""
+
+    def __init__(self, dispatcher: Reput, batch_bytes: int, name: str = "dispatch") -> None:
+        super().__init__(name=name, daemon=True)
         self.dispatcher = dispatcher
         self.batch_bytes = batch_bytes
         self._event = threading.Event()
@@ -188,7 +223,7 @@ class DispatchService(threading.Thread):
             try:
                 n = d.dispatch_available(self.batch_bytes)
             except Exception:  # keep dispatching other data; the error is reported
-                log.exception("dispatch failed at offset %d", d.reput_from)
+                log.exception("%s failed at offset %d", self.name, d.reput_from)
                 self._event.wait(0.1)
                 n = 0
             if n:

@@ -56,6 +56,11 @@ class IndexService:
             self.files.append(f)
         self._update_last()
 
+    @property
+    def last_indexed(self) -> int:
+        """CommitLog offset of the newest indexed message (-1: none)."""
+        return self._last_indexed
+
     def _update_last(self) -> None:
         self._last_indexed = -1
         if self.files:

@@ -97,8 +97,6 @@ def recover(commit_log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue],
                         gapped.add(key)
                 if key not in gapped and dispatcher.dispatch_record(info, cache):
                     report.queue_entries_rebuilt += 1
-            for fn in dispatcher.extra:  # the index skips records it already has
-                fn(info)
             pos += info.size
         else:
             if info.reason != "end of data (zero bytes)":

@@ -11,6 +11,7 @@ import errno
 import logging
 import os
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
@@ -31,6 +32,7 @@ from bolide.store.consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue, prepare_
 from bolide.store.delay import parse_delay_levels
 from bolide.store.dispatch import Dispatcher, DispatchListener, DispatchService
 from bolide.store.flush import CommitLogFlusher, ConsumeQueueFlusher
+from bolide.store.index_builder import IndexBuilder
 from bolide.store.index_service import IndexService
 from bolide.store.mapped_file_queue import SegmentAllocator
 from bolide.store.record import (
@@ -95,6 +97,8 @@ class MessageStore:
         self._flusher: CommitLogFlusher | None = None
         self._cq_flusher: ConsumeQueueFlusher | None = None
         self.index: IndexService | None = None
+        self._index_builder: IndexBuilder | None = None
+        self._index_service: DispatchService | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
     def open(self) -> MessageStore:
@@ -121,7 +125,7 @@ class MessageStore:
         self._max_record = self.commit_log.max_record_size()
         self._clean_service = CleanService(cfg, self.commit_log, self._queue_snapshot,
                                            lambda: self.index,
-                                           lambda: self.dispatcher.reput_from,
+                                           self._read_up_to,
                                            self._stored_at, self._set_disk_full)
         self.commit_log.files.load()
         self._load_queues()
@@ -136,7 +140,6 @@ class MessageStore:
                                       self.checkpoint, cfg.max_msgs_num_batch,
                                       min_free_bytes=2 * cfg.mapped_file_size_commit_log)
             self.index.load(abnormal)
-            self.dispatcher.extra.append(self.index.build)
         resume, report = recover(self.commit_log, self._queues, self.dispatcher,
                                  self.checkpoint, abnormal, cfg.check_crc_on_recover,
                                  cfg.message_index_safe)
@@ -161,9 +164,18 @@ class MessageStore:
                                                lambda: self.dispatcher.last_store_timestamp,
                                                self._on_flush_error)
         self._dispatch_service = DispatchService(self.dispatcher, cfg.dispatch_batch_bytes)
+        self._index_service = None
+        self._index_builder = None
+        if self.index is not None:
+            builder = IndexBuilder(self.index, self.commit_log, lambda: self.dispatcher.reput_from)
+            self._index_builder = builder
+            self._index_service = DispatchService(builder, cfg.dispatch_batch_bytes, "index")
+            self.dispatcher.listeners.append(lambda _touched: self._wake_index())
         self._flusher.start()
         self._cq_flusher.start()
         self._dispatch_service.start()
+        if self._index_service is not None:
+            self._index_service.start()
         self._disk_full_reason = None
         self._clean_service.topic_floors = dict(self._topic_retention)
         self._clean_service.check_disk()  # a full disk refuses the very first put
@@ -201,6 +213,10 @@ class MessageStore:
                 pass
         except OSError as exc:  # e.g. no space for a ConsumeQueue file: recovery redoes it
             log.error("store %s: dispatch could not catch up at close: %s", self.root, exc)
+        if self._index_service is not None:
+            self._index_service.stop()
+            while self._index_builder is not None and self._index_builder.dispatch_available():
+                pass  # the index skips what it cannot write; the next open indexes the rest
         self._cq_flusher.stop()
         caught_up = self.dispatcher.behind() == 0
         if self._read_only_reason is None and caught_up:
@@ -828,12 +844,29 @@ class MessageStore:
             return -1
         return self._stored_at(cq, cq.min_offset)
 
-    def wait_dispatched(self, timeout: float = 10.0) -> bool:
-        """Block until every readable record has its ConsumeQueue entry (tests, tools)."""
+    def wait_dispatched(self, timeout: float = 10.0, indexed: bool = True) -> bool:
+        """Block until every readable record has its ConsumeQueue entry and, with
+        ``indexed``, its index entries (tests, tools); False on timeout."""
         svc = self._dispatch_service
         if svc is None:
             return self.dispatcher.behind() == 0
-        return svc.wait_caught_up(timeout)
+        deadline = time.monotonic() + timeout
+        if not svc.wait_caught_up(timeout):
+            return False
+        index = self._index_service
+        if not indexed or index is None:
+            return True
+        return index.wait_caught_up(max(0.0, deadline - time.monotonic()))
+
+    def _read_up_to(self) -> int:
+        """Where the slower of dispatch and indexing is: retention keeps what follows."""
+        builder = self._index_builder
+        reput = self.dispatcher.reput_from
+        return reput if builder is None else min(reput, builder.reput_from)
+
+    def _wake_index(self) -> None:
+        if self._index_service is not None:
+            self._index_service.wakeup()
 
     def flush(self) -> None:
         """Flush the CommitLog now (both modes); returns when durable."""

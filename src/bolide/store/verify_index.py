@@ -128,8 +128,15 @@ class BackgroundIndexCheck:
         except OSError:
             return None
         assert child.stdin is not None
-        with child.stdin:
-            child.stdin.write(job)
+        try:
+            with child.stdin:
+                child.stdin.write(job)
+        except OSError:  # the child is gone already (BrokenPipeError): check here instead
+            child.kill()
+            child.wait()
+            if child.stdout is not None:
+                child.stdout.close()
+            return None
         return cls(child, late_from)
 
     def finish(self, config: StoreConfig, log: Segments, report: VerifyReport) -> None:

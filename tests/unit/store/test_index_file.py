@@ -188,6 +188,7 @@ def test_rebuild_after_deleting_index_files(store_config: StoreConfig) -> None:
     (cfg.root / "abort").touch()
     with MessageStore(cfg) as store:
         assert store.recovery_report.abnormal
+        assert store.wait_dispatched()  # the index is rebuilt after open, on its own thread
         for i in (0, 77, 149):
             assert [m.commit_log_offset for m in store.query_message("T", f"k{i}")] == [wrote[i]]
         assert store.index is not None and len(store.index.files) == 2
