@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import struct
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -193,6 +194,32 @@ def test_rebuild_after_deleting_index_files(store_config: StoreConfig) -> None:
             assert [m.commit_log_offset for m in store.query_message("T", f"k{i}")] == [wrote[i]]
         assert store.index is not None and len(store.index.files) == 2
     assert_consistent(cfg)
+
+
+def test_consumers_do_not_wait_for_the_index(open_store: Open) -> None:
+    """The index is built on its own thread: a stalled index holds back no ConsumeQueue
+    entry, and it catches up once it runs again."""
+    store = open_store()
+    assert store.index is not None
+    build = store.index.build
+    release = threading.Event()
+
+    def stalled(info: RecordInfo) -> None:
+        release.wait(30)
+        build(info)
+
+    store.index.build = stalled  # type: ignore[method-assign]
+    try:
+        wrote = [store.put_message(Message("T", b"x", keys=f"k{i}")).wrote_offset for i in range(5)]
+        assert store.wait_dispatched(indexed=False)
+        got = store.get_message("g", "T", 0, 0, 32)
+        assert [m.commit_log_offset for m in got.messages] == wrote
+        assert not store.wait_dispatched(timeout=0.2)  # the index is still behind
+        assert store.query_message("T", "k4") == []
+    finally:
+        release.set()
+    assert store.wait_dispatched()
+    assert [m.commit_log_offset for m in store.query_message("T", "k4")] == [wrote[4]]
 
 
 def test_index_disabled(open_store: Open) -> None:
