@@ -266,6 +266,32 @@ def test_pull_consumer_offsets_seek_and_manual_commit(tmp_path: Path) -> None:
     run_with_servers(tmp_path, test)
 
 
+def test_pull_consumer_ignores_batches_of_a_queue_it_gave_up(tmp_path: Path) -> None:
+    """Messages pulled before a queue was given up and taken back (a rebalance) are not
+    returned beside the same messages pulled again."""
+    async def test(s: Servers) -> None:
+        async with Producer(s.namesrv_addr, "pg") as producer:
+            queue = (await producer.publish_queues("Regained"))[0]
+            for i in range(4):
+                await producer.send(Message("Regained", b"%d" % i), queue=queue)
+        await wait_until(lambda: s.broker.store.get_max_offset_in_queue("Regained", queue.queue_id) == 4)
+        consumer = PullConsumer(s.namesrv_addr, "rc", auto_commit=False, pull_batch_size=4,
+                                consume_from=ConsumeFrom.FIRST_OFFSET, suspend_ms=1000,
+                                pull_timeout_ms=3000)
+        consumer.assign([queue])
+        async with consumer:
+            await wait_until(lambda: consumer._buffer is not None and consumer._buffer.qsize() == 1)
+            consumer.assign([])
+            await wait_until(lambda: not consumer.assignment())
+            consumer.assign([queue])  # pulls from the committed offset (none: the first) again
+            await wait_until(lambda: consumer._buffer is not None and consumer._buffer.qsize() == 2)
+            got = [int(m.body) for m in await consumer.poll(5000)]
+            assert got == [0, 1, 2, 3]
+            assert await consumer.poll(300) == []
+
+    run_with_servers(tmp_path, test)
+
+
 def test_blocking_consumers_leave_no_thread(tmp_path: Path) -> None:
     async def test(s: Servers) -> None:
         ids = await send_all(s.namesrv_addr, "BlockingConsume", 6)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -36,11 +37,16 @@ from bolide.protocol.bodies.client import MessageQueue
 log = logging.getLogger(__name__)
 
 
+# A queue's state gets a new generation when created or sought: batches pulled for an older
+# one (before a seek, or before the queue was given up and taken back) are dropped by poll().
+_GENERATIONS = itertools.count(1)
+
+
 @dataclass(slots=True)
 class _QueueState:
     offset: int  # next offset to pull
     consumed: int  # next offset after the messages poll() has returned
-    generation: int = 0
+    generation: int = field(default_factory=lambda: next(_GENERATIONS))
     buffered: int = 0
     space: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -257,7 +263,7 @@ class PullConsumer(ConsumerBase):
             raise ClientStateError(f"{mq} is not assigned to this consumer: assign() it or wait for "
                                    "the rebalance to give it to this consumer")
         await self._stop_task(mq)
-        st.generation += 1
+        st.generation = next(_GENERATIONS)
         st.offset = st.consumed = offset
         st.buffered = 0
         st.space.set()
