@@ -8,6 +8,7 @@ begin timestamp, previous entry number). Entry number 0 is never used.
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 import time
@@ -24,6 +25,8 @@ _PRESET = struct.Struct(">qqqq")
 _I32 = struct.Struct(">i")
 _ENTRY = struct.Struct(">iqii")
 _I32_MAX = 0x7FFFFFFF
+_PAGE = mmap.PAGESIZE
+_ENTRY_PAGES_AHEAD = 64
 _hash = java_string_hash.__wrapped__  # keys are mostly unique: keep them out of the tags cache
 
 
@@ -51,8 +54,9 @@ class IndexFile:
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         size = index_file_size(hash_slot_num, index_num)
-        # pread/pwrite, not a mapping: on a full disk (tmpfs even for reads of a hole) a page
-        # fault in the sparse file would kill the process with SIGBUS instead of raising ENOSPC.
+        # Read with pread: on a full disk (tmpfs even for reads of a hole) a page fault in a
+        # sparse file would kill the process with SIGBUS instead of raising ENOSPC. Written
+        # through a mapping, page by page once the page's blocks are allocated (see put).
         self._fd = fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             have = os.fstat(fd).st_size
@@ -77,6 +81,11 @@ class IndexFile:
             os.pwrite(fd, _PRESET.pack(self.begin_timestamp, self.end_timestamp,
                                        self.begin_phy_offset, self.end_phy_offset), 0)
         self._entries_at = HEADER_SIZE + hash_slot_num * SLOT_SIZE
+        self._size = size
+        self._mm: mmap.mmap | None = None
+        self._view: memoryview | None = None
+        self._map_failed = False
+        self._allocated = bytearray()  # per page of the mapping: 1 once its blocks exist
 
     @property
     def name(self) -> str:
@@ -89,6 +98,30 @@ class IndexFile:
         return _HEADER.pack(self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
                             self.end_phy_offset, self.hash_slot_count, self.index_count)
 
+    def _writable_view(self) -> memoryview | None:
+        """The file mapped for writing (None: pread/pwrite, when it cannot be mapped)."""
+        if self._view is None and not self._map_failed:
+            try:
+                self._mm = mmap.mmap(self._fd, self._size, mmap.MAP_SHARED,
+                                     mmap.PROT_READ | mmap.PROT_WRITE)
+            except OSError:
+                self._map_failed = True
+                return None
+            self._allocated = bytearray((self._size + _PAGE - 1) // _PAGE)
+            self._allocate(0)  # the header
+            self._view = memoryview(self._mm)
+        return self._view
+
+    def _allocate(self, offset: int) -> None:
+        """Allocate the disk blocks of the page(s) at ``offset`` before the mapping touches
+        them, so that a full disk raises ENOSPC here instead of SIGBUS in the write. Entries
+        grow in order: their pages are allocated ``_ENTRY_PAGES_AHEAD`` at a time."""
+        page = offset // _PAGE
+        count = _ENTRY_PAGES_AHEAD if offset >= self._entries_at else 1
+        count = min(count, len(self._allocated) - page)
+        os.posix_fallocate(self._fd, page * _PAGE, min(count * _PAGE, self._size - page * _PAGE))
+        self._allocated[page : page + count] = b"\x01" * count
+
     def put(self, key: str, phy_offset: int, store_ts: int) -> bool:
         """Add ``key`` -> ``phy_offset``; False when the file is full (OSError when the disk is)."""
         count = self.index_count
@@ -96,16 +129,24 @@ class IndexFile:
             return False
         key_hash = index_key_hash(key)
         slot_at = HEADER_SIZE + (key_hash % self.hash_slot_num) * SLOT_SIZE
-        slot_value = _I32.unpack(os.pread(self._fd, SLOT_SIZE, slot_at))[0]
+        view = self._view if self._view is not None else self._writable_view()
+        fd = self._fd
+        entry_at = self._entries_at + count * ENTRY_SIZE
+        if view is not None:
+            allocated = self._allocated
+            if not allocated[slot_at // _PAGE]:
+                self._allocate(slot_at)
+            if not (allocated[entry_at // _PAGE] and allocated[(entry_at + ENTRY_SIZE - 1) // _PAGE]):
+                self._allocate(entry_at)
+                self._allocate(entry_at + ENTRY_SIZE - 1)
+            slot_value = _I32.unpack_from(view, slot_at)[0]
+        else:
+            slot_value = _I32.unpack(os.pread(fd, SLOT_SIZE, slot_at))[0]
         if slot_value <= 0 or slot_value > count:
             slot_value = 0
         begin = self.begin_timestamp
         # seconds since the begin timestamp, clamped to [0, 2^31-1]; 0 while there is none
         diff = 0 if begin <= 0 else min(max((store_ts - begin) // 1000, 0), _I32_MAX)
-        fd = self._fd
-        os.pwrite(fd, _ENTRY.pack(key_hash, phy_offset, diff, slot_value),
-                  self._entries_at + count * ENTRY_SIZE)
-        os.pwrite(fd, _I32.pack(count), slot_at)
         if count <= 1:
             self.begin_phy_offset = phy_offset
             self.begin_timestamp = store_ts
@@ -114,7 +155,16 @@ class IndexFile:
         self.index_count = count + 1
         self.end_phy_offset = phy_offset
         self.end_timestamp = store_ts
-        os.pwrite(fd, self._header_bytes(), 0)
+        if view is not None:  # entry, slot, header: the order a crash may cut
+            _ENTRY.pack_into(view, entry_at, key_hash, phy_offset, diff, slot_value)
+            _I32.pack_into(view, slot_at, count)
+            _HEADER.pack_into(view, 0, self.begin_timestamp, self.end_timestamp,
+                              self.begin_phy_offset, self.end_phy_offset, self.hash_slot_count,
+                              self.index_count)
+        else:
+            os.pwrite(fd, _ENTRY.pack(key_hash, phy_offset, diff, slot_value), entry_at)
+            os.pwrite(fd, _I32.pack(count), slot_at)
+            os.pwrite(fd, self._header_bytes(), 0)
         return True
 
     def is_time_matched(self, begin: int, end: int) -> bool:
@@ -147,11 +197,20 @@ class IndexFile:
 
     def flush(self) -> None:
         if self._fd >= 0:
-            os.fsync(self._fd)
+            os.fsync(self._fd)  # also writes the mapping's dirty pages (one page cache)
+
+    def _unmap(self) -> None:
+        if self._view is not None:
+            self._view.release()
+            self._view = None
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
 
     def close(self) -> None:
         if self._fd >= 0:
             try:
+                self._unmap()
                 os.fsync(self._fd)
             finally:
                 os.close(self._fd)
@@ -159,6 +218,7 @@ class IndexFile:
 
     def destroy(self) -> None:
         if self._fd >= 0:
+            self._unmap()
             os.close(self._fd)
             self._fd = -1
         self.path.unlink(missing_ok=True)
