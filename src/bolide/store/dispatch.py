@@ -29,6 +29,8 @@ def _tags_code_of(props: bytes) -> int:
 log = logging.getLogger(__name__)
 
 DispatchListener = Callable[[set[tuple[str, int]]], None]
+IndexFed = tuple[int, int, str, int, int, bytes]  # offset, size, topic, sysflag, store ts, props
+INDEX_FEED_MAX = 16384
 
 
 def parse_segment(commit_log: CommitLog, offset: int, stop: int,
@@ -76,6 +78,8 @@ class Dispatcher:
         self.reput_from = 0
         self.last_store_timestamp = 0
         self.listeners: list[DispatchListener] = []
+        # dispatched records handed on to the index builder, so that it need not parse them
+        self.index_feed: deque[IndexFed] | None = None
         self.dispatched = 0
 
     def dispatch_record(self, info: RecordInfo,
@@ -126,7 +130,7 @@ class Dispatcher:
         """
         took = False
         while feed:
-            phys, size, topic, queue_id, queue_offset, sys_flag, store_ts, _props, code = feed[0]
+            phys, size, topic, queue_id, queue_offset, sys_flag, store_ts, props, code = feed[0]
             if phys < self.reput_from:  # already dispatched by parsing
                 feed.popleft()
                 continue
@@ -144,6 +148,9 @@ class Dispatcher:
             self.last_store_timestamp = store_ts
             self.reput_from = phys + size
             took = True
+            index_feed = self.index_feed
+            if index_feed is not None and len(index_feed) < INDEX_FEED_MAX:
+                index_feed.append((phys, size, topic, sys_flag, store_ts, props))
         return took
 
     def behind(self) -> int:
@@ -159,10 +166,15 @@ class Dispatcher:
         queues: dict[tuple[str, int], ConsumeQueue] = {}
         feed = commit_log.feed
 
+        index_feed = self.index_feed
+
         def handle(info: RecordInfo) -> None:
             if self.dispatch_record(info, queues):
                 touched.add((info.topic, info.queue_id))
             self.last_store_timestamp = info.store_timestamp
+            if index_feed is not None and len(index_feed) < INDEX_FEED_MAX:
+                index_feed.append((info.commit_log_offset, info.size, info.topic, info.sys_flag,
+                                   info.store_timestamp, info.properties))
 
         while self.reput_from < limit and self.reput_from - start < max_bytes:
             if feed and self._take_fed(feed, limit, start + max_bytes, queues, touched):

@@ -4,19 +4,21 @@ ConsumeQueue entry does, and consumers must not wait for it."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 
 from bolide.store.commitlog import CommitLog
-from bolide.store.dispatch import parse_segment
+from bolide.store.dispatch import IndexFed, parse_segment
 from bolide.store.index_service import IndexService
 
 
 class IndexBuilder:
     """Indexes the records between its position and ``limit()`` (where dispatch is)."""
 
-    def __init__(self, index: IndexService, commit_log: CommitLog,
-                 limit: Callable[[], int]) -> None:
+    def __init__(self, index: IndexService, commit_log: CommitLog, limit: Callable[[], int],
+                 feed: deque[IndexFed] | None = None) -> None:
         self.index = index
+        self.feed = feed
         self.commit_log = commit_log
         self.limit = limit
         last = index.last_indexed
@@ -29,16 +31,40 @@ class IndexBuilder:
         return max(0, self.limit() - self.reput_from)
 
     def dispatch_available(self, max_bytes: int = 1 << 62) -> int:
-        """Index what dispatch has passed (up to about ``max_bytes``); returns bytes consumed."""
+        """Index what dispatch has passed (up to about ``max_bytes``); returns bytes consumed.
+        Records dispatch handed on (:attr:`feed`) are taken as they are; the others (the
+        feed was full, or dispatch scanned them in bulk) are parsed from the CommitLog."""
         commit_log = self.commit_log
         build = self.index.build
+        feed = self.feed
         limit = self.limit()
         start = self.reput_from
         while self.reput_from < limit and self.reput_from - start < max_bytes:
+            if feed and self._take_fed(feed, limit):
+                continue
             if self.reput_from < commit_log.min_offset:
                 self.reput_from = commit_log.min_offset
-            after = parse_segment(commit_log, self.reput_from, limit, build, log_errors=False)
+            stop = limit
+            if feed and self.reput_from < feed[0][0] < limit:
+                stop = feed[0][0]
+            after = parse_segment(commit_log, self.reput_from, stop, build, log_errors=False)
             if after is None:
                 break
             self.reput_from = after
         return self.reput_from - start
+
+    def _take_fed(self, feed: deque[IndexFed], limit: int) -> bool:
+        took = False
+        build = self.index.build_fields
+        while feed:
+            phys, size, topic, sys_flag, store_ts, props = feed[0]
+            if phys < self.reput_from:  # parsed already
+                feed.popleft()
+                continue
+            if phys != self.reput_from or phys + size > limit:
+                break
+            feed.popleft()
+            build(phys, topic, sys_flag, store_ts, props)
+            self.reput_from = phys + size
+            took = True
+        return took

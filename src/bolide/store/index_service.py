@@ -92,10 +92,13 @@ class IndexService:
 
     def build(self, info: RecordInfo) -> None:
         """Index a dispatched record under ``topic#UNIQ_KEY`` and ``topic#k`` for its KEYS."""
-        phy = info.commit_log_offset
-        if phy <= self._last_indexed or info.sys_flag & 0xC == sysflag.TRANSACTION_ROLLBACK_TYPE:
+        self.build_fields(info.commit_log_offset, info.topic, info.sys_flag, info.store_timestamp,
+                          info.properties)
+
+    def build_fields(self, phy: int, topic: str, sys_flag: int, ts: int, props: bytes) -> None:
+        """:meth:`build` from the record's fields."""
+        if phy <= self._last_indexed or sys_flag & 0xC == sysflag.TRANSACTION_ROLLBACK_TYPE:
             return
-        props = info.properties
         uniq = property_bytes(props, _UNIQ)
         keys = property_bytes(props, _KEYS)
         if not uniq and not keys:
@@ -107,8 +110,7 @@ class IndexService:
                 self._check_space()
             if self._paused:
                 return
-        prefix = info.topic + "#"
-        ts = info.store_timestamp
+        prefix = topic + "#"
         with self._lock:
             try:
                 if uniq:

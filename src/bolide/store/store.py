@@ -13,6 +13,7 @@ import os
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 
@@ -167,7 +168,9 @@ class MessageStore:
         self._index_service = None
         self._index_builder = None
         if self.index is not None:
-            builder = IndexBuilder(self.index, self.commit_log, lambda: self.dispatcher.reput_from)
+            self.dispatcher.index_feed = deque()
+            builder = IndexBuilder(self.index, self.commit_log, lambda: self.dispatcher.reput_from,
+                                   self.dispatcher.index_feed)
             self._index_builder = builder
             self._index_service = DispatchService(builder, cfg.dispatch_batch_bytes, "index")
             self.dispatcher.listeners.append(lambda _touched: self._wake_index())

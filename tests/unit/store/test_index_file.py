@@ -7,6 +7,7 @@ import struct
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -201,14 +202,14 @@ def test_consumers_do_not_wait_for_the_index(open_store: Open) -> None:
     entry, and it catches up once it runs again."""
     store = open_store()
     assert store.index is not None
-    build = store.index.build
+    build = store.index.build_fields
     release = threading.Event()
 
-    def stalled(info: RecordInfo) -> None:
+    def stalled(*fields: Any) -> None:
         release.wait(30)
-        build(info)
+        build(*fields)
 
-    store.index.build = stalled  # type: ignore[method-assign]
+    store.index.build_fields = stalled  # type: ignore[method-assign]
     try:
         wrote = [store.put_message(Message("T", b"x", keys=f"k{i}")).wrote_offset for i in range(5)]
         assert store.wait_dispatched(indexed=False)
