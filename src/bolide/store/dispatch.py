@@ -9,15 +9,13 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from bolide.common.hashing import java_string_hash
 from bolide.store.commitlog import CommitLog
 from bolide.store.consume_queue import ConsumeQueue
+from bolide.store.fastscan import Run, scan_runs
 from bolide.store.record import RecordInfo, compute_tags_code, parse_record, property_bytes
-
-if TYPE_CHECKING:
-    from bolide.store.scan import Run
 
 
 def _tags_code_of(props: bytes) -> int:
@@ -34,8 +32,10 @@ INDEX_FEED_MAX = 16384
 
 
 def parse_segment(commit_log: CommitLog, offset: int, stop: int,
-                  handle: Callable[[RecordInfo], None], log_errors: bool) -> int | None:
-    """Hand each record from ``offset`` to ``stop`` (or its segment's end) to ``handle``.
+                  handle: Callable[[RecordInfo], None], log_errors: bool,
+                  max_records: int = -1) -> int | None:
+    """Hand each record from ``offset`` to ``stop`` (or its segment's end) to ``handle``
+    (at most ``max_records`` when that is positive).
 
     Returns the offset after the last record consumed (the next segment's start after a
     BLANK), or None when nothing is readable at ``offset``. A bad record is skipped (by its
@@ -54,6 +54,9 @@ def parse_segment(commit_log: CommitLog, offset: int, stop: int,
                 return commit_log.roll_next_file(base)
             handle(info)
             pos += info.size
+            max_records -= 1
+            if max_records == 0:
+                break
         elif info.size > 0:
             if log_errors:
                 log.error("skipping bad record at %d: %s", base + pos, info.reason)
@@ -153,6 +156,24 @@ class Dispatcher:
                 index_feed.append((phys, size, topic, sys_flag, store_ts, props))
         return took
 
+    def _scan_runs(self, stop: int, queues: dict[tuple[str, int], ConsumeQueue],
+                   touched: set[tuple[str, int]]) -> bool:
+        """Dispatch the fast-path records from ``reput_from`` in bulk; False when the next
+        record is not one of them (or nothing is readable)."""
+        found = self.commit_log.readable_from(self.reput_from, stop)
+        if found is None:
+            return False
+        view, pos = found
+        base = self.reput_from - pos
+        after, count, runs = scan_runs(view, pos, base, False)
+        if not count:
+            return False
+        for run in runs:
+            if self.dispatch_run(run, queues):
+                touched.add((run.topic, run.queue_id))
+        self.reput_from = base + after
+        return True
+
     def behind(self) -> int:
         """Bytes written (and readable) but not yet dispatched."""
         return max(0, self.limit() - self.reput_from)
@@ -186,7 +207,10 @@ class Dispatcher:
             stop = limit
             if feed and self.reput_from < feed[0][0] < limit:
                 stop = feed[0][0]
-            after = parse_segment(commit_log, self.reput_from, stop, handle, log_errors=True)
+            if self._scan_runs(stop, queues, touched):
+                continue
+            after = parse_segment(commit_log, self.reput_from, stop, handle, log_errors=True,
+                                  max_records=1)
             if after is None:
                 break
             self.reput_from = after

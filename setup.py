@@ -1,0 +1,12 @@
+"""Builds the optional compiled record scan (bolide.store._fastscan); all other metadata is in
+pyproject.toml. ``optional=True``: without a C compiler the install still succeeds and
+bolide.store.fastscan uses its pure-Python scan."""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension("bolide.store._fastscan", ["src/bolide/store/_fastscan.c"],
+                  extra_compile_args=["-O3"], optional=True),
+    ],
+)

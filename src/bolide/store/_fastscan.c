@@ -1,0 +1,276 @@
+/* Compiled twin of bolide.store.fastscan's pure-Python scan (same results, tested against
+ * each other): walks CommitLog records of the common kind and returns them grouped into runs
+ * of ConsumeQueue entries. See fastscan.py for the contract. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAGIC_V1 ((int32_t)0xDAA320A7)
+
+static uint32_t crc_table[8][256];
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = crc_table[0][i];
+        for (int t = 1; t < 8; t++) {
+            c = crc_table[0][c & 0xFF] ^ (c >> 8);
+            crc_table[t][i] = c;
+        }
+    }
+}
+
+/* zlib's crc32 (slice-by-8, little-endian loads) */
+static uint32_t crc32_of(const unsigned char *p, Py_ssize_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    while (n && ((uintptr_t)p & 7)) {
+        c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+        n--;
+    }
+    while (n >= 8) {
+        uint32_t a, b;
+        memcpy(&a, p, 4);
+        memcpy(&b, p + 4, 4);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        a = __builtin_bswap32(a);
+        b = __builtin_bswap32(b);
+#endif
+        a ^= c;
+        c = crc_table[7][a & 0xFF] ^ crc_table[6][(a >> 8) & 0xFF] ^
+            crc_table[5][(a >> 16) & 0xFF] ^ crc_table[4][a >> 24] ^
+            crc_table[3][b & 0xFF] ^ crc_table[2][(b >> 8) & 0xFF] ^
+            crc_table[1][(b >> 16) & 0xFF] ^ crc_table[0][b >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+static inline int32_t rd32(const unsigned char *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+
+static inline int64_t rd64(const unsigned char *p) {
+    return (int64_t)(((uint64_t)(uint32_t)rd32(p) << 32) | (uint32_t)rd32(p + 4));
+}
+
+static inline void wr32(unsigned char *p, uint32_t v) {
+    p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = v;
+}
+
+static inline void wr64(unsigned char *p, uint64_t v) {
+    wr32(p, (uint32_t)(v >> 32));
+    wr32(p + 4, (uint32_t)v);
+}
+
+/* The TAGS value of an encoded properties blob, as record.property_bytes finds it: "TAGS\x01"
+ * at the start or right after a 0x02, up to the next 0x02. Sets *code to its Java hash (0 when
+ * absent or empty); returns 0 when the value is not pure ASCII (the slow path decides). */
+static int tags_code_of(const unsigned char *props, Py_ssize_t len, int64_t *code) {
+    static const unsigned char needle[5] = {'T', 'A', 'G', 'S', 1};
+    Py_ssize_t i = 0;
+    *code = 0;
+    while (i + 5 <= len) {
+        const unsigned char *hit = memmem(props + i, (size_t)(len - i), needle, 5);
+        if (hit == NULL)
+            return 1;
+        Py_ssize_t at = hit - props;
+        if (at == 0 || props[at - 1] == 2) {
+            uint32_t h = 0;
+            for (Py_ssize_t k = at + 5; k < len && props[k] != 2; k++) {
+                if (props[k] & 0x80)
+                    return 0;
+                h = 31 * h + props[k];
+            }
+            *code = (int32_t)h;
+            return 1;
+        }
+        i = at + 1;
+    }
+    return 1;
+}
+
+typedef struct {
+    PyObject *runs;        /* list of tuples */
+    PyObject *topic;       /* str of the open run (borrowed from the cache) */
+    const unsigned char *raw_topic;
+    Py_ssize_t raw_topic_len;
+    int32_t queue_id;
+    int64_t first_qoff, next_qoff, first_phys, end_phys, last_ts;
+    unsigned char *entries;
+    Py_ssize_t count, cap;
+} RunState;
+
+static int run_close(RunState *r, PyObject *run_type) {
+    if (r->count == 0)
+        return 0;
+    PyObject *entries = PyBytes_FromStringAndSize((const char *)r->entries, r->count * 20);
+    if (entries == NULL)
+        return -1;
+    PyObject *run = PyObject_CallFunction(run_type, "OiLOLLL", r->topic, (int)r->queue_id,
+                                          (long long)r->first_qoff, entries,
+                                          (long long)r->first_phys, (long long)r->end_phys,
+                                          (long long)r->last_ts);
+    Py_DECREF(entries);
+    if (run == NULL)
+        return -1;
+    int rc = PyList_Append(r->runs, run);
+    Py_DECREF(run);
+    r->count = 0;
+    return rc;
+}
+
+static PyObject *topic_of(PyObject *cache, const unsigned char *raw, Py_ssize_t len) {
+    PyObject *key = PyBytes_FromStringAndSize((const char *)raw, len);
+    if (key == NULL)
+        return NULL;
+    PyObject *topic = PyDict_GetItemWithError(cache, key);
+    if (topic == NULL) {
+        if (PyErr_Occurred()) {
+            Py_DECREF(key);
+            return NULL;
+        }
+        topic = PyUnicode_DecodeUTF8((const char *)raw, len, "replace");
+        if (topic == NULL || PyDict_SetItem(cache, key, topic) < 0) {
+            Py_XDECREF(topic);
+            Py_DECREF(key);
+            return NULL;
+        }
+        Py_DECREF(topic); /* the cache holds it */
+    }
+    Py_DECREF(key);
+    return topic; /* borrowed */
+}
+
+/* scan_runs(buf, pos, base, check_crc, max_records, run_type, topic_cache)
+ *   -> (pos_after, records, runs) */
+static PyObject *scan_runs(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, max_records;
+    long long base;
+    int check_crc;
+    PyObject *run_type, *cache;
+    if (!PyArg_ParseTuple(args, "y*nLpnOO!", &view, &pos, &base, &check_crc, &max_records,
+                          &run_type, &PyDict_Type, &cache))
+        return NULL;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t limit = view.len;
+    Py_ssize_t records = 0;
+    RunState r = {0};
+    r.runs = PyList_New(0);
+    if (r.runs == NULL)
+        goto fail;
+    r.cap = 256;
+    r.entries = PyMem_Malloc(r.cap * 20);
+    if (r.entries == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    while (records < max_records && pos >= 0 && pos + 8 <= limit) {
+        const unsigned char *rec = buf + pos;
+        int32_t total = rd32(rec);
+        if (rd32(rec + 4) != MAGIC_V1 || total < 91 || pos + total > limit)
+            break;
+        int32_t sys_flag = rd32(rec + 36);
+        int32_t body_len = rd32(rec + 84);
+        if ((sys_flag & 0x30) || (sys_flag & 0x4) || body_len < 0 || body_len > total - 91)
+            break;
+        const unsigned char *p = rec + 88 + body_len;
+        int topic_len = p[0];
+        if (topic_len > 127 || 91 + body_len + topic_len > total)
+            break;
+        int props_len = (p[1 + topic_len] << 8) | p[2 + topic_len];
+        if (91 + body_len + topic_len + props_len != total)
+            break;
+        if ((topic_len && p[1] == 0) || (props_len && rec[total - 1] == 0))
+            break; /* torn */
+        int64_t phys = rd64(rec + 28);
+        if (phys != base + pos)
+            break;
+        if (topic_len == 19 && memcmp(p + 1, "SCHEDULE_TOPIC_XXXX", 19) == 0)
+            break;
+        int64_t code;
+        if (!tags_code_of(p + 3 + topic_len, props_len, &code))
+            break;
+        if (check_crc && body_len &&
+            (int32_t)(crc32_of(rec + 88, body_len) & 0x7FFFFFFF) != rd32(rec + 8))
+            break;
+        int32_t queue_id = rd32(rec + 12);
+        int64_t qoff = rd64(rec + 20);
+        int64_t store_ts = rd64(rec + 56);
+        const unsigned char *raw_topic = p + 1;
+        if (!(r.count && queue_id == r.queue_id && qoff == r.next_qoff &&
+              topic_len == r.raw_topic_len && memcmp(raw_topic, r.raw_topic, topic_len) == 0)) {
+            if (run_close(&r, run_type) < 0)
+                goto fail;
+            r.topic = topic_of(cache, raw_topic, topic_len);
+            if (r.topic == NULL)
+                goto fail;
+            r.raw_topic = raw_topic;
+            r.raw_topic_len = topic_len;
+            r.queue_id = queue_id;
+            r.first_qoff = qoff;
+            r.first_phys = phys;
+        }
+        if (r.count == r.cap) {
+            unsigned char *grown = PyMem_Realloc(r.entries, r.cap * 2 * 20);
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            r.entries = grown;
+            r.cap *= 2;
+        }
+        unsigned char *e = r.entries + r.count * 20;
+        wr64(e, (uint64_t)phys);
+        wr32(e + 8, (uint32_t)total);
+        wr64(e + 12, (uint64_t)code);
+        r.count++;
+        r.next_qoff = qoff + 1;
+        r.end_phys = phys + total;
+        r.last_ts = store_ts;
+        pos += total;
+        records++;
+    }
+    if (run_close(&r, run_type) < 0)
+        goto fail;
+    PyMem_Free(r.entries);
+    PyBuffer_Release(&view);
+    PyObject *out = Py_BuildValue("nnN", pos, records, r.runs);
+    return out;
+fail:
+    PyMem_Free(r.entries);
+    Py_XDECREF(r.runs);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+static PyObject *crc32_py(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view))
+        return NULL;
+    uint32_t c = crc32_of(view.buf, view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(c);
+}
+
+static PyMethodDef methods[] = {
+    {"scan_runs", scan_runs, METH_VARARGS, "Scan fast-path CommitLog records into runs."},
+    {"crc32", crc32_py, METH_VARARGS, "CRC-32 as zlib.crc32 computes it."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastscan", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__fastscan(void) {
+    crc_init();
+    return PyModule_Create(&module);
+}
