@@ -7,6 +7,7 @@
 #include <string.h>
 
 #define MAGIC_V1 ((int32_t)0xDAA320A7)
+#define MAGIC_V2 ((int32_t)0xDAA320AB)
 
 static uint32_t crc_table[8][256];
 
@@ -105,6 +106,7 @@ typedef struct {
     Py_ssize_t raw_topic_len;
     int32_t queue_id;
     int64_t first_qoff, next_qoff, first_phys, end_phys, last_ts;
+    int can_extend;
     unsigned char *entries;
     Py_ssize_t count, cap;
 } RunState;
@@ -207,7 +209,7 @@ static PyObject *scan_runs(PyObject *self, PyObject *args) {
         int64_t qoff = rd64(rec + 20);
         int64_t store_ts = rd64(rec + 56);
         const unsigned char *raw_topic = p + 1;
-        if (!(r.count && queue_id == r.queue_id && qoff == r.next_qoff &&
+        if (!(r.count && r.can_extend && queue_id == r.queue_id && qoff == r.next_qoff &&
               topic_len == r.raw_topic_len && memcmp(raw_topic, r.raw_topic, topic_len) == 0)) {
             if (run_close(&r, run_type) < 0)
                 goto fail;
@@ -234,7 +236,8 @@ static PyObject *scan_runs(PyObject *self, PyObject *args) {
         wr32(e + 8, (uint32_t)total);
         wr64(e + 12, (uint64_t)code);
         r.count++;
-        r.next_qoff = qoff + 1;
+        r.can_extend = qoff != INT64_MAX; /* no offset follows the largest one */
+        r.next_qoff = r.can_extend ? qoff + 1 : qoff;
         r.end_phys = phys + total;
         r.last_ts = store_ts;
         pos += total;
@@ -253,6 +256,129 @@ fail:
     return NULL;
 }
 
+/* check_index_entries(entries, count, hash_slot_num, segments, cl_min, cl_end, late_at)
+ *   -> (problems, stale, late, slot_of)
+ * The entry loop of verify_index._check_file: ``entries`` holds entries 0 .. count-1 of an
+ * index file (entry 0 unused); ``segments`` the CommitLog as [(start, buffer), ...] in order.
+ * problems: [(n, key_hash, diff, prev)] of entries whose chain link or fields are wrong;
+ * stale: entries pointing at no record; late: record offsets >= late_at; slot_of: the slot of
+ * every entry as native int32s. */
+static PyObject *check_index_entries(PyObject *self, PyObject *args) {
+    Py_buffer ent;
+    Py_ssize_t count;
+    long long slots_n, cl_min, cl_end, late_at;
+    PyObject *segments;
+    if (!PyArg_ParseTuple(args, "y*nLO!LLL", &ent, &count, &slots_n, &PyList_Type, &segments,
+                          &cl_min, &cl_end, &late_at))
+        return NULL;
+    PyObject *problems = NULL, *late = NULL, *slot_bytes = NULL, *result = NULL;
+    Py_ssize_t nseg = PyList_GET_SIZE(segments);
+    Py_buffer *segs = PyMem_Calloc(nseg ? nseg : 1, sizeof(Py_buffer));
+    long long *starts = PyMem_Calloc(nseg ? nseg : 1, sizeof(long long));
+    Py_ssize_t got = 0;
+    if (segs == NULL || starts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (slots_n <= 0 || count < 1 || ent.len < count * 20) {
+        PyErr_SetString(PyExc_ValueError, "entries buffer shorter than count entries");
+        goto done;
+    }
+    for (; got < nseg; got++) {
+        PyObject *item = PyList_GET_ITEM(segments, got);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "segments must be (start, buffer) tuples");
+            goto done;
+        }
+        starts[got] = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 0));
+        if (starts[got] == -1 && PyErr_Occurred())
+            goto done;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 1), &segs[got], PyBUF_SIMPLE) < 0)
+            goto done;
+    }
+    problems = PyList_New(0);
+    late = PyList_New(0);
+    slot_bytes = PyBytes_FromStringAndSize(NULL, count * 4);
+    if (problems == NULL || late == NULL || slot_bytes == NULL)
+        goto done;
+    int32_t *slot_of = (int32_t *)PyBytes_AS_STRING(slot_bytes);
+    memset(slot_of, 0, count * 4);
+    const unsigned char *e = ent.buf;
+    long long stale = 0, last_phy = -1, seg_lo = 0, seg_hi = 0;
+    const unsigned char *m = NULL;
+    for (Py_ssize_t n = 1; n < count; n++) {
+        const unsigned char *x = e + n * 20;
+        int32_t key_hash = rd32(x), diff = rd32(x + 12), prev = rd32(x + 16);
+        int64_t phy = rd64(x + 4);
+        /* Python's % (floor): the slot of a negative hash is still in [0, slots_n) */
+        long long slot = key_hash % slots_n;
+        if (slot < 0)
+            slot += slots_n;
+        slot_of[n] = (int32_t)slot;
+        if (prev >= n || prev < 0 || key_hash < 0 || diff < 0 || (prev && slot_of[prev] != slot)) {
+            PyObject *t = Py_BuildValue("niii", n, key_hash, diff, prev);
+            if (t == NULL || PyList_Append(problems, t) < 0) {
+                Py_XDECREF(t);
+                goto done;
+            }
+            Py_DECREF(t);
+        }
+        if (phy == last_phy || phy < cl_min)
+            continue;
+        last_phy = phy;
+        if (phy + 91 > cl_end) {
+            stale++;
+            continue;
+        }
+        if (!(seg_lo <= phy && phy < seg_hi)) {
+            Py_ssize_t lo = 0, hi = nseg - 1, at = -1;
+            while (lo <= hi) { /* the last segment starting at or before phy */
+                Py_ssize_t mid = (lo + hi) / 2;
+                if (starts[mid] <= phy) {
+                    at = mid;
+                    lo = mid + 1;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            if (at < 0 || phy >= starts[at] + segs[at].len) {
+                stale++;
+                continue;
+            }
+            seg_lo = starts[at];
+            seg_hi = seg_lo + segs[at].len - 36;
+            m = segs[at].buf;
+            if (!(seg_lo <= phy && phy < seg_hi)) {
+                stale++;
+                continue;
+            }
+        }
+        const unsigned char *r = m + (phy - seg_lo);
+        int32_t magic = rd32(r + 4);
+        if (rd64(r + 28) != phy || (magic != MAGIC_V1 && magic != MAGIC_V2)) {
+            stale++;
+        } else if (phy >= late_at) {
+            PyObject *v = PyLong_FromLongLong(phy);
+            if (v == NULL || PyList_Append(late, v) < 0) {
+                Py_XDECREF(v);
+                goto done;
+            }
+            Py_DECREF(v);
+        }
+    }
+    result = Py_BuildValue("OLOO", problems, stale, late, slot_bytes);
+done:
+    for (Py_ssize_t i = 0; i < got; i++)
+        PyBuffer_Release(&segs[i]);
+    PyMem_Free(segs);
+    PyMem_Free(starts);
+    Py_XDECREF(problems);
+    Py_XDECREF(late);
+    Py_XDECREF(slot_bytes);
+    PyBuffer_Release(&ent);
+    return result;
+}
+
 static PyObject *crc32_py(PyObject *self, PyObject *args) {
     Py_buffer view;
     if (!PyArg_ParseTuple(args, "y*", &view))
@@ -265,6 +391,8 @@ static PyObject *crc32_py(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"scan_runs", scan_runs, METH_VARARGS, "Scan fast-path CommitLog records into runs."},
     {"crc32", crc32_py, METH_VARARGS, "CRC-32 as zlib.crc32 computes it."},
+    {"check_index_entries", check_index_entries, METH_VARARGS,
+     "The entry loop of the index check of verify."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -35,6 +35,12 @@ _MAX_PER_FILE = 10
 _CHUNK = 1 << 16
 _ENTRY_CHUNK = 1 << 16
 _ZERO = bytes(_CHUNK)  # problems listed per file; the rest are counted
+try:
+    if os.environ.get("BOLIDE_PURE_PYTHON") == "1":
+        raise ImportError("pure Python requested")
+    from bolide.store import _fastscan as _compiled
+except ImportError:
+    _compiled = None  # type: ignore[assignment]
 BACKGROUND_MIN_ENTRIES = 500_000  # below this the child process costs more than it saves
 
 
@@ -246,15 +252,42 @@ def _check_file(reader: IndexReader, log: Segments, cl_min: int, cl_end: int, la
     count = h.index_count
     if count < 0 or count > reader.index_num:
         problems.append((36, f"indexCount {count} is outside 0..maxIndexNum {reader.index_num}"))
-        return problems, 0
+        return problems, 0, []
     count = max(count, 1)
     slots_n = reader.hash_slot_num
     mm = reader.mm
+    late_at = cl_end if late_from is None else late_from
+    entries_at = reader.entries_at
+    if _compiled is not None and len(mm) >= entries_at + count * ENTRY_SIZE:
+        with memoryview(mm) as view:
+            found, stale, late, slot_bytes = _compiled.check_index_entries(
+                view[entries_at : entries_at + count * ENTRY_SIZE], count, slots_n, log.maps,
+                cl_min, cl_end, late_at)
+        problems = [(entries_at + n * ENTRY_SIZE, _entry_problem(n, key_hash, diff, prev))
+                    for n, key_hash, diff, prev in found]
+        slot_of = array("i")
+        slot_of.frombytes(slot_bytes)
+    else:
+        slot_of, stale, late = _check_entries(mm, entries_at, count, slots_n, log, cl_min, cl_end,
+                                              late_at, problems)
+    for slot, n in _used_slots(reader):
+        if n < 0 or n > count:
+            problems.append((HEADER_SIZE + slot * 4, f"slot {slot} points at entry {n}, past "
+                             f"indexCount {count}"))
+        elif n < count and slot_of[n] != slot:
+            problems.append((HEADER_SIZE + slot * 4,
+                             f"slot {slot} points at entry {n}, which hashes elsewhere"))
+    return problems, stale, late
+
+
+def _check_entries(mm: mmap.mmap, entries_at: int, count: int, slots_n: int, log: Segments,
+                   cl_min: int, cl_end: int, late_at: int, problems: list[tuple[int, str]]
+                   ) -> tuple[array[int], int, list[int]]:
+    """The entries' chain links and records (the pure-Python twin of the compiled
+    ``check_index_entries``): (slot of each entry, stale count, late record offsets)."""
     slot_of = array("i", bytes(4 * count))
     stale = 0
     late: list[int] = []
-    late_at = cl_end if late_from is None else late_from
-    entries_at = reader.entries_at
     head = _HEAD.unpack_from
     seg_lo = seg_hi = 0  # the segment of the last record looked at: [seg_lo, seg_hi - 36)
     m = None
@@ -285,14 +318,7 @@ def _check_file(reader: IndexReader, log: Segments, cl_min: int, cl_end: int, la
             stale += 1
         elif phy >= late_at:
             late.append(phy)
-    for slot, n in _used_slots(reader):
-        if n < 0 or n > count:
-            problems.append((HEADER_SIZE + slot * 4, f"slot {slot} points at entry {n}, past "
-                             f"indexCount {count}"))
-        elif n < count and slot_of[n] != slot:
-            problems.append((HEADER_SIZE + slot * 4,
-                             f"slot {slot} points at entry {n}, which hashes elsewhere"))
-    return problems, stale, late
+    return slot_of, stale, late
 
 
 if __name__ == "__main__":  # run as a module: use the importable one, so results unpickle

@@ -209,3 +209,56 @@ def test_recovery_rebuilds_the_same_queues_with_either_scan(tmp_path: Path) -> N
     assert queues == sorted(p.relative_to(copy) for p in (copy / "consumequeue").rglob("*") if p.is_file())
     for rel in queues:
         assert (cfg.root / rel).read_bytes() == (copy / rel).read_bytes(), rel
+
+
+def test_no_run_continues_past_the_largest_queue_offset() -> None:
+    """A record at queue offset 2**63-1 ends its run: the next offset would overflow."""
+    big = (1 << 63) - 1
+    buf = b"".join(encode_record("T", 0, b"x", b"", born_timestamp=1, born_host=IPV4, store_timestamp=2,
+                                 store_host=IPV4, queue_offset=q, physical_offset=i * 93)
+                   for i, q in enumerate((big - 1, big, -(1 << 63))))
+    want = fastscan.scan_runs_python(memoryview(buf), 0, 0, True, 65536, {})
+    assert [len(r.entries) // 20 for r in want[2]] == [2, 1]
+    if fastscan.COMPILED:
+        assert _compiled(buf, 0, 0, True, 65536) == want
+
+
+def _damaged_index_store(root: Path) -> StoreConfig:
+    cfg = StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=1 << 16,
+                      max_hash_slot_num=64, max_index_num=4000)
+    with MessageStore(cfg) as store:
+        for i in range(900):
+            store.put_message(Message(f"T{i % 3}", b"v" * (i % 90), keys=f"k{i} shared{i % 5}"), i % 2)
+        assert store.wait_dispatched()
+    index = sorted((root / "index").iterdir())[-1]
+    data = bytearray(index.read_bytes())
+    entries_at = 40 + 64 * 4
+    for n, (field, value) in {5: (16, 9999), 17: (0, -5), 40: (16, 3), 333: (4, 12345)}.items():
+        at = entries_at + n * 20 + field
+        data[at : at + (8 if field == 4 else 4)] = value.to_bytes(8 if field == 4 else 4, "big", signed=True)
+    index.write_bytes(data)
+    return cfg
+
+
+def test_the_compiled_and_pure_index_checks_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index part of verify: the same problems, stale entries and late records with the
+    compiled entry loop and with the pure-Python one, on an index with broken links and
+    entries pointing at no record, against a CommitLog cut short."""
+    from bolide.store import verify_index
+    from bolide.store.offline import open_commit_log
+
+    if not fastscan.COMPILED:
+        pytest.skip("the compiled scan is not built (BOLIDE_PURE_PYTHON=1)")
+    cfg = _damaged_index_store(tmp_path / "s")
+    log = open_commit_log(cfg)
+    try:
+        cut = log.maps[-1][0] + 100  # as if the CommitLog ended early in its last segment
+        for late_from in (None, log.maps[-1][0] - 91):
+            compiled = verify_index._check_all(cfg, log, log.start, cut, late_from)
+            monkeypatch.setattr(verify_index, "_compiled", None)
+            pure = verify_index._check_all(cfg, log, log.start, cut, late_from)
+            monkeypatch.undo()
+            assert compiled == pure
+            assert compiled.problems and sum(compiled.stale.values()) > 0
+    finally:
+        log.close()
