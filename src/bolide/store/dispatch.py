@@ -69,6 +69,14 @@ def parse_segment(commit_log: CommitLog, offset: int, stop: int,
     return base + pos
 
 
+def resume_point(commit_log: CommitLog, offset: int, feed: deque[tuple[int, ...]] | None,
+                 limit: int) -> tuple[int, int]:
+    """Where parsing resumes (never below the CommitLog's min offset) and where it stops:
+    at the next record handed over on ``feed``, else at ``limit``."""
+    offset = max(offset, commit_log.min_offset)
+    return offset, feed[0][0] if feed and offset < feed[0][0] < limit else limit
+
+
 class Dispatcher:
     """Turns CommitLog records into ConsumeQueue entries, from ``reput_from`` onward."""
 
@@ -200,13 +208,9 @@ class Dispatcher:
         while self.reput_from < limit and self.reput_from - start < max_bytes:
             if feed and self._take_fed(feed, limit, start + max_bytes, queues, touched):
                 continue
-            if self.reput_from < commit_log.min_offset:
-                self.reput_from = commit_log.min_offset
             # parse up to the next record the writer handed over (a BLANK, or records the
             # feed had no room for), or to the limit
-            stop = limit
-            if feed and self.reput_from < feed[0][0] < limit:
-                stop = feed[0][0]
+            self.reput_from, stop = resume_point(commit_log, self.reput_from, feed, limit)
             if self._scan_runs(stop, queues, touched):
                 continue
             after = parse_segment(commit_log, self.reput_from, stop, handle, log_errors=True,

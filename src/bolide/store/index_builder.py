@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Callable
 
 from bolide.store.commitlog import CommitLog
-from bolide.store.dispatch import IndexFed, parse_segment
+from bolide.store.dispatch import IndexFed, parse_segment, resume_point
 from bolide.store.index_service import IndexService
 
 
@@ -42,11 +42,7 @@ class IndexBuilder:
         while self.reput_from < limit and self.reput_from - start < max_bytes:
             if feed and self._take_fed(feed, limit):
                 continue
-            if self.reput_from < commit_log.min_offset:
-                self.reput_from = commit_log.min_offset
-            stop = limit
-            if feed and self.reput_from < feed[0][0] < limit:
-                stop = feed[0][0]
+            self.reput_from, stop = resume_point(commit_log, self.reput_from, feed, limit)
             after = parse_segment(commit_log, self.reput_from, stop, build, log_errors=False)
             if after is None:
                 break

@@ -70,14 +70,17 @@ def recover(commit_log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue],
     reason = ""
     checked = 0
 
-    def take_run(run: Run) -> None:
-        key = (run.topic, run.queue_id)
+    def complete_before(key: tuple[str, int], first_queue_offset: int) -> bool:
+        """False when the queue misses entries older than the checked range."""
         if key not in seen:
             seen.add(key)
             cq = queues.get(key)
-            if run.first_queue_offset > (cq.max_offset if cq is not None else 0):
+            if first_queue_offset > (cq.max_offset if cq is not None else 0):
                 gapped.add(key)
-        if key not in gapped:
+        return key not in gapped
+
+    def take_run(run: Run) -> None:
+        if complete_before((run.topic, run.queue_id), run.first_queue_offset):
             report.queue_entries_rebuilt += dispatcher.dispatch_run(run, cache)
 
     while True:
@@ -109,15 +112,10 @@ def recover(commit_log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue],
                 break
             report.records_checked += 1
             checked += info.size
-            if sysflag.gets_queue_entry(info.sys_flag):
-                key = (info.topic, info.queue_id)
-                if key not in seen:
-                    seen.add(key)
-                    cq = queues.get(key)
-                    if info.queue_offset > (cq.max_offset if cq is not None else 0):
-                        gapped.add(key)
-                if key not in gapped and dispatcher.dispatch_record(info, cache):
-                    report.queue_entries_rebuilt += 1
+            if (sysflag.gets_queue_entry(info.sys_flag)
+                    and complete_before((info.topic, info.queue_id), info.queue_offset)
+                    and dispatcher.dispatch_record(info, cache)):
+                report.queue_entries_rebuilt += 1
             pos += info.size
         else:
             if info.reason != "end of data (zero bytes)":
