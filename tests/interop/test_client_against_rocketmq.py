@@ -284,7 +284,9 @@ def test_admin_route_progress_and_query_by_key(rmq: RocketMQ) -> None:
                                 suspend_ms=1000, pull_timeout_ms=5000)
         consumer.subscribe("ItAdmin")
         async with consumer:  # close() commits what poll() returned
-            await poll_exactly(consumer, 6)
+            got = await poll_exactly(consumer, 6)
+            positions = {mq.queue_id: st.consumed for mq, st in consumer._states.items()}
+        assert sorted(m.body for m in got) == sorted(b"a-%d" % i for i in range(6)), positions
 
         async with Admin(rmq.namesrv_addr) as admin:
             route = await admin.topic_route("ItAdmin")
@@ -292,13 +294,18 @@ def test_admin_route_progress_and_query_by_key(rmq: RocketMQ) -> None:
                 ("broker-a", rmq.broker_addr)]
             assert [q.broker_name for q in route.queue_datas] == ["broker-a"]
 
-            async with asyncio.timeout(20):  # the commits at close are oneway: poll for them
-                while True:
-                    progress = await admin.consumer_progress("interop-admin-cg", "ItAdmin")
-                    queues = [q for q in progress.queues if q.queue.topic == "ItAdmin"]
-                    if sum(q.consumer_offset for q in queues) == 6:
-                        break
-                    await asyncio.sleep(0.2)
+            seen: list[tuple[int, int, int]] = []
+            try:
+                async with asyncio.timeout(20):  # the broker applies commits in its own time
+                    while True:
+                        progress = await admin.consumer_progress("interop-admin-cg", "ItAdmin")
+                        queues = [q for q in progress.queues if q.queue.topic == "ItAdmin"]
+                        seen = [(q.queue.queue_id, q.broker_offset, q.consumer_offset) for q in queues]
+                        if sum(q.consumer_offset for q in queues) == 6:
+                            break
+                        await asyncio.sleep(0.2)
+            except TimeoutError:
+                raise AssertionError(f"progress {seen}; positions committed at close {positions}") from None
             assert sum(q.broker_offset for q in queues) == 6 and progress.total_lag == 0
 
             found: list[MessageExt] = []

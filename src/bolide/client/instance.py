@@ -24,6 +24,7 @@ from bolide.protocol.bodies.route import MASTER_ID
 from bolide.remoting import Processor, RemotingClient
 
 log = logging.getLogger(__name__)
+TIMER_GRACE_S = 3.0  # how long close() lets a timer job under way finish
 
 
 class ClientInstance:
@@ -87,12 +88,17 @@ class ClientInstance:
                 log.exception("%s of client %s failed", name, self.client_id)
 
     async def stop_timers(self) -> None:
-        """Stop the timers (the first step of closing)."""
+        """Stop the timers (the first step of closing). A job under way (an offset commit, a
+        heartbeat) may finish for up to TIMER_GRACE_S: cancelled, its request could still be
+        applied by the broker after the requests of the close itself (a stale offset
+        committed over the final one)."""
         if self._closing is not None:
             self._closing.set()
         tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=TIMER_GRACE_S)
+            for task in pending:
+                task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task

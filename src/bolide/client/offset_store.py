@@ -59,6 +59,8 @@ class RemoteOffsetStore(OffsetStore):
         super().__init__()
         self.instance = instance
         self.group = group
+        # one persist at a time: the broker may apply concurrent commits of a queue in any order
+        self._persisting: asyncio.Lock | None = None
 
     async def _addr(self, mq: MessageQueue) -> str | None:
         """The master's address; while the route has none (master down), a slave's, as the
@@ -101,7 +103,11 @@ class RemoteOffsetStore(OffsetStore):
                 await api.heartbeat(addr, self._group_heartbeat())
                 await api.update_consumer_offset(addr, self.group, mq.topic, mq.queue_id, offset)
 
-        results = await asyncio.gather(*(one(mq, off) for mq, off in todo), return_exceptions=True)
+        if self._persisting is None:
+            self._persisting = asyncio.Lock()
+        async with self._persisting:
+            results = await asyncio.gather(*(one(mq, off) for mq, off in todo),
+                                           return_exceptions=True)
         failed = [(mq, r) for (mq, _), r in zip(todo, results, strict=True) if isinstance(r, Exception)]
         for mq, exc in failed[1:] if raise_errors else failed:
             log.warning("committing the offset of %s for group %s failed: %s", mq, self.group, exc)
