@@ -25,6 +25,7 @@ from bolide.client import (
     PushConsumer,
     blocking,
 )
+from bolide.client.allocate import AllocateStrategy, allocate_averagely, allocate_by_circle
 from bolide.client.errors import NoRouteError, RequestNotSupportedError
 from bolide.protocol import RemotingCommand
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -93,19 +94,23 @@ def test_push_consumer_receives_every_message(tmp_path: Path) -> None:
     run_with_servers(tmp_path, test)
 
 
-def test_two_push_consumers_share_the_queues(tmp_path: Path) -> None:
+@pytest.mark.parametrize("allocate", [allocate_averagely, allocate_by_circle])
+def test_two_push_consumers_share_the_queues(tmp_path: Path, allocate: AllocateStrategy) -> None:
     async def test(s: Servers) -> None:
         await send_all(s.namesrv_addr, "Shared", 1)  # creates the topic (4 queues)
         first, second = Collector(0), Collector(0)
-        a = PushConsumer(s.namesrv_addr, "shared", listener=first, **FAST)
-        b = PushConsumer(s.namesrv_addr, "shared", listener=second, **FAST)
+        a = PushConsumer(s.namesrv_addr, "shared", listener=first, allocate=allocate, **FAST)
+        b = PushConsumer(s.namesrv_addr, "shared", listener=second, allocate=allocate, **FAST)
         for c in (a, b):
             c.subscribe("Shared")
         async with a, b:
             def split() -> bool:
-                qa = {q for q in a.assignment() if q.topic == "Shared"}
-                qb = {q for q in b.assignment() if q.topic == "Shared"}
-                return len(qa) == 2 and len(qb) == 2 and not qa & qb
+                qa = {q.queue_id for q in a.assignment() if q.topic == "Shared"}
+                qb = {q.queue_id for q in b.assignment() if q.topic == "Shared"}
+                lower = a if a.client_id < b.client_id else b
+                mine = {q.queue_id for q in lower.assignment() if q.topic == "Shared"}
+                wanted = {0, 1} if allocate is allocate_averagely else {0, 2}
+                return len(qa) == 2 and len(qb) == 2 and not qa & qb and mine == wanted
 
             await wait_until(split)
             ids = await send_all(s.namesrv_addr, "Shared", 40)
@@ -288,6 +293,36 @@ def test_pull_consumer_ignores_batches_of_a_queue_it_gave_up(tmp_path: Path) -> 
             got = [int(m.body) for m in await consumer.poll(5000)]
             assert got == [0, 1, 2, 3]
             assert await consumer.poll(300) == []
+
+    run_with_servers(tmp_path, test)
+
+
+def test_the_first_commit_of_a_topic_goes_alone(tmp_path: Path) -> None:
+    """RocketMQ 4.9 creates a group's offset map of a topic without a lock, so first commits
+    that arrive together lose all but one: the first commit of a topic is answered before the
+    others are sent, which then go together."""
+    async def test(s: Servers) -> None:
+        await send_all(s.namesrv_addr, "FirstCommits", 1)  # creates the topic (4 queues)
+        consumer = PullConsumer(s.namesrv_addr, "fc", auto_commit=False, **FAST)
+        queues = await consumer.fetch_message_queues("FirstCommits")
+        consumer.assign(queues)
+        async with consumer:
+            api = consumer._instance.api
+            real = api.update_consumer_offset
+            events: list[tuple[str, int]] = []
+
+            async def recorded(addr: str, group: str, topic: str, queue_id: int, offset: int) -> None:
+                events.append(("sent", queue_id))
+                await real(addr, group, topic, queue_id, offset)
+                events.append(("answered", queue_id))
+
+            api.update_consumer_offset = recorded  # type: ignore[method-assign]
+            await consumer.commit({q: 3 for q in queues})
+        assert len(events) == 2 * len(queues) == 8
+        assert events[1] == ("answered", events[0][1])  # the first alone
+        others = sorted(q for what, q in events[2:] if what == "sent")
+        assert others == sorted({q.queue_id for q in queues} - {events[0][1]})
+        assert all(s.broker.offsets.query("fc", "FirstCommits", q.queue_id) == 3 for q in queues)
 
     run_with_servers(tmp_path, test)
 

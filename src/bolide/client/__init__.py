@@ -7,7 +7,7 @@ docs/client.md.
 """
 
 from bolide.client.admin import Admin
-from bolide.client.allocate import allocate_averagely
+from bolide.client.allocate import allocate_averagely, allocate_by_circle
 from bolide.client.config import ClientConfig
 from bolide.client.errors import (
     ClientConfigError,
@@ -64,6 +64,7 @@ __all__ = [
     "TransactionProducer",
     "TransactionSendResult",
     "allocate_averagely",
+    "allocate_by_circle",
     "select_by_hash",
     "select_random",
 ]

@@ -1,7 +1,9 @@
-"""Queue allocation among the consumers of a group (RocketMQ's AllocateMessageQueueAveragely).
+"""Queue allocation among the consumers of a group: RocketMQ's AllocateMessageQueueAveragely
+(contiguous shares, the default) and AllocateMessageQueueAveragelyByCircle (dealt round).
 
-Every member sorts the queues and the client ids the same way and takes its own contiguous
-share, so the shares are disjoint and together cover every queue.
+Every member sorts the queues and the client ids the same way and takes its own share, so
+the shares are disjoint and together cover every queue. All members of a group must use the
+same strategy, as in RocketMQ.
 """
 
 from __future__ import annotations
@@ -30,3 +32,13 @@ def allocate_averagely(group: str, client_id: str, queues: Sequence[MessageQueue
     count = base + 1 if index < extra else base
     start = index * count if index < extra else index * base + extra
     return list(queues[start:start + count])
+
+
+def allocate_by_circle(group: str, client_id: str, queues: Sequence[MessageQueue],
+                       client_ids: Sequence[str]) -> list[MessageQueue]:
+    """``client_id``'s share of ``queues`` dealt round the clients: queue ``i`` goes to the
+    client at position ``i % c`` (both sequences sorted by the caller)."""
+    if client_id not in client_ids or not queues:
+        return []
+    index = client_ids.index(client_id)
+    return list(queues[index::len(client_ids)])

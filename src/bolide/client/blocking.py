@@ -429,4 +429,4 @@ def _async(fn: Callable[[C], T]) -> Callable[[C], Awaitable[T]]:
     return lambda core: call(core)
 
 
-__all__ = ["Admin", "LoopThread", "Producer", "PullConsumer", "PushConsumer"]
+__all__ = ["Admin", "LoopThread", "Producer", "PullConsumer", "PushConsumer", "TransactionProducer"]

@@ -103,11 +103,24 @@ class RemoteOffsetStore(OffsetStore):
                 await api.heartbeat(addr, self._group_heartbeat())
                 await api.update_consumer_offset(addr, self.group, mq.topic, mq.queue_id, offset)
 
+        async def topic_commits(pairs: list[tuple[MessageQueue, int]]) -> list[BaseException | None]:
+            # RocketMQ 4.9's broker creates a topic@group's offset map without a lock: commits
+            # of a group's first offsets on a topic that arrive together lose all but one.
+            # The first goes alone, the others together once the map exists.
+            first = await asyncio.gather(one(*pairs[0]), return_exceptions=True)
+            rest = await asyncio.gather(*(one(mq, off) for mq, off in pairs[1:]),
+                                        return_exceptions=True)
+            return [*first, *rest]
+
+        by_topic: dict[str, list[tuple[MessageQueue, int]]] = {}
+        for mq, off in todo:
+            by_topic.setdefault(mq.topic, []).append((mq, off))
+        todo = [pair for pairs in by_topic.values() for pair in pairs]
         if self._persisting is None:
             self._persisting = asyncio.Lock()
         async with self._persisting:
-            results = await asyncio.gather(*(one(mq, off) for mq, off in todo),
-                                           return_exceptions=True)
+            per_topic = await asyncio.gather(*(topic_commits(p) for p in by_topic.values()))
+        results = [r for rs in per_topic for r in rs]
         failed = [(mq, r) for (mq, _), r in zip(todo, results, strict=True) if isinstance(r, Exception)]
         for mq, exc in failed[1:] if raise_errors else failed:
             log.warning("committing the offset of %s for group %s failed: %s", mq, self.group, exc)

@@ -214,6 +214,8 @@ class Producer:
                     raise
                 last_error = exc
             except RemotingError as exc:
+                if not exc.retriable:  # as send(): e.g. a frame the broker cannot take
+                    raise
                 last_error = exc
             avoid = mq.broker_name
         if last_error is not None:

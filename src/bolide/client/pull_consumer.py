@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bolide.client.allocate import AllocateStrategy, allocate_averagely
 from bolide.client.config import ClientConfig
 from bolide.client.consumer_base import ConsumerBase
 from bolide.client.errors import ClientConfigError, ClientStateError, NoRouteError
@@ -65,12 +66,13 @@ class PullConsumer(ConsumerBase):
                  suspend_ms: int = 20_000, pull_timeout_ms: int = 30_000, pull_retry_delay_ms: int = 3000,
                  message_model: MessageModel = MessageModel.CLUSTERING,
                  consume_from: ConsumeFrom = ConsumeFrom.LAST_OFFSET, consume_timestamp_ms: int | None = None,
-                 rebalance_interval_ms: int = 20_000, offset_store_dir: str | Path | None = None) -> None:
+                 rebalance_interval_ms: int = 20_000, offset_store_dir: str | Path | None = None,
+                 allocate: AllocateStrategy = allocate_averagely) -> None:
         super().__init__(namesrv, group, message_model=message_model, consume_from=consume_from,
                          consume_timestamp_ms=consume_timestamp_ms,
                          rebalance_interval_ms=rebalance_interval_ms,
                          persist_offset_interval_ms=auto_commit_interval_ms,
-                         offset_store_dir=offset_store_dir)
+                         offset_store_dir=offset_store_dir, allocate=allocate)
         if pull_timeout_ms <= suspend_ms:
             raise ClientConfigError(f"pull_timeout_ms ({pull_timeout_ms}) must exceed "
                                     f"suspend_ms ({suspend_ms})")

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from bolide.client.allocate import AllocateStrategy, allocate_averagely
 from bolide.client.config import ClientConfig
 from bolide.client.consumer_base import ConsumerBase
 from bolide.client.errors import ClientConfigError
@@ -94,12 +95,13 @@ class PushConsumer(ConsumerBase):
                  pull_retry_delay_ms: int = 3000, reconsume_local_delay_ms: int = 5000,
                  rebalance_interval_ms: int = 20_000, persist_offset_interval_ms: int = 5_000,
                  offset_store_dir: str | Path | None = None, orderly: bool = False,
-                 suspend_current_queue_ms: int = 1000, lock_interval_ms: int = 20_000) -> None:
+                 suspend_current_queue_ms: int = 1000, lock_interval_ms: int = 20_000,
+                 allocate: AllocateStrategy = allocate_averagely) -> None:
         super().__init__(namesrv, group, message_model=message_model, consume_from=consume_from,
                          consume_timestamp_ms=consume_timestamp_ms,
                          rebalance_interval_ms=rebalance_interval_ms,
                          persist_offset_interval_ms=persist_offset_interval_ms,
-                         offset_store_dir=offset_store_dir)
+                         offset_store_dir=offset_store_dir, allocate=allocate)
         if consume_concurrency <= 0 or consume_batch_max_size <= 0 or pull_batch_size <= 0:
             raise ClientConfigError("consume_concurrency, consume_batch_max_size and pull_batch_size "
                                     "must be positive")
