@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 DispatchListener = Callable[[set[tuple[str, int]]], None]
 IndexFed = tuple[int, int, str, int, int, bytes]  # offset, size, topic, sysflag, store ts, props
 INDEX_FEED_MAX = 16384
+_PARSED_BETWEEN_SCANS = 32
 
 
 def parse_segment(commit_log: CommitLog, offset: int, stop: int,
@@ -213,8 +214,10 @@ class Dispatcher:
             self.reput_from, stop = resume_point(commit_log, self.reput_from, feed, limit)
             if self._scan_runs(stop, queues, touched):
                 continue
+            # records the scan does not take (v2, IPv6, non-ASCII tags, damage...) come in
+            # stretches: parse a few before scanning again
             after = parse_segment(commit_log, self.reput_from, stop, handle, log_errors=True,
-                                  max_records=1)
+                                  max_records=_PARSED_BETWEEN_SCANS)
             if after is None:
                 break
             self.reput_from = after
