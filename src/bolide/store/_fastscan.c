@@ -379,18 +379,8 @@ done:
     return result;
 }
 
-static PyObject *crc32_py(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    if (!PyArg_ParseTuple(args, "y*", &view))
-        return NULL;
-    uint32_t c = crc32_of(view.buf, view.len);
-    PyBuffer_Release(&view);
-    return PyLong_FromUnsignedLong(c);
-}
-
 static PyMethodDef methods[] = {
     {"scan_runs", scan_runs, METH_VARARGS, "Scan fast-path CommitLog records into runs."},
-    {"crc32", crc32_py, METH_VARARGS, "CRC-32 as zlib.crc32 computes it."},
     {"check_index_entries", check_index_entries, METH_VARARGS,
      "The entry loop of the index check of verify."},
     {NULL, NULL, 0, NULL},

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from bolide.common.hashing import java_string_hash
 from bolide.store.consume_queue import ENTRY
@@ -114,6 +114,11 @@ except ImportError:
     _fastscan = None  # type: ignore[assignment]
 
 COMPILED = _fastscan is not None
+
+
+def compiled_module() -> Any:
+    """``bolide.store._fastscan`` (its other compiled loops too), or None on the pure path."""
+    return _fastscan
 _TOPICS: dict[bytes, str] = {}
 
 

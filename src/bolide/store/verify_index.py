@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bolide.store.config import StoreConfig
+from bolide.store.fastscan import compiled_module
 from bolide.store.index_file import ENTRY_SIZE, HEADER_SIZE
 from bolide.store.index_reader import IndexGeometryError, IndexReader, index_paths, open_index
 from bolide.store.offline import Segments
@@ -35,12 +36,7 @@ _MAX_PER_FILE = 10
 _CHUNK = 1 << 16
 _ENTRY_CHUNK = 1 << 16
 _ZERO = bytes(_CHUNK)  # problems listed per file; the rest are counted
-try:
-    if os.environ.get("BOLIDE_PURE_PYTHON") == "1":
-        raise ImportError("pure Python requested")
-    from bolide.store import _fastscan as _compiled
-except ImportError:
-    _compiled = None  # type: ignore[assignment]
+_compiled = compiled_module()  # the compiled entry loop, or None
 BACKGROUND_MIN_ENTRIES = 500_000  # below this the child process costs more than it saves
 
 
