@@ -84,13 +84,16 @@ class Admin:
 
     @property
     def client_id(self) -> str:
+        """This client's id (``ip@instance``), as brokers list it."""
         return self._instance.client_id
 
     async def start(self) -> Admin:
+        """Connect to the NameServer; idempotent (every call starts the client when needed)."""
         await self._instance.start()
         return self
 
     async def close(self) -> None:
+        """Close every connection of this client."""
         await self._instance.close()
 
     async def __aenter__(self) -> Self:
@@ -119,10 +122,12 @@ class Admin:
 
     # -- NameServer ---------------------------------------------------------------------------
     async def cluster_info(self) -> ClusterInfo:
+        """The clusters and broker groups the NameServer knows (mqadmin clusterList)."""
         response = await self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO, None, "GET_BROKER_CLUSTER_INFO")
         return ClusterInfo.decode(response.body_bytes())
 
     async def topic_list(self) -> list[str]:
+        """Every topic the NameServer knows (mqadmin topicList)."""
         response = await self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, None,
                                        "GET_ALL_TOPIC_LIST_FROM_NAMESERVER")
         return sorted(TopicList.decode(response.body_bytes()).topic_list)
@@ -172,6 +177,7 @@ class Admin:
 
     # -- brokers and topics -------------------------------------------------------------------
     async def broker_runtime_info(self, addr: str) -> dict[str, str]:
+        """The broker's runtime figures as RocketMQ names them (mqadmin brokerStatus)."""
         response = await self._call(addr, RequestCode.GET_BROKER_RUNTIME_INFO, None,
                                     "GET_BROKER_RUNTIME_INFO")
         return KVTable.decode(response.body_bytes()).table
@@ -225,6 +231,8 @@ class Admin:
     async def create_subscription_group(self, config: SubscriptionGroupConfig, *,
                                         broker_addr: str | None = None,
                                         cluster: str | None = None) -> list[str]:
+        """Create or update a consumer group on the target masters (mqadmin updateSubGroup);
+        returns their addresses."""
         addrs = await self._targets(broker_addr, cluster)
         for addr in addrs:
             await self._call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None,
@@ -233,6 +241,8 @@ class Admin:
 
     async def delete_subscription_group(self, group: str, *, broker_addr: str | None = None,
                                         cluster: str | None = None, remove_offset: bool = True) -> list[str]:
+        """Delete a consumer group (and by default its offsets) on the target masters (mqadmin
+        deleteSubGroup); returns their addresses."""
         header = DeleteSubscriptionGroupRequestHeader(group_name=group, remove_offset=remove_offset)
         addrs = await self._targets(broker_addr, cluster)
         for addr in addrs:
@@ -423,9 +433,12 @@ class Admin:
                      timeout_ms=timeout) for offset in offsets)))
 
     async def min_max_offset(self, mq: MessageQueue, addr: str) -> tuple[int, int]:
+        """The lowest offset still stored in ``mq`` on the broker at ``addr`` and the next offset
+        to be written."""
         api = self._instance.api
         return (max(await api.min_offset(addr, mq.topic, mq.queue_id), 0),
                 await api.max_offset(addr, mq.topic, mq.queue_id))
 
     async def search_offset(self, mq: MessageQueue, addr: str, timestamp_ms: int) -> int:
+        """The first offset of ``mq`` stored at or after ``timestamp_ms`` on the broker at ``addr``."""
         return await self._instance.api.search_offset(addr, mq.topic, mq.queue_id, timestamp_ms)

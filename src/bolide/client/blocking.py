@@ -58,10 +58,12 @@ class LoopThread:
 
     @property
     def running(self) -> bool:
+        """True when this process's loop thread is running."""
         return self._thread is not None and self._pid == os.getpid()
 
     @property
     def thread(self) -> threading.Thread | None:
+        """The loop's thread (None when not started)."""
         return self._thread
 
     def forked(self) -> bool:
@@ -73,6 +75,7 @@ class LoopThread:
         return True
 
     def loop(self) -> asyncio.AbstractEventLoop:
+        """The running loop, started (in a new thread) on first use in this process."""
         with self._lock:
             self.forked()
             if self._loop is None:
@@ -91,6 +94,7 @@ class LoopThread:
             return self._loop
 
     def submit(self, coro: Awaitable[T]) -> concurrent.futures.Future[T]:
+        """Schedule ``coro`` on the loop; a future of its result."""
         loop = self.loop()
         if threading.current_thread() is self._thread:
             raise ClientStateError("a blocking client method was called on its own event loop thread: "
@@ -98,6 +102,7 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, loop)  # type: ignore[arg-type]
 
     def run(self, coro: Awaitable[T]) -> T:
+        """Run ``coro`` on the loop and wait for its result (its exception is raised here)."""
         return self.submit(coro).result()
 
     def stop(self) -> None:
@@ -122,6 +127,25 @@ async def _shutdown() -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
     await loop.shutdown_asyncgens()
     await loop.shutdown_default_executor()
+
+
+B = TypeVar("B", bound=type)
+
+
+def _documented_as(twin: type) -> Callable[[B], B]:
+    """Give the methods and properties of a blocking class that have no docstring the one of
+    the same name on its asyncio ``twin`` (the blocking call does the same, waiting for it)."""
+    def apply(cls: B) -> B:
+        for name, value in list(vars(cls).items()):
+            if name.startswith("_"):
+                continue
+            doc = inspect.getdoc(getattr(twin, name, None)) if hasattr(twin, name) else None
+            if isinstance(value, property) and not value.__doc__ and doc:
+                setattr(cls, name, property(value.fget, value.fset, value.fdel, doc))
+            elif inspect.isfunction(value) and not value.__doc__ and doc:
+                value.__doc__ = doc
+        return cls
+    return apply
 
 
 class _Blocking(Generic[C]):
@@ -181,9 +205,11 @@ class _Blocking(Generic[C]):
 
     @property
     def client_id(self) -> str:
+        """This client's id (``ip@instance``), as brokers list it."""
         return self._core.client_id  # type: ignore[attr-defined, no-any-return]
 
 
+@_documented_as(_producer.Producer)
 class Producer(_Blocking[_producer.Producer]):
     """Blocking :class:`bolide.client.Producer`."""
 
@@ -223,6 +249,7 @@ class Producer(_Blocking[_producer.Producer]):
         return self._run(lambda c: c.publish_queues(topic))
 
 
+@_documented_as(_tx.TransactionProducer)
 class TransactionProducer(Producer):
     """Blocking :class:`bolide.client.TransactionProducer`. The local executor runs in the
     calling thread (a coroutine function on the client's loop); the check listener in the
@@ -249,6 +276,7 @@ class TransactionProducer(Producer):
 
     @property
     def checks_answered(self) -> int:
+        """How many transaction checks of the broker this producer has answered."""
         return self._core.checks_answered  # type: ignore[attr-defined, no-any-return]
 
 
@@ -260,6 +288,7 @@ def _run_local(local_executor: _tx.LocalExecutor, msg: Message,
         return _tx.LocalTransactionState.UNKNOWN, exc
 
 
+@_documented_as(_push.PushConsumer)
 class PushConsumer(_Blocking[_push.PushConsumer]):
     """Blocking :class:`bolide.client.PushConsumer`; plain-function listeners run in the
     consumer's thread pool, coroutine listeners on its loop."""
@@ -282,9 +311,11 @@ class PushConsumer(_Blocking[_push.PushConsumer]):
 
     @property
     def rebalances(self) -> int:
+        """Completed rebalance rounds."""
         return self._core.rebalances
 
 
+@_documented_as(_pull.PullConsumer)
 class PullConsumer(_Blocking[_pull.PullConsumer]):
     """Blocking :class:`bolide.client.PullConsumer`."""
 
@@ -340,6 +371,7 @@ class PullConsumer(_Blocking[_pull.PullConsumer]):
         return self._run(_async(lambda c: c.assignment()))
 
 
+@_documented_as(_admin.Admin)
 class Admin(_Blocking[_admin.Admin]):
     """Blocking :class:`bolide.client.admin.Admin`: every coroutine method of it, blocking."""
 

@@ -47,9 +47,11 @@ class ClientConfig:
 
     @property
     def namesrv_addrs(self) -> list[str]:
+        """The NameServer addresses, one per entry of ``namesrv_addr``."""
         return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
 
     def replace(self, **changes: object) -> ClientConfig:
+        """A copy with ``changes`` (field names as keywords)."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
     def make_client_id(self) -> str:

@@ -56,6 +56,7 @@ class ConsumerBase:
 
     @property
     def client_id(self) -> str:
+        """This client's id (``ip@instance``), as brokers list it and the queues are shared by."""
         return self._instance.client_id
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
@@ -74,6 +75,7 @@ class ConsumerBase:
         return self.subscriptions.get(mq.topic) or subscription(mq.topic, "*")
 
     async def start_instance(self) -> None:
+        """Load the stored offsets and connect (what ``start()`` does first); for subclasses."""
         if self._instance.closed:
             raise ClientStateError("this consumer is closed: create a new one")
         await self.offsets.load()

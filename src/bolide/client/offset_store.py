@@ -19,7 +19,11 @@ from bolide.protocol.bodies.client import ConsumerData, HeartbeatData, MessageQu
 
 log = logging.getLogger(__name__)
 
-DEFAULT_OFFSET_DIR = Path.home() / ".rocketmq_offsets"
+
+
+def default_offset_dir() -> Path:
+    """``~/.rocketmq_offsets`` of the user running the consumer (looked up when one is created)."""
+    return Path.home() / ".rocketmq_offsets"
 
 
 class OffsetStore:
@@ -140,11 +144,13 @@ class RemoteOffsetStore(OffsetStore):
 
 
 class LocalOffsetStore(OffsetStore):
-    """Offsets in ``<directory>/<group>/offsets.json`` (broadcasting: each consumer its own)."""
+    """Offsets in ``<directory>/<group>/offsets.json`` (broadcasting: each consumer its own),
+    ``directory`` defaulting to :func:`default_offset_dir`. Consumers of one group on one host
+    share the file unless each is given a directory of its own."""
 
     def __init__(self, directory: str | Path | None, group: str) -> None:
         super().__init__()
-        base = Path(directory) if directory is not None else DEFAULT_OFFSET_DIR
+        base = Path(directory) if directory is not None else default_offset_dir()
         self.path = base / group / "offsets.json"
 
     async def load(self) -> None:

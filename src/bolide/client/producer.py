@@ -19,7 +19,7 @@ import asyncio
 import itertools
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from bolide.client.api import request
@@ -42,7 +42,7 @@ from bolide.common import sysflag
 from bolide.common.message import Message
 from bolide.common.msgid import UniqKeyGenerator
 from bolide.common.topic import AUTO_CREATE_TOPIC_KEY, RETRY_GROUP_TOPIC_PREFIX, validate_topic
-from bolide.errors import RemotingError
+from bolide.errors import RemotingError, RemotingTimeoutError
 from bolide.protocol import RequestCode, ResponseCode
 from bolide.protocol.bodies.batch import encode_batch_body
 from bolide.protocol.bodies.client import MessageQueue
@@ -83,6 +83,7 @@ class Producer:
 
     @property
     def client_id(self) -> str:
+        """This client's id (``ip@instance``), as brokers list it."""
         return self._instance.client_id
 
     async def start(self) -> Producer:
@@ -115,41 +116,23 @@ class Producer:
         """Send ``msg`` and wait until the broker stored it.
 
         ``queue`` or ``selector(queues, msg, arg)`` fix the queue (no retry on other queues,
-        which keeps per-key order). Raises an MQClientError or RemotingError subclass.
+        which keeps per-key order). ``timeout_ms`` (default ``send_timeout_ms``) bounds the whole
+        send, route lookup and retries included: past it SendTimeoutError is raised (the broker
+        may still store a message whose answer came too late). Raises an MQClientError or
+        RemotingError subclass.
         """
         await self.start()
         self._check(msg)
-        loop = asyncio.get_running_loop()
-        timeout_ms = timeout_ms or self.send_timeout_ms
-        deadline = loop.time() + timeout_ms / 1000
+        started = asyncio.get_running_loop().time()
         route = await self._instance.publish_route(msg.topic, self.default_topic_queue_nums)
         body, sys_flag, props = self._prepare(msg)
         fixed = self._fixed_queue(route, msg, queue, selector, arg)
-        attempts = 1 if fixed is not None else 1 + self.retry_times
-        last_error: Exception | None = None
-        avoid: str | None = None
-        for _ in range(attempts):
-            remaining_ms = int((deadline - loop.time()) * 1000)
-            if remaining_ms <= 0:
-                break
-            mq = fixed or self._pick(route, avoid)
-            try:
-                return await self._send_one(route, mq, body, sys_flag, props, msg, remaining_ms)
-            except MQBrokerError as exc:
-                if exc.code not in SEND_RETRY_CODES:
-                    raise
-                last_error = exc
-            except RemotingError as exc:
-                if not exc.retriable:
-                    raise
-                last_error = exc
-            avoid = mq.broker_name
-        if last_error is not None and (attempts == 1 or loop.time() < deadline):
-            raise last_error
-        raise SendTimeoutError(
-            f"sending to topic {msg.topic!r} did not complete within {timeout_ms} ms "
-            f"({last_error or 'no attempt finished'}); check the broker, or raise timeout_ms"
-        ) from last_error
+
+        def attempt(mq: MessageQueue, remaining_ms: int) -> Awaitable[SendResult]:
+            return self._send_one(route, mq, body, sys_flag, props, msg, remaining_ms)
+
+        return await self._with_retries(route, fixed, attempt, started, timeout_ms,
+                                        f"sending to topic {msg.topic!r}")
 
     def send_async(self, msg: Message, **kwargs: Any) -> asyncio.Task[SendResult]:
         """Start :meth:`send` in the background; await the task (or add a done callback)."""
@@ -171,7 +154,8 @@ class Producer:
     async def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
                          timeout_ms: int | None = None) -> SendResult:
         """Send messages of one topic in one request (SEND_BATCH_MESSAGE); all get consecutive
-        offsets in one queue. Bodies are not compressed; delays and retry topics are refused."""
+        offsets in one queue. Bodies are not compressed; delays and retry topics are refused.
+        Retries and ``timeout_ms`` as :meth:`send`."""
         if not messages:
             raise MessageError("send_batch needs at least one message")
         topic = messages[0].topic
@@ -189,40 +173,58 @@ class Producer:
             raise MessageError(f"the batch takes {len(body)} bytes, more than max_message_bytes "
                                f"{self.max_message_bytes}: send smaller batches")
         await self.start()
+        started = asyncio.get_running_loop().time()
+        route = await self._instance.publish_route(topic, self.default_topic_queue_nums)
+        ids = ",".join(m.properties[P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] for m in messages)
+
+        async def attempt(mq: MessageQueue, remaining_ms: int) -> SendResult:
+            header = self._header(mq, 0, "", messages[0], route)
+            header.batch = True
+            addr = self._addr(route, mq)
+            response = await self._instance.remoting.invoke(
+                addr, request(RequestCode.SEND_BATCH_MESSAGE, header, body), remaining_ms)
+            return self._result(response, addr, mq, ids)
+
+        return await self._with_retries(route, queue, attempt, started, timeout_ms,
+                                        f"sending a batch of {len(messages)} to topic {topic!r}")
+
+    # -- internals ------------------------------------------------------------------------------
+    async def _with_retries(self, route: TopicRoute, fixed: MessageQueue | None,
+                            attempt: Callable[[MessageQueue, int], Awaitable[SendResult]],
+                            started: float, timeout_ms: int | None, what: str) -> SendResult:
+        """Run ``attempt`` on ``fixed`` once, or on up to ``1 + retry_times`` queues (another
+        broker than the one that failed when there is one), after retriable failures, all
+        within the timeout counted from ``started``. A failure past the deadline raises
+        SendTimeoutError; one with time left (or of a fixed queue) raises as it came."""
         loop = asyncio.get_running_loop()
         timeout_ms = timeout_ms or self.send_timeout_ms
-        deadline = loop.time() + timeout_ms / 1000
-        route = await self._instance.publish_route(topic, self.default_topic_queue_nums)
-        attempts = 1 if queue is not None else 1 + self.retry_times
-        avoid: str | None = None
+        deadline = started + timeout_ms / 1000
+        attempts = 1 if fixed is not None else 1 + self.retry_times
         last_error: Exception | None = None
-        ids = ",".join(m.properties[P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] for m in messages)
+        avoid: str | None = None
         for _ in range(attempts):
             remaining_ms = int((deadline - loop.time()) * 1000)
             if remaining_ms <= 0:
                 break
-            mq = queue or self._pick(route, avoid)
-            header = self._header(mq, 0, "", messages[0], route)
-            header.batch = True
-            addr = self._addr(route, mq)
+            mq = fixed or self._pick(route, avoid)
             try:
-                response = await self._instance.remoting.invoke(
-                    addr, request(RequestCode.SEND_BATCH_MESSAGE, header, body), remaining_ms)
-                return self._result(response, addr, mq, ids)
+                return await attempt(mq, remaining_ms)
             except MQBrokerError as exc:
                 if exc.code not in SEND_RETRY_CODES:
                     raise
                 last_error = exc
             except RemotingError as exc:
-                if not exc.retriable:  # as send(): e.g. a frame the broker cannot take
+                if not exc.retriable:  # e.g. a frame the broker cannot take
                     raise
                 last_error = exc
             avoid = mq.broker_name
-        if last_error is not None:
-            raise last_error
-        raise SendTimeoutError(f"the batch to {topic!r} was not sent within {timeout_ms} ms")
+        if last_error is not None and not isinstance(last_error, RemotingTimeoutError) \
+                and loop.time() < deadline:
+            raise last_error  # every attempt failed in time: the last failure says why
+        raise SendTimeoutError(
+            f"{what} did not complete within {timeout_ms} ms ({last_error or 'no attempt finished'}); "
+            "check the broker, or raise timeout_ms (send_timeout_ms)") from last_error
 
-    # -- internals ------------------------------------------------------------------------------
     def _check(self, msg: Message) -> None:
         problem = validate_topic(msg.topic)
         if problem:

@@ -9,8 +9,9 @@
     msgs = await consumer.poll(timeout_ms=1000)
     await consumer.close()                   # commits what poll() returned
 
-Each owned queue has a background long-polling pull that fills a buffer (at most
-``pull_threshold_for_queue`` messages per queue); ``poll`` returns the next batch. The offset to
+Each owned queue has a background long-polling pull that fills a buffer; it pauses while the
+queue holds ``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue_mib`` MiB
+of bodies that ``poll`` has not returned yet (flow control). ``poll`` returns the next batch. The offset to
 commit for a queue moves past a batch when ``poll`` returns it; offsets are committed every
 ``auto_commit_interval_ms`` and at close when ``auto_commit``, else by :meth:`commit`.
 """
@@ -48,7 +49,8 @@ class _QueueState:
     offset: int  # next offset to pull
     consumed: int  # next offset after the messages poll() has returned
     generation: int = field(default_factory=lambda: next(_GENERATIONS))
-    buffered: int = 0
+    buffered: int = 0  # messages pulled and not yet returned by poll()
+    buffered_bytes: int = 0  # their body bytes
     space: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -62,7 +64,8 @@ class PullConsumer(ConsumerBase):
 
     def __init__(self, namesrv: str | ClientConfig, group: str, *, auto_commit: bool = True,
                  auto_commit_interval_ms: int = 5000, pull_batch_size: int = 10,
-                 pull_threshold_for_queue: int = 1000, poll_timeout_ms: int = 5000,
+                 pull_threshold_for_queue: int = 1000, pull_threshold_size_for_queue_mib: int = 100,
+                 poll_timeout_ms: int = 5000,
                  suspend_ms: int = 20_000, pull_timeout_ms: int = 30_000, pull_retry_delay_ms: int = 3000,
                  message_model: MessageModel = MessageModel.CLUSTERING,
                  consume_from: ConsumeFrom = ConsumeFrom.LAST_OFFSET, consume_timestamp_ms: int | None = None,
@@ -76,9 +79,13 @@ class PullConsumer(ConsumerBase):
         if pull_timeout_ms <= suspend_ms:
             raise ClientConfigError(f"pull_timeout_ms ({pull_timeout_ms}) must exceed "
                                     f"suspend_ms ({suspend_ms})")
+        if pull_batch_size <= 0 or pull_threshold_for_queue <= 0 or pull_threshold_size_for_queue_mib <= 0:
+            raise ClientConfigError("pull_batch_size, pull_threshold_for_queue and "
+                                    "pull_threshold_size_for_queue_mib must be positive")
         self.auto_commit = auto_commit
         self.pull_batch_size = pull_batch_size
         self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.pull_threshold_size_for_queue = pull_threshold_size_for_queue_mib * 1024 * 1024
         self.poll_timeout_ms = poll_timeout_ms
         self.suspend_ms = suspend_ms
         self.pull_timeout_ms = pull_timeout_ms
@@ -93,6 +100,8 @@ class PullConsumer(ConsumerBase):
 
     # -- configuration ------------------------------------------------------------------------
     def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Consume ``topic`` (messages whose tag matches ``expression``), sharing its queues with
+        the group."""
         if self._assigned is not None:
             raise ClientStateError("this consumer has assigned queues: use subscribe() or assign(), not both")
         super().subscribe(topic, expression)
@@ -108,10 +117,13 @@ class PullConsumer(ConsumerBase):
             self._assign_task = asyncio.ensure_future(self._apply(self._assigned))
 
     def assignment(self) -> set[MessageQueue]:
+        """The queues this consumer owns now."""
         return set(self._states)
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> PullConsumer:
+        """Take the assigned queues, or this member's share of the subscribed ones, and start
+        pulling; idempotent."""
         if self.started:
             return self
         if self._assigned is None and not self.subscriptions:
@@ -209,8 +221,9 @@ class PullConsumer(ConsumerBase):
         generation = st.generation
         sub = self._subscription_of(mq)
         while not self._stop.is_set():
-            if st.buffered >= self.pull_threshold_for_queue:
-                st.space.clear()
+            if (st.buffered >= self.pull_threshold_for_queue
+                    or st.buffered_bytes >= self.pull_threshold_size_for_queue):
+                st.space.clear()  # flow control: wait until poll() takes messages
                 await st.space.wait()
                 continue
             try:
@@ -227,6 +240,7 @@ class PullConsumer(ConsumerBase):
             st.offset = result.next_begin_offset
             if result.messages:
                 st.buffered += len(result.messages)
+                st.buffered_bytes += sum(len(m.body) for m in result.messages)
                 self._buffer.put_nowait((mq, generation, result.messages, result.next_begin_offset))
             elif st.buffered == 0:
                 st.consumed = result.next_begin_offset
@@ -254,6 +268,7 @@ class PullConsumer(ConsumerBase):
             if st is None or st.generation != generation:
                 continue  # from before a seek or from a queue this consumer gave up
             st.buffered -= len(msgs)
+            st.buffered_bytes -= sum(len(m.body) for m in msgs)
             st.space.set()
             st.consumed = next_offset
             return msgs
@@ -267,14 +282,16 @@ class PullConsumer(ConsumerBase):
         await self._stop_task(mq)
         st.generation = next(_GENERATIONS)
         st.offset = st.consumed = offset
-        st.buffered = 0
+        st.buffered = st.buffered_bytes = 0
         st.space.set()
         self._start_task(mq)
 
     async def seek_to_begin(self, mq: MessageQueue) -> None:
+        """Continue ``mq`` from the lowest offset still stored."""
         await self.seek(mq, await self.min_offset(mq))
 
     async def seek_to_end(self, mq: MessageQueue) -> None:
+        """Continue ``mq`` from the next offset to be written: only messages stored from now on."""
         await self.seek(mq, await self.max_offset(mq))
 
     async def _addr(self, mq: MessageQueue) -> str:
@@ -288,9 +305,11 @@ class PullConsumer(ConsumerBase):
         return addr
 
     async def min_offset(self, mq: MessageQueue) -> int:
+        """The lowest offset of ``mq`` still stored on its broker."""
         return await self._instance.api.min_offset(await self._addr(mq), mq.topic, mq.queue_id)
 
     async def max_offset(self, mq: MessageQueue) -> int:
+        """The next offset to be written in ``mq`` (its message count, retention aside)."""
         return await self._instance.api.max_offset(await self._addr(mq), mq.topic, mq.queue_id)
 
     async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:

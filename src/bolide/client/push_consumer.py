@@ -105,6 +105,9 @@ class PushConsumer(ConsumerBase):
         if consume_concurrency <= 0 or consume_batch_max_size <= 0 or pull_batch_size <= 0:
             raise ClientConfigError("consume_concurrency, consume_batch_max_size and pull_batch_size "
                                     "must be positive")
+        if pull_threshold_for_queue <= 0 or pull_threshold_size_for_queue_mib <= 0:
+            raise ClientConfigError("pull_threshold_for_queue and pull_threshold_size_for_queue_mib "
+                                    "must be positive")
         if suspend_current_queue_ms <= 0 or lock_interval_ms <= 0:
             raise ClientConfigError("suspend_current_queue_ms and lock_interval_ms must be positive")
         if pull_timeout_ms <= suspend_ms:
@@ -137,6 +140,7 @@ class PushConsumer(ConsumerBase):
         self.rebalances = 0  # completed rebalance rounds (observable by tests and monitoring)
 
     def register_listener(self, listener: Listener) -> None:
+        """Deliver messages to ``listener(msgs, context)``; before start()."""
         self.listener = listener
 
     def assignment(self) -> set[MessageQueue]:

@@ -42,6 +42,9 @@ class SendResult:
 
 
 class PullStatus(enum.Enum):
+    """What a pull found: messages, nothing new yet, nothing matching the filter, or an offset
+    outside the queue (the answer carries the offset to continue from)."""
+
     FOUND = "FOUND"
     NO_NEW_MSG = "NO_NEW_MSG"
     NO_MATCHED_MSG = "NO_MATCHED_MSG"

@@ -106,6 +106,8 @@ class TransactionProducer(Producer):
         self._instance.register_processor(RequestCode.CHECK_TRANSACTION_STATE, self._on_check)
 
     def register_check_listener(self, listener: CheckListener) -> None:
+        """Answer the broker's checks of undecided transactions with ``listener(msg)`` (returning
+        a LocalTransactionState)."""
         self.check_listener = listener
 
     async def start(self) -> TransactionProducer:
@@ -186,6 +188,7 @@ class TransactionProducer(Producer):
 
     @staticmethod
     def transaction_result(sent: SendResult, state: LocalTransactionState) -> TransactionSendResult:
+        """The result of a transactional send: the half message's send result and the local state."""
         return TransactionSendResult(sent.status, sent.msg_id, sent.offset_msg_id, sent.queue,
                                      sent.queue_offset, sent.region_id, state, sent.msg_id)
 

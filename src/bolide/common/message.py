@@ -34,20 +34,22 @@ class Message:
 
     @property
     def tags(self) -> str | None:
+        """The TAGS property: what consumers filter on (None when not set)."""
         return self.properties.get(P.TAGS)
 
     @property
     def keys(self) -> list[str]:
+        """The KEYS property split into keys (query by key finds the message by any of them)."""
         raw = self.properties.get(P.KEYS, "")
         return [k for k in raw.split(P.KEY_SEPARATOR) if k]
 
     @property
     def delay_time_level(self) -> int:
+        """Deliver the message after delay level ``level`` (1 = 1 s, ... 18 = 2 h); 0: at once."""
         return int(self.properties.get(P.DELAY_TIME_LEVEL, "0") or 0)
 
     @delay_time_level.setter
     def delay_time_level(self, level: int) -> None:
-        """Deliver the message after delay level ``level`` (1 = 1 s, ... 18 = 2 h); 0: at once."""
         if level > 0:
             self.properties[P.DELAY_TIME_LEVEL] = str(level)
         else:
