@@ -23,6 +23,7 @@ import concurrent.futures
 import inspect
 import os
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Generic, Self, TypeVar
 
@@ -55,6 +56,7 @@ class LoopThread:
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self._lock = threading.Lock()
+        _LOOP_THREADS.add(self)
 
     @property
     def running(self) -> bool:
@@ -116,6 +118,20 @@ class LoopThread:
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
         loop.close()
+
+
+_LOOP_THREADS: weakref.WeakSet[LoopThread] = weakref.WeakSet()
+
+
+def _unlock_after_fork() -> None:
+    """A lock another thread held at the fork (starting or stopping a loop) stays held in the
+    child, where that thread does not exist: give every LoopThread a fresh one."""
+    for runner in list(_LOOP_THREADS):
+        runner._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_unlock_after_fork)
 
 
 async def _shutdown() -> None:
