@@ -379,10 +379,207 @@ done:
     return result;
 }
 
+
+/* The TAGS value of the record at ``rec`` (``size`` bytes), as record.record_property finds
+ * it. Returns 1 with *val and *vlen set, 0 when the record has no TAGS, -1 when the record's
+ * fields do not fit ``size`` (the caller lets the pure-Python path decide). */
+static int record_tags(const unsigned char *rec, int64_t size, const unsigned char **val,
+                       Py_ssize_t *vlen) {
+    if (size < 40)
+        return -1;
+    int32_t sys_flag = rd32(rec + 36);
+    int64_t p = 48 + ((sys_flag & 0x10) ? 20 : 8) + 8;
+    p += ((sys_flag & 0x20) ? 20 : 8) + 12;
+    if (p + 4 > size)
+        return -1;
+    int32_t body_len = rd32(rec + p);
+    if (body_len < 0)
+        return -1;
+    p += 4 + (int64_t)body_len;
+    if (rd32(rec + 4) == MAGIC_V1) {
+        if (p + 1 > size)
+            return -1;
+        p += 1 + rec[p];
+    } else {
+        if (p + 2 > size)
+            return -1;
+        int16_t topic_len = (int16_t)((rec[p] << 8) | rec[p + 1]);
+        p += 2 + topic_len;
+    }
+    if (p < 0 || p + 2 > size)
+        return -1;
+    int16_t props_len = (int16_t)((rec[p] << 8) | rec[p + 1]);
+    if (props_len <= 0)
+        return 0;
+    if (p + 2 + props_len > size)
+        return -1;
+    const unsigned char *props = rec + p + 2;
+    static const unsigned char needle[5] = {'T', 'A', 'G', 'S', 1};
+    Py_ssize_t i = 0, len = props_len;
+    while (i + 5 <= len) {
+        const unsigned char *hit = memmem(props + i, (size_t)(len - i), needle, 5);
+        if (hit == NULL)
+            return 0;
+        Py_ssize_t at = hit - props;
+        if (at == 0 || props[at - 1] == 2) {
+            Py_ssize_t end = at + 5;
+            while (end < len && props[end] != 2)
+                end++;
+            *val = props + at + 5;
+            *vlen = end - at - 5;
+            return 1;
+        }
+        i = at + 1;
+    }
+    return 0;
+}
+
+/* select_entries(entries, i, n, seg, seg_start, seg_end, codes, tags, limits, buffers,
+ *                qoffsets, state) -> (i, scanned, total_bytes, max_phy, stop)
+ * The entry loop of MessageStore.get_message over ConsumeQueue entries i .. n-1 whose records
+ * lie in one CommitLog segment ``seg`` (a memoryview of the bytes from global offset
+ * ``seg_start`` to ``seg_end``). ``codes``: tuple of accepted tag codes or None; ``tags``:
+ * tuple of accepted tags (UTF-8) or None; ``limits``: (cl_max, memory_limit, mem_count,
+ * mem_bytes, disk_count, disk_bytes); ``state``: (offset, scanned, total_bytes, max_phy).
+ * Slices of ``seg`` and queue offsets of accepted records are appended to ``buffers`` and
+ * ``qoffsets``. stop: 0 all entries done, 1 a transfer limit was reached (get_message stops),
+ * 2 entry i needs the pure-Python step (record outside ``seg``, or tags it cannot compare). */
+static PyObject *select_entries(PyObject *self, PyObject *args) {
+    Py_buffer ent;
+    Py_ssize_t i, n, mem_count, disk_count;
+    long long seg_start, seg_end, cl_max, memory_limit, mem_bytes, disk_bytes;
+    long long offset, total_bytes, max_phy;
+    Py_ssize_t scanned;
+    PyObject *seg, *codes, *tags, *buffers, *qoffsets;
+    if (!PyArg_ParseTuple(args, "y*nnOLLOO(LLnLnL)O!O!(LnLL)", &ent, &i, &n, &seg, &seg_start,
+                          &seg_end, &codes, &tags, &cl_max, &memory_limit, &mem_count, &mem_bytes,
+                          &disk_count, &disk_bytes, &PyList_Type, &buffers, &PyList_Type,
+                          &qoffsets, &offset, &scanned, &total_bytes, &max_phy))
+        return NULL;
+    Py_buffer sv;
+    if (PyObject_GetBuffer(seg, &sv, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&ent);
+        return NULL;
+    }
+    int64_t code_list[16];
+    Py_ssize_t ncodes = -1; /* -1: every code */
+    if (codes != Py_None) {
+        if (!PyTuple_Check(codes) || PyTuple_GET_SIZE(codes) > 16) {
+            ncodes = -2; /* too many to hold: the pure-Python step decides */
+        } else {
+            ncodes = PyTuple_GET_SIZE(codes);
+            for (Py_ssize_t k = 0; k < ncodes; k++) {
+                code_list[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(codes, k));
+                if (code_list[k] == -1 && PyErr_Occurred())
+                    goto fail;
+            }
+        }
+    }
+    if (tags != Py_None && !PyTuple_Check(tags)) {
+        PyErr_SetString(PyExc_TypeError, "tags must be a tuple of bytes or None");
+        goto fail;
+    }
+    const unsigned char *e = ent.buf;
+    Py_ssize_t limit_n = ent.len / 20 < n ? ent.len / 20 : n;
+    Py_ssize_t accepted = PyList_GET_SIZE(buffers);
+    const unsigned char *base = sv.buf;
+    int stop = 0;
+    if (ncodes == -2) {
+        stop = i < limit_n ? 2 : 0;
+        goto done;
+    }
+    for (; i < limit_n; i++) {
+        const unsigned char *p = e + i * 20;
+        int64_t phys = rd64(p);
+        int32_t size = rd32(p + 8);
+        int64_t code = rd64(p + 12);
+        if (size == 0x7FFFFFFF) {
+            scanned++;
+            continue;
+        }
+        int wanted = ncodes < 0;
+        for (Py_ssize_t k = 0; k < ncodes && !wanted; k++)
+            wanted = code_list[k] == code;
+        int tag_ok = 1;
+        if (wanted) {
+            if (!(seg_start <= phys && phys + size <= seg_end) || phys - seg_start + size > sv.len) {
+                stop = 2;
+                break;
+            }
+            if (tags != Py_None) {
+                const unsigned char *val = NULL;
+                Py_ssize_t vlen = 0;
+                int found = record_tags(base + (phys - seg_start), size, &val, &vlen);
+                if (found < 0) {
+                    stop = 2;
+                    break;
+                }
+                tag_ok = 0;
+                if (found) {
+                    int ascii = 1;
+                    for (Py_ssize_t k = 0; k < vlen; k++)
+                        if (val[k] & 0x80) { ascii = 0; break; }
+                    if (!ascii) {
+                        stop = 2;
+                        break;
+                    }
+                    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(tags) && !tag_ok; k++) {
+                        PyObject *t = PyTuple_GET_ITEM(tags, k);
+                        tag_ok = PyBytes_Check(t) && PyBytes_GET_SIZE(t) == vlen &&
+                                 memcmp(PyBytes_AS_STRING(t), val, (size_t)vlen) == 0;
+                    }
+                }
+            }
+        }
+        max_phy = phys;
+        if (accepted) {
+            if (cl_max - phys > memory_limit) {
+                if (total_bytes + size > disk_bytes || accepted >= disk_count) {
+                    stop = 1;
+                    break;
+                }
+            } else if (total_bytes + size > mem_bytes || accepted >= mem_count) {
+                stop = 1;
+                break;
+            }
+        }
+        scanned++;
+        if (!wanted || !tag_ok)
+            continue;
+        PyObject *slice = PySequence_GetSlice(seg, (Py_ssize_t)(phys - seg_start),
+                                              (Py_ssize_t)(phys - seg_start + size));
+        if (slice == NULL)
+            goto fail;
+        int rc = PyList_Append(buffers, slice);
+        Py_DECREF(slice);
+        if (rc < 0)
+            goto fail;
+        PyObject *qoff = PyLong_FromLongLong(offset + (long long)scanned - 1);
+        if (qoff == NULL)
+            goto fail;
+        rc = PyList_Append(qoffsets, qoff);
+        Py_DECREF(qoff);
+        if (rc < 0)
+            goto fail;
+        accepted++;
+        total_bytes += size;
+    }
+done:
+    PyBuffer_Release(&sv);
+    PyBuffer_Release(&ent);
+    return Py_BuildValue("nnLLi", i, scanned, total_bytes, max_phy, stop);
+fail:
+    PyBuffer_Release(&sv);
+    PyBuffer_Release(&ent);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"scan_runs", scan_runs, METH_VARARGS, "Scan fast-path CommitLog records into runs."},
     {"check_index_entries", check_index_entries, METH_VARARGS,
      "The entry loop of the index check of verify."},
+    {"select_entries", select_entries, METH_VARARGS,
+     "The entry loop of MessageStore.get_message within one CommitLog segment."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -26,6 +26,7 @@ from bolide.common.msgid import UniqKeyGenerator
 from bolide.common.topic import SCHEDULE_TOPIC, validate_topic
 from bolide.errors import StoreError
 from bolide.store import checkpoint as files
+from bolide.store import entry_select
 from bolide.store.checkpoint import Checkpoint, StoreLock
 from bolide.store.commitlog import CommitLog, RecordFieldError, SegmentUnavailable
 from bolide.store.config import BrokerRole, StoreConfig
@@ -725,7 +726,22 @@ class MessageStore:
         disk_bytes = cfg.max_transfer_bytes_on_message_in_disk
         seg_start = seg_end = 0  # the segment of the last record read, and its written end
         seg_view: memoryview | None = None
-        for phys, size, code in ENTRY.iter_unpack(view[: n * ENTRY_SIZE]):
+        entries = view[: n * ENTRY_SIZE]
+        fast = entry_select.ENABLED and (codes is None or len(codes) <= entry_select.MAX_CODES)
+        code_tuple = tuple(codes) if codes is not None else None
+        tag_tuple = tuple(t.encode("utf-8") for t in tag_set) if tag_set is not None else None
+        limits = (cl_max, memory_limit, mem_count, mem_bytes, disk_count, disk_bytes)
+        i = 0
+        while i < n:
+            if fast and seg_view is not None:  # the entries whose records lie in this segment
+                i, scanned, total_bytes, max_phy, stop = entry_select.select_entries(
+                    entries, i, n, seg_view, seg_start, seg_end, code_tuple, tag_tuple, limits,
+                    buffers, qoffsets, (offset, scanned, total_bytes, max_phy))
+                if stop != entry_select.DEFERRED:
+                    break
+            # the general step, one entry: looks its segment up (the first, or the next one)
+            phys, size, code = ENTRY.unpack_from(entries, i * ENTRY_SIZE)
+            i += 1
             if size == _PRE_BLANK_SIZE:
                 scanned += 1
                 continue

@@ -1,0 +1,151 @@
+"""get_message's entry loop (bolide.store.entry_select): the compiled and the pure-Python loops
+select the same records, and get_message answers exactly as its general one-entry step alone
+does, across segments, tags (ASCII or not), pre-blank entries, transfer limits and removed
+segments."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bolide.common.hashing import java_string_hash
+from bolide.common.message import Message
+from bolide.common.properties import encode_properties
+from bolide.store import MessageStore, StoreConfig, entry_select
+from bolide.store.consume_queue import ENTRY
+from bolide.store.record import MAGIC_V1, MAGIC_V2, encode_record
+
+IPV4 = bytes([127, 0, 0, 1, 0, 0, 0x27, 0x10])
+IPV6 = bytes(16) + bytes([0, 0, 0x27, 0x10])
+TAGS = [None, "", "TagA", "TagB", "Tæg"]
+
+
+def test_the_compiled_loop_is_built() -> None:
+    if os.environ.get("BOLIDE_PURE_PYTHON") == "1":
+        assert not entry_select.COMPILED
+    else:
+        assert entry_select.COMPILED, "bolide.store._fastscan is not built: run `make venv` again"
+
+
+def _segment(specs: list[tuple[str | None, str, int]], base: int) -> tuple[bytes, list[tuple[int, int, int]]]:
+    """Records of the given (tags, kind, body size) at global offset ``base``, and an entry
+    (offset, size, tags code) per record."""
+    out = bytearray()
+    entries = []
+    for tags, kind, body_size in specs:
+        props = encode_properties({"TAGS": tags} if tags is not None else {})
+        record = encode_record("T", 0, b"b" * body_size, props, born_timestamp=1,
+                               born_host=IPV6 if kind == "ipv6" else IPV4, store_timestamp=2,
+                               store_host=IPV4, physical_offset=base + len(out),
+                               magic=MAGIC_V2 if kind == "v2" else MAGIC_V1)
+        if kind == "cut":  # the entry claims a size the record's fields do not fit
+            record = record[:60]
+        code = java_string_hash(tags) if tags else 0
+        entries.append((base + len(out), len(record), code))
+        out += record
+    return bytes(out), entries
+
+
+entry_kind = st.sampled_from(["record"] * 6 + ["pre_blank", "outside"])
+spec = st.tuples(st.sampled_from(TAGS), st.sampled_from(["v1"] * 6 + ["v2", "ipv6", "cut"]),
+                 st.integers(0, 300))
+
+
+@settings(max_examples=300, deadline=None)
+@given(specs=st.lists(spec, min_size=1, max_size=24), kinds=st.lists(entry_kind, min_size=24, max_size=24),
+       tag_filter=st.sampled_from([None, ("TagA",), ("TagA", "Tæg"), ("",), ("TagB", "TagC")]),
+       by_code_only=st.booleans(), start=st.integers(0, 3),
+       limits=st.tuples(st.integers(0, 1 << 20), st.sampled_from([0, 1 << 19, 1 << 40]),
+                        st.integers(1, 32), st.integers(1, 4096), st.integers(1, 32), st.integers(1, 4096)),
+       accepted_before=st.integers(0, 2))
+def test_compiled_and_pure_loops_agree(specs: list[tuple[str | None, str, int]], kinds: list[str],
+                                       tag_filter: tuple[str, ...] | None, by_code_only: bool,
+                                       start: int, limits: tuple[int, int, int, int, int, int],
+                                       accepted_before: int) -> None:
+    if not entry_select.COMPILED:
+        pytest.skip("the compiled loop is not built (BOLIDE_PURE_PYTHON=1)")
+    from bolide.store import _fastscan  # type: ignore[attr-defined]
+
+    base = 1 << 30
+    seg_bytes, records = _segment(specs, base)
+    seg = memoryview(seg_bytes)
+    entries = bytearray()
+    for n, (phys, size, code) in enumerate(records):
+        kind = kinds[n]
+        if kind == "pre_blank":
+            entries += ENTRY.pack(0, entry_select.PRE_BLANK_SIZE, 0)
+        elif kind == "outside":
+            entries += ENTRY.pack(base + len(seg_bytes) + 100, size, code)
+        else:
+            entries += ENTRY.pack(phys, size, code)
+    codes = tuple(java_string_hash(t) if t else 0 for t in tag_filter) if tag_filter is not None else None
+    tags = None if tag_filter is None or by_code_only else tuple(t.encode() for t in tag_filter)
+    n = len(records)
+    i = min(start, n)
+    state = (100, i, 7 * accepted_before, base)
+    outputs = []
+    for loop in (_fastscan.select_entries, entry_select.select_entries_python):
+        buffers = [memoryview(b"x" * 7)] * accepted_before
+        qoffsets = [0] * accepted_before
+        result = loop(bytes(entries), i, n, seg, base, base + len(seg_bytes), codes, tags,
+                      (base + limits[0], *limits[1:]), buffers, qoffsets, state)
+        outputs.append((result, [bytes(b) for b in buffers], qoffsets))
+    assert outputs[0] == outputs[1]
+
+
+def _store(root: Path) -> MessageStore:
+    """Two queues over several 4 KiB segments, tags of every kind, the first segment deleted."""
+    config = StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=4096,
+                         mapped_file_size_consume_queue=20 * 64)
+    store = MessageStore(config)
+    store.open()
+    for n in range(160):
+        tags = TAGS[n % len(TAGS)]
+        store.put_message(Message(topic="T", body=b"m%03d" % n + b"." * (n % 37), tags=tags),
+                          queue_id=n % 2)
+    assert store.wait_dispatched(30)
+    return store
+
+
+GETS = [(q, offset, max_count, tags) for q in (0, 1) for offset in (0, 3, 17, 40)
+        for max_count in (1, 7, 32) for tags in (None, ["*"], ["TagA"], ["TagA", "Tæg"], ["Tæg"], [""],
+                                                 ["TagB", "TagZ"], [f"t{k}" for k in range(20)])]
+
+
+def _answers(store: MessageStore) -> list[tuple[object, ...]]:
+    out = []
+    for q, offset, max_count, tags in GETS:
+        r = store.get_message("g", "T", q, offset, max_count, tags)
+        out.append((r.status, r.next_begin_offset, r.queue_offsets, [bytes(b) for b in r.buffers],
+                    r.buffer_total_size))
+    return out
+
+
+def test_get_message_answers_as_its_general_step_does(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _store(tmp_path / "store")
+    try:
+        files = store.commit_log.files
+        reference_before = None
+        for removed in (False, True):
+            if removed:  # a deleted first segment: its entries answer MESSAGE_WAS_REMOVING
+                first = files.files[0]
+                files.files.remove(first)
+            with monkeypatch.context() as m:
+                m.setattr(entry_select, "ENABLED", False)  # every entry by the general step
+                reference = _answers(store)
+            if removed:
+                assert reference != reference_before
+            reference_before = reference
+            assert _answers(store) == reference  # the compiled loop where built
+            with monkeypatch.context() as m:
+                m.setattr(entry_select, "_compiled", None)
+                assert _answers(store) == reference  # the pure-Python loop
+            if removed:
+                files.files.insert(0, first)
+    finally:
+        store.close()
