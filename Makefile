@@ -19,6 +19,8 @@ run: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy --ignore-missing-imports --follow-imports=silent --disallow-untyped-defs \
+		--disallow-incomplete-defs src/bolide/client
 
 # Real Apache RocketMQ (namesrv, broker, mqadmin) for tests/interop: the jars come from Maven
 # Central into interop/.m2 the first time, then from that cache. Without java/javac/mvn this

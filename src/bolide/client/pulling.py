@@ -32,7 +32,7 @@ from bolide.protocol.headers.consumer import (
 
 log = logging.getLogger(__name__)
 
-_STATUS = {
+_STATUS: dict[int, PullStatus] = {
     ResponseCode.SUCCESS: PullStatus.FOUND,
     ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
@@ -82,7 +82,7 @@ async def pull_raw(instance: ClientInstance, group: str, mq: MessageQueue, offse
     header = PullMessageRequestHeader(
         consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
         max_msg_nums=max_nums, sys_flag=sys_flag,
-        commit_offset=commit_offset if sys_flag & PULL_COMMIT_OFFSET else 0,
+        commit_offset=commit_offset if commit_offset is not None and sys_flag & PULL_COMMIT_OFFSET else 0,
         suspend_timeout_millis=suspend_ms, subscription=sub.sub_string, sub_version=sub.sub_version,
         expression_type=sub.expression_type, bname=mq.broker_name)
     response = await instance.api.pull(addr, header, timeout_ms)
