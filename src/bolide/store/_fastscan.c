@@ -574,10 +574,42 @@ fail:
     return NULL;
 }
 
+/* java_hash(text) -> int: Java's String.hashCode() of ``text`` (UTF-16 code units), signed. */
+static PyObject *java_hash(PyObject *self, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "java_hash takes a str");
+        return NULL;
+    }
+    if (PyUnicode_READY(arg) < 0)
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
+    int kind = PyUnicode_KIND(arg);
+    const void *data = PyUnicode_DATA(arg);
+    uint32_t h = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = data;
+        for (Py_ssize_t i = 0; i < n; i++)
+            h = 31 * h + p[i];
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, i);
+            if (c >= 0x10000) { /* a surrogate pair in UTF-16 */
+                c -= 0x10000;
+                h = 31 * h + (0xD800 + (c >> 10));
+                h = 31 * h + (0xDC00 + (c & 0x3FF));
+            } else {
+                h = 31 * h + c;
+            }
+        }
+    }
+    return PyLong_FromLong((long)(int32_t)h);
+}
+
 static PyMethodDef methods[] = {
     {"scan_runs", scan_runs, METH_VARARGS, "Scan fast-path CommitLog records into runs."},
     {"check_index_entries", check_index_entries, METH_VARARGS,
      "The entry loop of the index check of verify."},
+    {"java_hash", java_hash, METH_O, "Java's String.hashCode() of a str."},
     {"select_entries", select_entries, METH_VARARGS,
      "The entry loop of MessageStore.get_message within one CommitLog segment."},
     {NULL, NULL, 0, NULL},

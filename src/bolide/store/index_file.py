@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bolide.common.hashing import java_string_hash
 from bolide.errors import StoreFormatError
+from bolide.store.fastscan import compiled_module
 
 HEADER_SIZE = 40
 SLOT_SIZE = 4
@@ -27,7 +28,9 @@ _ENTRY = struct.Struct(">iqii")
 _I32_MAX = 0x7FFFFFFF
 _PAGE = mmap.PAGESIZE
 _ENTRY_PAGES_AHEAD = 64
-_hash = java_string_hash.__wrapped__  # keys are mostly unique: keep them out of the tags cache
+_SLOT_PAGES = 16  # slot pages are allocated in aligned groups of this many
+# keys are mostly unique: keep them out of the tags cache; compiled where built
+_hash = getattr(compiled_module(), "java_hash", None) or java_string_hash.__wrapped__
 
 
 def index_key_hash(key: str) -> int:
@@ -115,9 +118,16 @@ class IndexFile:
     def _allocate(self, offset: int) -> None:
         """Allocate the disk blocks of the page(s) at ``offset`` before the mapping touches
         them, so that a full disk raises ENOSPC here instead of SIGBUS in the write. Entries
-        grow in order: their pages are allocated ``_ENTRY_PAGES_AHEAD`` at a time."""
+        grow in order: their pages are allocated ``_ENTRY_PAGES_AHEAD`` at a time; slots are
+        hit at random: theirs in aligned groups of ``_SLOT_PAGES`` (fewer system calls)."""
         page = offset // _PAGE
-        count = _ENTRY_PAGES_AHEAD if offset >= self._entries_at else 1
+        if offset >= self._entries_at:
+            count = _ENTRY_PAGES_AHEAD
+        elif offset >= HEADER_SIZE:
+            page -= page % _SLOT_PAGES
+            count = _SLOT_PAGES
+        else:
+            count = 1
         count = min(count, len(self._allocated) - page)
         os.posix_fallocate(self._fd, page * _PAGE, min(count * _PAGE, self._size - page * _PAGE))
         self._allocated[page : page + count] = b"\x01" * count

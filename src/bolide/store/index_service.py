@@ -17,7 +17,7 @@ from bolide.store.record import RecordInfo, property_bytes
 log = logging.getLogger(__name__)
 
 _UNIQ = b"UNIQ_KEY\x01"
-_CHECK_EVERY = 16
+_CHECK_EVERY = 1024  # messages indexed between two free-space checks (each a statvfs)
 _MAX_BYTES_PER_MESSAGE = 3 * 4096  # new pages one message can touch: entries, slots, header
 _KEYS = b"KEYS\x01"
 
@@ -131,7 +131,10 @@ class IndexService:
 
     def _check_space(self) -> None:
         try:
-            st = os.statvfs(self.dir if self.dir.is_dir() else self.dir.parent)
+            try:
+                st = os.statvfs(self.dir)
+            except FileNotFoundError:  # no index file yet
+                st = os.statvfs(self.dir.parent)
             free = st.f_bavail * st.f_frsize
         except OSError:
             return

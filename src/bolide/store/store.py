@@ -39,6 +39,7 @@ from bolide.store.index_service import IndexService
 from bolide.store.mapped_file_queue import SegmentAllocator
 from bolide.store.record import (
     decode_record,
+    property_bytes,
     read_store_timestamp,
     read_total_size,
     record_property,
@@ -59,7 +60,39 @@ log = logging.getLogger(__name__)
 MAX_SCAN_ENTRIES = 16_000  # ConsumeQueue entries one get scans at most (docs/adr/0003)
 QUEUE_ROOM_AHEAD = 64  # entries: ConsumeQueue files exist this far past a queue's next offset
 _PRE_BLANK_SIZE = 0x7FFFFFFF
+_DELAY = P.DELAY_TIME_LEVEL.encode() + b"\x01"
+_TAGS = P.TAGS.encode() + b"\x01"
+_UNIQ_KEY = P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode() + b"\x01"
 _TOTAL_RAM = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _delayed_in_batch() -> PutMessageResult:
+    return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, remark="delayed messages cannot be sent in a batch")
+
+
+class _Batch:
+    """The members of a batch put as they are checked: record items, ids, tags codes."""
+
+    __slots__ = ("born", "codes", "ids", "items", "total")
+
+    def __init__(self, born_host: str | None, store_host: bytes) -> None:
+        self.born = encode_host(born_host) if born_host else store_host
+        self.items: list[tuple[bytes, bytes, int, int]] = []
+        self.ids: list[str] = []
+        self.codes: list[int] = []
+        self.total = 0
+
+    def add(self, store: MessageStore, topic: str, queue_id: int, body: bytes, encoded: bytes,
+            flag: int, uniq: str, code: int) -> PutMessageResult | None:
+        """Take one member; the refusal when it cannot be stored."""
+        bad = store._check(topic, queue_id, len(body), len(encoded), len(self.born))
+        if bad is not None:
+            return bad
+        self.items.append((body, encoded, flag, zlib.crc32(body) & 0x7FFFFFFF))
+        self.ids.append(uniq)
+        self.codes.append(code)
+        self.total += len(body) + len(encoded)
+        return None
 
 
 class MessageStore:
@@ -388,49 +421,79 @@ class MessageStore:
         if not self._writable:
             return self._refusal()
         topic = msgs[0].topic
-        items: list[tuple[bytes, bytes, int, int]] = []
-        ids: list[str] = []
-        total = 0
-        born = encode_host(born_host) if born_host else self._store_host
+        batch = _Batch(born_host, self._store_host)
         for m in msgs:
             if m.topic != topic:
                 return PutMessageResult(
                     PutStatus.MESSAGE_ILLEGAL,
                     remark=f"a batch goes to one topic; got {topic!r} and {m.topic!r}",
                 )
-            if m.properties.get(P.DELAY_TIME_LEVEL, "0") not in ("", "0"):
-                return PutMessageResult(PutStatus.MESSAGE_ILLEGAL,
-                                        remark="delayed messages cannot be sent in a batch")
-            encoded = P.encode_properties(m.properties)
-            uniq = m.properties.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            props = m.properties
+            if props.get(P.DELAY_TIME_LEVEL, "0") not in ("", "0"):
+                return _delayed_in_batch()
+            encoded = P.encode_properties(props)
+            uniq = props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             if uniq is None:
                 uniq = self._uniq.next_id()
-                encoded += b"UNIQ_KEY\x01" + uniq.encode() + b"\x02"
-            bad = self._check(topic, queue_id, len(m.body), len(encoded), len(born))
+                encoded += _UNIQ_KEY + uniq.encode() + b"\x02"
+            bad = batch.add(self, topic, queue_id, m.body, encoded, m.flag, uniq,
+                            java_string_hash(t) if (t := props.get(P.TAGS)) else 0)
             if bad is not None:
                 return bad
-            items.append((m.body, encoded, m.flag, zlib.crc32(m.body) & 0x7FFFFFFF))
-            ids.append(uniq)
-            total += len(m.body) + len(encoded)
-        total += len(items) * self.commit_log.record_size_for(0, len(topic.encode()), 0, len(born))
-        if total > self.commit_log.max_record_size():
+        return self._put_batch(topic, queue_id, batch, born_timestamp, wait_store)
+
+    def put_batch_encoded(self, topic: str, members: Sequence[tuple[bytes, bytes, int]],
+                          queue_id: int = 0, *, born_timestamp: int = 0, born_host: str | None = None,
+                          wait_store: bool = True) -> PutMessageResult:
+        """:meth:`put_messages` of members given as (body, encoded properties, flag), as a
+        SEND_BATCH_MESSAGE carries them: no message objects. A member without UNIQ_KEY gets one;
+        delayed members are refused."""
+        if not members:
+            return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, remark="the batch is empty")
+        if not self._writable:
+            return self._refusal()
+        batch = _Batch(born_host, self._store_host)
+        for body, encoded, flag in members:
+            if property_bytes(encoded, _DELAY) not in (None, b"", b"0"):
+                return _delayed_in_batch()
+            found = property_bytes(encoded, _UNIQ_KEY)
+            if found:
+                uniq = found.decode("utf-8", "replace")
+            else:
+                uniq = self._uniq.next_id()
+                if encoded and not encoded.endswith(b"\x02"):
+                    encoded += b"\x02"
+                encoded += _UNIQ_KEY + uniq.encode() + b"\x02"
+            tags = property_bytes(encoded, _TAGS)
+            bad = batch.add(self, topic, queue_id, body, encoded, flag, uniq,
+                            java_string_hash(tags.decode("utf-8", "replace")) if tags else 0)
+            if bad is not None:
+                return bad
+        return self._put_batch(topic, queue_id, batch, born_timestamp, wait_store)
+
+    def _put_batch(self, topic: str, queue_id: int, batch: _Batch, born_timestamp: int,
+                   wait_store: bool) -> PutMessageResult:
+        """Append the checked members of a batch."""
+        cl = self.commit_log
+        total = batch.total + len(batch.items) * cl.record_size_for(0, len(topic.encode()), 0,
+                                                                   len(batch.born))
+        if total > cl.max_record_size():
             return PutMessageResult(
                 PutStatus.MESSAGE_ILLEGAL,
                 remark=f"the batch needs {total} bytes but a CommitLog segment holds at most "
-                f"{self.commit_log.max_record_size()}; send smaller batches",
+                f"{cl.max_record_size()}; send smaller batches",
             )
-        bad = self._queue_room_for(topic, queue_id, len(items))
+        bad = self._queue_room_for(topic, queue_id, len(batch.items))
         if bad is not None:
             return bad
         try:
-            phys, sizes, qoff, store_ts = self.commit_log.append_batch(
-                topic, queue_id, items, 0, born_timestamp, born,
-                [java_string_hash(t) if (t := m.properties.get(P.TAGS)) else 0 for m in msgs],
-            )
+            phys, sizes, qoff, store_ts = cl.append_batch(
+                topic, queue_id, batch.items, 0, born_timestamp, batch.born, batch.codes)
         except SegmentUnavailable as exc:
             return PutMessageResult(PutStatus.CREATE_MAPEDFILE_FAILED, remark=str(exc))
         except RecordFieldError as exc:
             return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
+        ids = batch.ids
         result = PutMessageResult(PutStatus.PUT_OK, phys, sum(sizes), qoff, ids[0], store_ts,
                                   len(ids), ids, store_host=self._store_host, record_sizes=sizes)
         self._after_append(result, wait_store)

@@ -10,6 +10,7 @@ import pytest
 
 from bolide.common.hashing import java_string_hash
 from bolide.common.message import Message
+from bolide.common.properties import decode_properties
 from bolide.errors import ProtocolError
 from bolide.protocol.bodies import (
     BrokerData,
@@ -31,6 +32,7 @@ from bolide.protocol.bodies import (
     TopicConfig,
     TopicList,
     TopicRouteData,
+    batch_members,
     decode_batch_body,
     encode_batch_body,
     iter_batch_body,
@@ -230,6 +232,21 @@ def test_batch_body_decodes_java_layout() -> None:
     assert messages[0].properties == {"UNIQ_KEY": "A1", "TAGS": "x", "CLUSTER": "c"}
     assert messages[1].properties == {"CLUSTER": "c"} and messages[1].flag == 7
     assert messages[2].keys == ["k1", "k2"]
+
+
+def test_batch_members_append_the_batch_properties_raw() -> None:
+    data = (batch_block(0, b"hello", b"UNIQ_KEY\x01A1\x02TAGS\x01x")  # no trailing separator
+            + batch_block(7, b"", b"")
+            + batch_block(1, b"b", b"CLUSTER\x01mine\x02"))
+    members = batch_members(data, b"CLUSTER\x01c\x02")
+    assert members == [(b"hello", b"UNIQ_KEY\x01A1\x02TAGS\x01x\x02CLUSTER\x01c\x02", 0),
+                       (b"", b"CLUSTER\x01c\x02", 7),
+                       (b"b", b"CLUSTER\x01mine\x02CLUSTER\x01c\x02", 1)]
+    # decoders keep a key's last value: the batch's, as decode_batch_body gives it
+    as_messages = decode_batch_body(data, "T", {"CLUSTER": "c"})
+    assert [decode_properties(p) for _, p, _ in members] == [m.properties for m in as_messages]
+    assert batch_members(data) == [(b"hello", b"UNIQ_KEY\x01A1\x02TAGS\x01x", 0), (b"", b"", 7),
+                                   (b"b", b"CLUSTER\x01mine\x02", 1)]
 
 
 def test_batch_body_encoder_matches_java() -> None:

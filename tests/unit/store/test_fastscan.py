@@ -262,3 +262,14 @@ def test_the_compiled_and_pure_index_checks_agree(tmp_path: Path, monkeypatch: p
             assert compiled.problems and sum(compiled.stale.values()) > 0
     finally:
         log.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=64))
+def test_compiled_java_hash_agrees(text: str) -> None:
+    """The compiled String.hashCode() (index keys) equals the Python one, surrogates included."""
+    module = fastscan.compiled_module()
+    if module is None:
+        pytest.skip("the compiled module is not built (BOLIDE_PURE_PYTHON=1)")
+    from bolide.common.hashing import java_string_hash
+    assert module.java_hash(text) == java_string_hash.__wrapped__(text)

@@ -443,6 +443,29 @@ def test_batch_refusals(open_store: Open) -> None:
     assert store.get_max_offset_in_queue("B", 0) == 0
 
 
+def test_put_batch_encoded_keeps_the_members_properties(open_store: Open) -> None:
+    """Members as a SEND_BATCH_MESSAGE carries them: properties stored as given, a UNIQ_KEY
+    added where missing, the tags code taken from TAGS, delayed members refused."""
+    store = open_store()
+    members = [(b"one", b"UNIQ_KEY\x01ID1\x02TAGS\x01TagA\x02CLUSTER\x01c\x02", 0),
+               (b"two", b"KEYS\x01k2\x02CLUSTER\x01c", 5),  # no UNIQ_KEY, no final separator
+               (b"three", b"", 0)]
+    result = store.put_batch_encoded("Enc", members, 1)
+    assert result.status is PutStatus.PUT_OK and result.msg_ids[0] == "ID1"
+    assert len(set(result.msg_ids)) == 3
+    assert store.wait_dispatched()
+    got = store.get_message("g", "Enc", 1, 0, 8).messages
+    assert [m.body for m in got] == [b"one", b"two", b"three"]
+    assert got[0].properties == {"UNIQ_KEY": "ID1", "TAGS": "TagA", "CLUSTER": "c"}
+    assert got[1].properties == {"KEYS": "k2", "CLUSTER": "c", "UNIQ_KEY": result.msg_ids[1]}
+    assert got[1].flag == 5 and got[2].properties == {"UNIQ_KEY": result.msg_ids[2]}
+    assert [m.msg_id for m in got] == result.msg_ids
+    assert [m.tags for m in got] == ["TagA", None, None]
+    assert store.get_message("g", "Enc", 1, 0, 8, tags=["TagA"]).queue_offsets == [0]
+    delayed = store.put_batch_encoded("Enc", [(b"x", b"DELAY\x012\x02", 0)], 1)
+    assert delayed.status is PutStatus.MESSAGE_ILLEGAL and "delayed" in delayed.remark
+
+
 def test_store_files_exist_with_segment_size(open_store: Open) -> None:
     store = open_store()
     for _ in range(3):

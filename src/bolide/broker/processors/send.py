@@ -12,7 +12,7 @@ from bolide.broker.transaction import is_half_message
 from bolide.common import properties as P
 from bolide.common.hosts import encode_host
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX, validate_topic
-from bolide.protocol.bodies.batch import decode_batch_body
+from bolide.protocol.bodies.batch import batch_members
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers.send import SendMessageResponseHeader, decode_send_request_header
@@ -174,9 +174,9 @@ class SendProcessor:
             props = P.decode_properties(header.properties) if header.properties else {}
             props.pop(P.WAIT_STORE_MSG_OK, None)
             props[P.CLUSTER] = cluster
-            msgs = decode_batch_body(body, topic, props)
-            result = store.put_messages(msgs, queue_id, born_timestamp=header.born_timestamp,
-                                        born_host=born, wait_store=False)
+            result = store.put_batch_encoded(topic, batch_members(body, P.encode_properties(props)),
+                                             queue_id, born_timestamp=header.born_timestamp,
+                                             born_host=born, wait_store=False)
         elif is_half_message(header.properties):  # TRAN_MSG=true (spec 3.4 step 5)
             if self.broker.config.reject_transaction_message:
                 return request.make_response(ResponseCode.NO_PERMISSION,

@@ -14,6 +14,7 @@ from bolide.protocol.bodies.admin import (
 )
 from bolide.protocol.bodies.batch import (
     BatchEntry,
+    batch_members,
     decode_batch_body,
     encode_batch_body,
     iter_batch_body,
@@ -74,6 +75,7 @@ __all__ = [
     "TopicRouteData",
     "TopicStatsTable",
     "UnlockBatchRequestBody",
+    "batch_members",
     "bean",
     "decode_batch_body",
     "encode_batch_body",

@@ -74,6 +74,21 @@ def decode_batch_body(body: bytes | bytearray | memoryview, topic: str,
     return messages
 
 
+def batch_members(body: bytes | bytearray | memoryview,
+                  batch_properties: bytes = b"") -> list[tuple[bytes, bytes, int]]:
+    """The members as (body, properties, flag) with the encoded ``batch_properties`` (the
+    header's) appended to each member's own, as the Java broker appends them: decoders keep the
+    last value of a key, so the batch's win. Raises ProtocolError if a block is cut short."""
+    members = []
+    for flag, payload, props in iter_batch_body(body):
+        if batch_properties:
+            if props and not props.endswith(b"\x02"):
+                props += b"\x02"
+            props += batch_properties
+        members.append((payload, props, flag))
+    return members
+
+
 def encode_batch_body(messages: Iterable[Message]) -> bytes:
     """A batch body as the Java client writes it (``MessageDecoder.encodeMessages``)."""
     parts: list[bytes] = []
