@@ -1,15 +1,18 @@
-"""Shared fixtures: stores on temp dirs with tiny segments, and the consistency check that
-every store test ends with."""
+"""Shared fixtures: stores on temp dirs with tiny segments, the consistency check that every
+store test ends with, and the helpers of tests against in-process servers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bolide.store import MessageStore, StoreConfig
 from bolide.store.verify import verify_store
+from bolide.testing.servers import Servers, running_servers
 
 SMALL_COMMIT_LOG = 64 * 1024  # bytes per CommitLog segment in tests
 SMALL_CONSUME_QUEUE = 100 * 20  # 100 entries per ConsumeQueue file in tests
@@ -87,3 +90,23 @@ def spark() -> Iterator[object]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+def run_with_servers(tmp_path: Path, test: Callable[[Servers], Awaitable[None]], *,
+                     timeout: float = 30.0, store_options: dict[str, Any] | None = None,
+                     **broker_options: Any) -> None:
+    """Run ``test`` against an in-process NameServer + Broker on ``tmp_path / "store"``,
+    failing it after ``timeout`` seconds."""
+    async def main() -> None:
+        async with running_servers(tmp_path / "store", store_options=store_options,
+                                   **broker_options) as servers:
+            await asyncio.wait_for(test(servers), timeout)
+
+    asyncio.run(main())
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
+    """Wait for ``predicate`` to hold, checking as the loop runs; TimeoutError after ``timeout``."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.01)

@@ -6,7 +6,7 @@ and pulling resumes as they leave."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,9 +23,9 @@ from bolide.client import (
     PullConsumer,
     PushConsumer,
 )
-from bolide.testing.servers import Servers, running_servers
+from bolide.testing.servers import Servers
+from conftest import run_with_servers, wait_until
 
-TIMEOUT = 30.0
 FAST = {"rebalance_interval_ms": 200, "suspend_ms": 1000, "pull_timeout_ms": 3000}
 BATCH = 4
 # (messages sent, body bytes, the consumer's thresholds, what it may hold at most: one pull
@@ -36,20 +36,6 @@ LIMITS = {
              (None, 1024 * 1024 + BATCH * 128 * 1024 - 1)),
 }
 QUIET_S = 1.0  # how long a queue at its threshold must stay there (all messages are waiting)
-
-
-def run_with_servers(tmp_path: Path, test: Callable[[Servers], Awaitable[None]]) -> None:
-    async def main() -> None:
-        async with running_servers(tmp_path / "store") as servers:
-            await asyncio.wait_for(test(servers), TIMEOUT)
-
-    asyncio.run(main())
-
-
-async def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.01)
 
 
 async def stays_false(predicate: Callable[[], bool], duration: float) -> bool:

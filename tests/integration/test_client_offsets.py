@@ -4,9 +4,7 @@ running consumers (push and pull), and a pull consumer sought to the end of a qu
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -23,24 +21,10 @@ from bolide.client import (
     PullConsumer,
     PushConsumer,
 )
-from bolide.testing.servers import Servers, running_servers
+from bolide.testing.servers import Servers
+from conftest import run_with_servers, wait_until
 
-TIMEOUT = 30.0
 FAST = {"rebalance_interval_ms": 200, "suspend_ms": 1000, "pull_timeout_ms": 3000}
-
-
-def run_with_servers(tmp_path: Path, test: Callable[[Servers], Awaitable[None]]) -> None:
-    async def main() -> None:
-        async with running_servers(tmp_path / "store") as servers:
-            await asyncio.wait_for(test(servers), TIMEOUT)
-
-    asyncio.run(main())
-
-
-async def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.02)
 
 
 async def send_to(namesrv: str, topic: str, bodies: list[bytes]) -> MessageQueue:

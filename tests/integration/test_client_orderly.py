@@ -23,25 +23,11 @@ from bolide.client import (
     blocking,
     select_by_hash,
 )
-from bolide.testing.servers import Servers, running_servers
+from bolide.testing.servers import Servers
+from conftest import run_with_servers, wait_until
 
-TIMEOUT = 30.0
 FAST = {"rebalance_interval_ms": 200, "suspend_ms": 1000, "pull_timeout_ms": 3000,
         "lock_interval_ms": 300, "consume_from": ConsumeFrom.FIRST_OFFSET}
-
-
-def run_with_servers(tmp_path: Path, test: Callable[[Servers], Awaitable[None]]) -> None:
-    async def main() -> None:
-        async with running_servers(tmp_path / "store") as servers:
-            await asyncio.wait_for(test(servers), TIMEOUT)
-
-    asyncio.run(main())
-
-
-async def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.02)
 
 
 async def send_keyed(namesrv: str, topic: str, n: int, keys: int = 4) -> None:

@@ -72,30 +72,46 @@ static inline void wr64(unsigned char *p, uint64_t v) {
     wr32(p + 4, (uint32_t)v);
 }
 
-/* The TAGS value of an encoded properties blob, as record.property_bytes finds it: "TAGS\x01"
- * at the start or right after a 0x02, up to the next 0x02. Sets *code to its Java hash (0 when
- * absent or empty); returns 0 when the value is not pure ASCII (the slow path decides). */
-static int tags_code_of(const unsigned char *props, Py_ssize_t len, int64_t *code) {
+/* Where the TAGS value of an encoded properties blob lies, as record.property_bytes finds
+ * it: "TAGS\x01" at the start or right after a 0x02, up to the next 0x02. Returns 1 with
+ * [*start, *end) set, 0 when there is no TAGS. */
+static int find_tags(const unsigned char *props, Py_ssize_t len, Py_ssize_t *start,
+                     Py_ssize_t *end) {
     static const unsigned char needle[5] = {'T', 'A', 'G', 'S', 1};
     Py_ssize_t i = 0;
-    *code = 0;
     while (i + 5 <= len) {
         const unsigned char *hit = memmem(props + i, (size_t)(len - i), needle, 5);
         if (hit == NULL)
-            return 1;
+            return 0;
         Py_ssize_t at = hit - props;
         if (at == 0 || props[at - 1] == 2) {
-            uint32_t h = 0;
-            for (Py_ssize_t k = at + 5; k < len && props[k] != 2; k++) {
-                if (props[k] & 0x80)
-                    return 0;
-                h = 31 * h + props[k];
-            }
-            *code = (int32_t)h;
+            Py_ssize_t k = at + 5;
+            while (k < len && props[k] != 2)
+                k++;
+            *start = at + 5;
+            *end = k;
             return 1;
         }
         i = at + 1;
     }
+    return 0;
+}
+
+/* The tags code of an encoded properties blob: sets *code to the Java hash of its TAGS value
+ * (0 when absent or empty); returns 0 when the value is not pure ASCII (the slow path
+ * decides). */
+static int tags_code_of(const unsigned char *props, Py_ssize_t len, int64_t *code) {
+    Py_ssize_t start, end;
+    *code = 0;
+    if (!find_tags(props, len, &start, &end))
+        return 1;
+    uint32_t h = 0;
+    for (Py_ssize_t k = start; k < end; k++) {
+        if (props[k] & 0x80)
+            return 0;
+        h = 31 * h + props[k];
+    }
+    *code = (int32_t)h;
     return 1;
 }
 
@@ -414,24 +430,12 @@ static int record_tags(const unsigned char *rec, int64_t size, const unsigned ch
     if (p + 2 + props_len > size)
         return -1;
     const unsigned char *props = rec + p + 2;
-    static const unsigned char needle[5] = {'T', 'A', 'G', 'S', 1};
-    Py_ssize_t i = 0, len = props_len;
-    while (i + 5 <= len) {
-        const unsigned char *hit = memmem(props + i, (size_t)(len - i), needle, 5);
-        if (hit == NULL)
-            return 0;
-        Py_ssize_t at = hit - props;
-        if (at == 0 || props[at - 1] == 2) {
-            Py_ssize_t end = at + 5;
-            while (end < len && props[end] != 2)
-                end++;
-            *val = props + at + 5;
-            *vlen = end - at - 5;
-            return 1;
-        }
-        i = at + 1;
-    }
-    return 0;
+    Py_ssize_t start, end;
+    if (!find_tags(props, props_len, &start, &end))
+        return 0;
+    *val = props + start;
+    *vlen = end - start;
+    return 1;
 }
 
 /* select_entries(entries, i, n, seg, seg_start, seg_end, codes, tags, limits, buffers,
