@@ -223,6 +223,8 @@ def test_runtime_info_counts_puts_and_gets_and_broker_config(tmp_path: Path) -> 
         assert int(table["commitLogMinOffset"]) == 0
         assert abs(int(table["earliestMessageTimeStamp"]) - time.time() * 1000) < 60_000
         assert 0 <= float(table["commitLogDiskRatio"]) <= 1
+        # everything dispatched and indexed (wait_dispatched waited for both)
+        assert table["dispatchBehindBytes"] == "0" and table["indexBehindBytes"] == "0"
         for key in ("sendThreadPoolQueueSize", "pullThreadPoolQueueSize", "pageCacheLockTimeMills",
                     "sendThreadPoolQueueHeadWaitTimeMills", "pullThreadPoolQueueHeadWaitTimeMills"):
             assert table[key] == "0", key

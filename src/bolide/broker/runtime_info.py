@@ -77,6 +77,7 @@ def runtime_info(broker: BrokerController) -> dict[str, str]:
         "consumeQueueDiskRatio": f"{cq_ratio:.4f}",
         "earliestMessageTimeStamp": str(first.store_timestamp if first is not None else -1),
         "dispatchBehindBytes": str(store.dispatcher.behind()),
+        "indexBehindBytes": str(store.index_behind()),  # Bolide's: the index has a thread of its own
         "startAcceptSendRequestTimeStamp": "0",
         "pageCacheLockTimeMills": "0",
         # one event loop serves every request: there are no thread pool queues

@@ -47,7 +47,7 @@ from bolide.cli.bench_load import PRODUCER_GROUP, LoadSpec, worker_main
 from bolide.cli.bench_server import ServerProcess
 from bolide.common import Message
 from bolide.errors import BolideError
-from bolide.protocol.bodies import TopicRouteData, encode_batch_body
+from bolide.protocol.bodies import KVTable, TopicRouteData, encode_batch_body
 from bolide.protocol.codes import RequestCode, ResponseCode, SerializeType
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import (
@@ -156,6 +156,22 @@ async def _dispatched(broker: str, topic: str, expected: int, timeout_s: float) 
                     f"{topic}: dispatch did not reach {expected} entries within {timeout_s:.0f} s")
             await asyncio.sleep(0.05)
     return time.monotonic() - t0
+
+
+async def _indexed(broker: str, timeout_s: float) -> float:
+    """Wait until the broker's index has caught up with dispatch (``indexBehindBytes`` 0 in its
+    runtime info); returns the wait."""
+    t0 = time.monotonic()
+    async with RemotingClient() as client:
+        while True:
+            response = await client.invoke(broker, RemotingCommand.request(
+                RequestCode.GET_BROKER_RUNTIME_INFO, None))
+            table = KVTable.decode(response.body_bytes()).table
+            if int(table.get("indexBehindBytes", "0")) == 0:
+                return time.monotonic() - t0
+            if time.monotonic() - t0 > timeout_s:
+                raise click.ClickException(f"the index did not catch up within {timeout_s:.0f} s")
+            await asyncio.sleep(0.05)
 
 
 async def _fill(broker: str, total: int) -> list[int]:
@@ -343,6 +359,7 @@ def _run(server: ServerProcess, plan: Plan, names: list[str], console: Console,
             sent += sum(x["total"] for x in results)
             figures["dispatch_catch_up_s"] = r(
                 run(_dispatched(server.broker_addr, TOPIC, sent, 600)), 3)
+            figures["index_catch_up_s"] = r(run(_indexed(server.broker_addr, 600)), 3)
         cases[name] = figures
     return reset
 

@@ -926,6 +926,11 @@ class MessageStore:
             return -1
         return self._stored_at(cq, cq.min_offset)
 
+    def index_behind(self) -> int:
+        """Bytes of records dispatched to their ConsumeQueues but not yet indexed."""
+        builder = self._index_builder
+        return builder.behind() if builder is not None else 0
+
     def wait_dispatched(self, timeout: float = 10.0, indexed: bool = True) -> bool:
         """Block until every readable record has its ConsumeQueue entry and, with
         ``indexed``, its index entries (tests, tools); False on timeout."""

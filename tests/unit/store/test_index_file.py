@@ -216,10 +216,12 @@ def test_consumers_do_not_wait_for_the_index(open_store: Open) -> None:
         got = store.get_message("g", "T", 0, 0, 32)
         assert [m.commit_log_offset for m in got.messages] == wrote
         assert not store.wait_dispatched(timeout=0.2)  # the index is still behind
+        assert store.index_behind() > 0 and store.dispatcher.behind() == 0
         assert store.query_message("T", "k4") == []
     finally:
         release.set()
     assert store.wait_dispatched()
+    assert store.index_behind() == 0
     assert [m.commit_log_offset for m in store.query_message("T", "k4")] == [wrote[4]]
 
 
