@@ -126,8 +126,15 @@ def test_send_is_retried_on_the_other_broker(tmp_path: Path, failure: str) -> No
                 assert len(attempts.seen) == len(results) + len(failed_on_a)
                 if failure == "broker read-only":
                     assert {attempts.seen[i][1] for i in failed_on_a} == {"NO_PERMISSION"}
-            stored = b.store.get_max_offset_in_queue(TOPIC, 0) + b.store.get_max_offset_in_queue(TOPIC, 1)
-            assert stored == len(queues) + 3
+
+            def stored_on_b() -> int:
+                return sum(b.store.get_max_offset_in_queue(TOPIC, q) for q in (0, 1))
+
+            async def dispatched() -> bool:  # the ConsumeQueue is built after SEND_OK
+                return stored_on_b() >= len(queues) + 3
+
+            await wait_until(dispatched)
+            assert stored_on_b() == len(queues) + 3
 
     run(test)
 

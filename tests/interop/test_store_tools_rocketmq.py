@@ -65,7 +65,9 @@ def test_store_tools_on_a_rocketmq_store(rmq: RocketMQ, tmp_path: Path) -> None:
         for qid, s in queues.items():
             q = info["topics"][topic].get(str(qid), {"min_offset": 0, "max_offset": 0})
             assert (q["min_offset"], q["max_offset"]) == (s.min_offset, s.max_offset), (topic, qid)
-    assert info["index_files"] and info["checkpoint"]["physic_msg_timestamp"] > 0
+    # every ConsumeQueue write sets logicsMsgTimestamp, saved at shutdown; physicMsgTimestamp
+    # is only set by a thorough flush, 10 s apart, which a short run may not see
+    assert info["index_files"] and info["checkpoint"]["logics_msg_timestamp"] > 0
 
     code, out = run("verify", str(root), "-c", conf, "--output", "json")
     assert code == 0, out
