@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
-import multiprocessing
 import os
 import re
 import shutil
@@ -57,6 +56,8 @@ from bolide.cli.bench_broker import (
     _prepare,
     _receive,
     _specs,
+    start_workers,
+    stop_workers,
 )
 from bolide.cli.bench_common import (
     MiB,
@@ -68,7 +69,7 @@ from bolide.cli.bench_common import (
     r,
     stderr_console,
 )
-from bolide.cli.bench_load import PRODUCER_GROUP, _body, worker_main
+from bolide.cli.bench_load import PRODUCER_GROUP, _body
 from bolide.cli.bench_server import ServerProcess
 from bolide.client import Admin
 from bolide.common import Message
@@ -277,21 +278,11 @@ async def send_phase(watch: Watch, plan: Plan) -> dict[str, Any]:
     master, slave = watch.master, watch.slave
     case = CASES["send_1k"]
     specs = _specs(case, plan, master, [])
-    ctx = multiprocessing.get_context("spawn")
     procs: list[Any] = []
     pipes: list[Connection] = []
     samples: list[Sample] = []
     try:
-        for spec in specs:
-            mine, theirs = ctx.Pipe()
-            proc = ctx.Process(target=worker_main, args=(spec, theirs), daemon=True,
-                               name=f"bench-send-{spec.worker}")
-            proc.start()
-            theirs.close()
-            procs.append(proc)
-            pipes.append(mine)
-        for pipe, proc in zip(pipes, procs, strict=True):
-            _receive(pipe, proc, READY_TIMEOUT_S, "ready")
+        start_workers(specs, procs, pipes)
         reset = all([master.reset_peak_rss(), slave.reset_peak_rss()])
         start = time.monotonic() + 0.05
         for pipe in pipes:
@@ -310,12 +301,7 @@ async def send_phase(watch: Watch, plan: Plan) -> dict[str, Any]:
         caught_at, final = await settle(watch, pipes, procs, end)
         results = [_receive(pipe, proc, 60, "done") for pipe, proc in zip(pipes, procs, strict=True)]
     finally:
-        for pipe in pipes:
-            pipe.close()
-        for proc in procs:
-            if proc.is_alive():
-                proc.terminate()
-            proc.join(5)
+        stop_workers(procs, pipes)
     first, last = window(samples, begin, end)
     lags = sorted(s.lag for s in samples if begin <= s.t <= end)
     master_mem = memory(master, samples, "master_anon")

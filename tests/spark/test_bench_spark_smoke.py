@@ -29,7 +29,8 @@ def bench_module() -> Any:
 def test_spark_pipeline_bench_one_size(spark: Any, tmp_path: Path) -> None:
     register(spark)
     case = bench_module().run_size(spark, tmp_path, 3_000, 100, 500)
-    for read in ("broker_read", "broker_read_large_pulls", "store_read", "parquet_read"):
+    for read in ("broker_read", "broker_read_large_pulls", "store_read", "parquet_read",
+                 "python_source_ceiling", "store_read_body_only"):
         assert case[read]["rows"] == 3_000 and case[read]["rows_s"] > 0, (read, case)
     assert case["sink"]["rows"] == 500 and case["server_exit_status"] == 0
     assert case["broker_memory"]["anon_mib"] > 0 and case["store_vs_parquet"] > 0

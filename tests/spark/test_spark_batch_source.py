@@ -63,6 +63,15 @@ def test_every_column_of_every_message(spark: Any, cluster: ServerThread) -> Non
     assert len({r.commitLogOffset for r in rows}) == 10
 
 
+def test_a_schema_of_some_columns(spark: Any, cluster: ServerThread) -> None:
+    df = (spark.read.format("rocketmq").schema("body BINARY, queueOffset BIGINT, tags STRING")
+          .option("nameserver", cluster.namesrv).option("topic", "Orders")
+          .option("subExpression", "odd").load())
+    assert df.columns == ["body", "queueOffset", "tags"]
+    got = sorted((bytes(r.body), r.queueOffset, r.tags) for r in df.collect())
+    assert got == sorted((b"q%d-%d" % (q, i), i, "odd") for q in (0, 1) for i in (1, 3))
+
+
 def test_json_offsets_per_broker_and_queue(spark: Any, cluster: ServerThread) -> None:
     broker = cluster.servers.broker.config.broker_name
     df = read(spark, cluster.namesrv, topic="Orders",

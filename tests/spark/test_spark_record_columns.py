@@ -109,6 +109,8 @@ def test_decode_gives_the_rows_of_the_per_message_decoder(many: list[dict[str, A
         assert any(_odd_properties(many[i]["properties"]) for i in common)
         return
     assert batch.to_pylist() == expected_rows(data, [starts[i] for i in common])
+    for columns in (["body"], ["queueOffset", "topic"], ["tags", "storeHost", "msgId"]):
+        assert buf.decode(chosen, BROKER, columns=columns) == batch.select(columns)
 
 
 def _odd_properties(blob: bytes) -> bool:
@@ -231,3 +233,20 @@ def test_a_malformed_pull_answer_is_a_protocol_error() -> None:
         pulled_batches([(data[:-5], 0)], 100, SubscriptionData.of("T", "*"), BROKER)
     with pytest.raises(ProtocolError, match="malformed"):
         pulled_batches([(data + bytes(20), 0)], 100, SubscriptionData.of("T", "*"), BROKER)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([91, 120, 400, 7, 0, -5, 2**31 - 1]), max_size=12),
+       st.integers(0, 40), st.integers(-8, 3000), st.integers(0, 14), st.integers(0, 3))
+def test_compiled_walk_matches_the_python_walk(sizes: list[int], pos: int, stop: int,
+                                               max_rows: int, cut: int) -> None:
+    """Record starts by TOTALSIZE prefixes: the compiled walk (when built) and the Python one
+    agree on any bytes, stop bound, row limit and cut-off end."""
+    data = bytearray()
+    for size in sizes:
+        data += size.to_bytes(4, "big", signed=True) + bytes(max(0, min(size, 500) - 4))
+    data = data[:max(0, len(data) - cut)]
+    buf = RecordBuffer(bytes(data))
+    starts, after = buf.walk(pos, stop, max_rows)
+    py_starts, py_after = buf.walk_python(pos, stop, max_rows)
+    assert starts.tolist() == py_starts.tolist() and after == py_after

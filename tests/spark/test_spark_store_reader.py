@@ -100,6 +100,24 @@ def test_topic_filter(spark: Any, closed_store: tuple[Path, list[dict[str, Any]]
     assert _read(spark, root, topic="Gamma") == []
 
 
+def test_a_schema_of_some_columns(spark: Any, closed_store: tuple[Path, list[dict[str, Any]]]) -> None:
+    """``.schema(...)`` with some of the columns, in any order: only those are decoded and
+    handed to Spark; a column that is not one, or has another type, is refused by name."""
+    register(spark)
+    root, expected = closed_store
+    df = spark.read.format(FORMAT).schema("commitLogOffset BIGINT, body BINARY, tags STRING").load(str(root))
+    assert df.columns == ["commitLogOffset", "body", "tags"]
+    assert sorted((r.commitLogOffset, bytes(r.body), r.tags) for r in df.collect()) == [
+        (e["commitLogOffset"], e["body"], e["tags"]) for e in expected]
+    beta = spark.read.format(FORMAT).schema("queueOffset BIGINT").option("topic", "Beta").load(str(root))
+    assert sorted(r.queueOffset for r in beta.collect()) == sorted(
+        e["queueOffset"] for e in expected if e["topic"] == "Beta")
+    with pytest.raises(Exception, match="column 'value' of the given schema is not a column"):
+        spark.read.format(FORMAT).schema("value BINARY").load(str(root)).collect()
+    with pytest.raises(Exception, match="column queueId is INT in the rocketmq sources, not BIGINT"):
+        spark.read.format(FORMAT).schema("queueId BIGINT").load(str(root)).collect()
+
+
 def test_torn_tail_of_a_copy_is_skipped(spark: Any, tmp_path: Path,
                                         closed_store: tuple[Path, list[dict[str, Any]]]) -> None:
     register(spark)

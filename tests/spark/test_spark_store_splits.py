@@ -61,6 +61,23 @@ def test_ranges_cover_every_record_once(store: tuple[Path, list[int]]) -> None:
     assert seen == offsets
 
 
+def test_min_partitions_cuts_the_data_into_even_ranges(store: tuple[Path, list[int]]) -> None:
+    """As Spark splits files over its cores: at least ``min_partitions`` ranges of about equal
+    data, the last segment's unused end not counted."""
+    root, offsets = store
+    segments = _segments(root)
+    data = offsets[-1] + 500 - segments[-1][1] + SEGMENT * (len(segments) - 1)  # upper bound
+    for parts in (2, 5, 12):
+        ranges = list(plan_ranges(segments, SEGMENT, None, root / "consumequeue", parts, min_split=1))
+        per_range = [[m.commit_log_offset for m in scan_range(r)] for r in ranges]
+        assert [o for got in per_range for o in got] == offsets
+        assert sum(1 for got in per_range if got) >= parts
+        share = -(-data // parts)
+        assert all(r.end - r.begin <= share + 500 for r in ranges if not r.tail), (parts, ranges)
+    # below min_split nothing is cut (the default: 4 MiB); max_bytes still applies
+    assert len(list(plan_ranges(segments, SEGMENT, None, root / "consumequeue", 12))) == len(segments)
+
+
 def test_without_consume_queues_a_segment_is_one_range(store: tuple[Path, list[int]],
                                                          tmp_path: Path) -> None:
     root, offsets = store

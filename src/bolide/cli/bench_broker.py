@@ -239,22 +239,40 @@ def _check(server: ServerProcess, pipes: list[Connection], procs: list[Any]) -> 
             raise click.ClickException(f"load worker {proc.name} stopped before the end")
 
 
+def start_workers(specs: list[LoadSpec], procs: list[Any], pipes: list[Connection]) -> None:
+    """Start one load worker process per spec (spawn start method) and wait until each is
+    ready; each goes into ``procs`` and its pipe into ``pipes`` as it starts, so that the
+    caller's :func:`stop_workers` also ends those started before a failure."""
+    ctx = multiprocessing.get_context("spawn")
+    for spec in specs:
+        mine, theirs = ctx.Pipe()
+        proc = ctx.Process(target=worker_main, args=(spec, theirs), daemon=True,
+                           name=f"bench-{spec.kind}-{spec.worker}")
+        proc.start()
+        theirs.close()
+        procs.append(proc)
+        pipes.append(mine)
+    for pipe, proc in zip(pipes, procs, strict=True):
+        _receive(pipe, proc, READY_TIMEOUT_S, "ready")
+
+
+def stop_workers(procs: list[Any], pipes: list[Connection]) -> None:
+    """Close the pipes (a worker still waiting for its start time gets EOF and exits) and end
+    the processes."""
+    for pipe in pipes:
+        pipe.close()
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+        proc.join(5)
+
+
 def _run_load(specs: list[LoadSpec], server: ServerProcess) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run the workers once; their results and the broker's CPU and memory over the window."""
-    ctx = multiprocessing.get_context("spawn")
-    procs = []
+    procs: list[Any] = []
     pipes: list[Connection] = []
     try:
-        for spec in specs:
-            mine, theirs = ctx.Pipe()
-            proc = ctx.Process(target=worker_main, args=(spec, theirs), daemon=True,
-                               name=f"bench-{spec.kind}-{spec.worker}")
-            proc.start()
-            theirs.close()
-            procs.append(proc)
-            pipes.append(mine)
-        for pipe, proc in zip(pipes, procs, strict=True):
-            _receive(pipe, proc, READY_TIMEOUT_S, "ready")
+        start_workers(specs, procs, pipes)
         reset = server.reset_peak_rss()
         start = time.monotonic() + 0.05
         for pipe in pipes:
@@ -281,12 +299,7 @@ def _run_load(specs: list[LoadSpec], server: ServerProcess) -> tuple[list[dict[s
                 f"the server died during the case:\n{server.log_tail()}") from None
         raise
     finally:
-        for pipe in pipes:
-            pipe.close()  # a worker still waiting for its start time gets EOF and exits
-        for proc in procs:
-            if proc.is_alive():
-                proc.terminate()
-            proc.join(5)
+        stop_workers(procs, pipes)
     if not server.alive():
         raise click.ClickException(f"the server died during the case:\n{server.log_tail()}")
     broker = {

@@ -3,10 +3,14 @@ queue starts, and rebalancing (which queues of the subscribed topics this member
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import random
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from bolide.client.allocate import AllocateStrategy, allocate_averagely
 from bolide.client.config import ClientConfig, as_config
@@ -19,6 +23,16 @@ from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
 from bolide.protocol.bodies.client import ConsumerData, MessageQueue, SubscriptionData
 
 log = logging.getLogger(__name__)
+
+
+async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]]) -> None:
+    """Cancel ``tasks`` and wait until each has ended (what they raised was theirs to report)."""
+    tasks = list(tasks)
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
 
 
 class ConsumerBase:
@@ -53,6 +67,17 @@ class ConsumerBase:
             LocalOffsetStore(offset_store_dir, group) if message_model is MessageModel.BROADCASTING
             else RemoteOffsetStore(self._instance, group))
         self.started = False
+        self._stop: asyncio.Event | None = None  # set when closing: the pull loops end
+
+    async def _begin_close(self) -> bool:
+        """The first steps of ``close()``: end the pull loops and stop the timers; False when
+        the consumer is closed already."""
+        if self._instance.closed:
+            return False
+        if self._stop is not None:
+            self._stop.set()
+        await self._instance.stop_timers()
+        return True
 
     @property
     def client_id(self) -> str:

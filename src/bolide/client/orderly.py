@@ -26,6 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from bolide.client.consumer_base import cancel_and_wait
 from bolide.client.process_queue import ProcessQueue
 from bolide.client.results import ConsumeStatus, MessageModel
 from bolide.common.message import MessageExt
@@ -166,12 +167,7 @@ class OrderlyService:
     async def close(self) -> set[MessageQueue]:
         """Stop every consuming task (a batch in progress is abandoned and delivered again);
         the queues whose locks are to be given back."""
-        tasks = [lock.task for lock in self.locks.values() if lock.task is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(lock.task for lock in self.locks.values() if lock.task is not None)
         queues = set(self.locks)
         self.locks.clear()
         return queues

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from bolide.client.allocate import AllocateStrategy, allocate_averagely
 from bolide.client.config import ClientConfig
-from bolide.client.consumer_base import ConsumerBase
+from bolide.client.consumer_base import ConsumerBase, cancel_and_wait
 from bolide.client.errors import ClientConfigError, ClientStateError, NoRouteError
 from bolide.client.pulling import pull
 from bolide.client.results import ConsumeFrom, MessageModel, PullStatus
@@ -94,7 +94,6 @@ class PullConsumer(ConsumerBase):
         self._states: dict[MessageQueue, _QueueState] = {}
         self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
         self._buffer: asyncio.Queue[_Batch] | None = None
-        self._stop: asyncio.Event | None = None
         self._lock: asyncio.Lock | None = None
         self._assign_task: asyncio.Task[None] | None = None
 
@@ -144,18 +143,11 @@ class PullConsumer(ConsumerBase):
 
     async def close(self) -> None:
         """Stop pulling, commit (when ``auto_commit``), unregister and close connections."""
-        if self._instance.closed:
+        if not await self._begin_close():
             return
-        if self._stop is not None:
-            self._stop.set()
-        await self._instance.stop_timers()
         tasks = list(self._tasks.values())
         self._tasks.clear()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(tasks)
         if self.started and self.auto_commit:
             try:
                 await self.commit()

@@ -38,7 +38,7 @@ from typing import Any, TypeAlias
 
 from bolide.client.allocate import AllocateStrategy, allocate_averagely
 from bolide.client.config import ClientConfig
-from bolide.client.consumer_base import ConsumerBase
+from bolide.client.consumer_base import ConsumerBase, cancel_and_wait
 from bolide.client.errors import ClientConfigError
 from bolide.client.filtering import subscription
 from bolide.client.orderly import OrderlyService
@@ -132,7 +132,6 @@ class PushConsumer(ConsumerBase):
         self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
         self._consume_tasks: set[asyncio.Task[None]] = set()
         self._sem: asyncio.Semaphore | None = None
-        self._stop: asyncio.Event | None = None
         self._rebalance_wanted: asyncio.Event | None = None
         self._rebalance_lock: asyncio.Lock | None = None
         self._rebalance_task: asyncio.Task[None] | None = None
@@ -176,11 +175,8 @@ class PushConsumer(ConsumerBase):
 
     async def close(self) -> None:
         """Stop pulling, commit offsets, unregister and close connections."""
-        if self._instance.closed:
+        if not await self._begin_close():
             return
-        if self._stop is not None:
-            self._stop.set()
-        await self._instance.stop_timers()
         tasks = [t for t in (self._rebalance_task,) if t is not None]
         for mq in list(self._queues):
             pq = self._queues.pop(mq)
@@ -189,11 +185,7 @@ class PushConsumer(ConsumerBase):
             if task is not None:
                 tasks.append(task)
         tasks += list(self._consume_tasks)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(tasks)
         locked = await self._orderly.close() if self._orderly is not None else set()
         if self.started:
             await self.offsets.persist()

@@ -32,6 +32,7 @@ from bolide.common.hosts import decode_host
 from bolide.common.records import MAGIC_V1
 from bolide.common.sysflag import BORNHOST_V6, COMPRESSED, STOREHOST_V6
 from bolide.spark.schema import arrow_schema
+from bolide.store.fastscan import compiled_module
 
 MIN_RECORD = 91  # a record with an empty body, topic and properties
 HEAD = 88  # bytes before BODY in a v1 record with IPv4 hosts
@@ -46,6 +47,7 @@ _HEADER = np.dtype({
 _SLOW_FLAGS = BORNHOST_V6 | STOREHOST_V6 | COMPRESSED
 _HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
 _EMPTY = np.empty(0, np.int64)
+_walk_compiled = getattr(compiled_module(), "walk_records", None)
 
 
 def _overlapping(u8: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -92,6 +94,13 @@ class RecordBuffer:
         """Starts of the consecutive records from ``pos`` (a record start) that begin before
         ``stop``, at most ``max_rows``; stops before a TOTALSIZE below 91 (a BLANK tail, zeros,
         damage: the caller's per-record parser decides). Returns them and the next position."""
+        if _walk_compiled is not None:
+            starts, after = _walk_compiled(self.mv, pos, stop, max_rows)
+            return (np.frombuffer(starts, np.int64) if starts else _EMPTY), after
+        return self.walk_python(pos, stop, max_rows)
+
+    def walk_python(self, pos: int, stop: int, max_rows: int) -> tuple[np.ndarray, int]:
+        """The pure-Python :meth:`walk` (the fallback; tests compare the two)."""
         out = array.array("q")
         append = out.append
         unpack = _I32.unpack_from
@@ -155,46 +164,54 @@ class RecordBuffer:
         """The topic of each record (raises ArrowInvalid when one is not UTF-8)."""
         return self._pieces(recs).take(np.arange(2, 6 * len(recs), 6)).cast(pa.string())
 
-    def decode(self, recs: Records, broker_name: str,
-               drop_properties: Collection[str] = ()) -> pa.RecordBatch | None:
-        """The rows of ``recs`` (classified True) as one record batch of the reader schema;
-        None when the per-message decoder must do it (text not UTF-8, a key repeated).
-        ``drop_properties`` are left out of the properties map (and of keys/tags/msgId)."""
+    def decode(self, recs: Records, broker_name: str, drop_properties: Collection[str] = (),
+               columns: Collection[str] | None = None) -> pa.RecordBatch | None:
+        """The rows of ``recs`` (classified True) as one record batch of the reader schema, or
+        of only ``columns`` (in that order); None when the per-message decoder must do it (text
+        not UTF-8, a key repeated). ``drop_properties`` are left out of the properties map (and
+        of keys/tags/msgId)."""
         n = len(recs)
+        schema = arrow_schema()
+        names = schema.names if columns is None else list(columns)
         pieces = self._pieces(recs)
         step = np.arange(0, 6 * n, 6)
+        head = recs.head
+        props = None
         try:
-            topic = pieces.take(step + 2).cast(pa.string())
-            props = _Properties.parse(pieces.take(step + 4), n, drop_properties)
+            topic = pieces.take(step + 2).cast(pa.string()) if "topic" in names else None
+            if not {"msgId", "keys", "tags", "properties"}.isdisjoint(names):
+                props = _Properties.parse(pieces.take(step + 4), n, drop_properties)
+                if props is None:
+                    return None
         except pa.ArrowInvalid:  # not UTF-8: the per-message decoder replaces or raises
             return None
-        if props is None:
-            return None
-        head = recs.head
-        msg_id = props.column(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-        if msg_id.null_count:
-            msg_id = _coalesce(msg_id, _offset_msg_ids(head))
         ts = pa.timestamp("us", tz="UTC")
-        columns = {
-            "topic": topic,
-            "brokerName": pa.repeat(pa.scalar(broker_name, pa.string()), n),
-            "queueId": pa.array(head["queue_id"].astype(np.int32)),
-            "queueOffset": pa.array(head["queue_offset"].astype(np.int64)),
-            "commitLogOffset": pa.array(head["phys"].astype(np.int64)),
+
+        def msg_id() -> pa.Array:
+            assert props is not None
+            ids = props.column(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            return _coalesce(ids, _offset_msg_ids(head)) if ids.null_count else ids
+
+        build = {
+            "topic": lambda: topic,
+            "brokerName": lambda: pa.repeat(pa.scalar(broker_name, pa.string()), n),
+            "queueId": lambda: pa.array(head["queue_id"].astype(np.int32)),
+            "queueOffset": lambda: pa.array(head["queue_offset"].astype(np.int64)),
+            "commitLogOffset": lambda: pa.array(head["phys"].astype(np.int64)),
             "msgId": msg_id,
-            "keys": props.column(P.KEYS),
-            "tags": props.column(P.TAGS),
-            "body": pieces.take(step),
-            "properties": props.map,
-            "bornTimestamp": pa.array(head["born_ts"].astype(np.int64) * 1000, type=ts),
-            "storeTimestamp": pa.array(head["store_ts"].astype(np.int64) * 1000, type=ts),
-            "bornHost": _hosts(head["born_host"]),
-            "storeHost": _hosts(head["store_host"]),
-            "reconsumeTimes": pa.array(head["reconsume"].astype(np.int32)),
-            "sysFlag": pa.array(head["sys_flag"].astype(np.int32)),
+            "keys": lambda: props.column(P.KEYS),
+            "tags": lambda: props.column(P.TAGS),
+            "body": lambda: pieces.take(step),
+            "properties": lambda: props.map,
+            "bornTimestamp": lambda: pa.array(head["born_ts"].astype(np.int64) * 1000, type=ts),
+            "storeTimestamp": lambda: pa.array(head["store_ts"].astype(np.int64) * 1000, type=ts),
+            "bornHost": lambda: _hosts(head["born_host"]),
+            "storeHost": lambda: _hosts(head["store_host"]),
+            "reconsumeTimes": lambda: pa.array(head["reconsume"].astype(np.int32)),
+            "sysFlag": lambda: pa.array(head["sys_flag"].astype(np.int32)),
         }
-        schema = arrow_schema()
-        return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)
+        fields = [schema.field(name) for name in names]
+        return pa.RecordBatch.from_arrays([build[name]() for name in names], schema=pa.schema(fields))
 
 
 class _Properties:

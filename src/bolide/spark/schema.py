@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from bolide.client import MessageExt
 from bolide.common import properties as P
+from bolide.spark.options import SparkOptionError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -51,6 +52,36 @@ def arrow_schema() -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(spark_schema(), timezone="UTC")
+
+
+def projection(schema: StructType | None) -> tuple[str, ...] | None:
+    """The columns a schema given to the reader (``spark.read.schema("body BINARY, ...")``)
+    asks for, checked against :data:`SCHEMA_DDL`: some of its columns, with their types, in any
+    order. None when it is the whole schema. Fewer columns cost less to hand over to Spark."""
+    if schema is None:
+        return None
+    full = {f.name: f.dataType.simpleString() for f in spark_schema().fields}
+    names = tuple(f.name for f in schema.fields)
+    if not names:
+        raise SparkOptionError("the schema given to the reader has no columns: give some of "
+                               + ", ".join(COLUMNS))
+    for field in schema.fields:
+        want = full.get(field.name)
+        if want is None:
+            raise SparkOptionError(f"column {field.name!r} of the given schema is not a column of the "
+                                   f"rocketmq sources; they are {', '.join(COLUMNS)}")
+        if field.dataType.simpleString() != want:
+            given = field.dataType.simpleString().upper()
+            raise SparkOptionError(f"column {field.name} is {want.upper()} in the rocketmq sources, "
+                                   f"not {given}: give it that type in the schema")
+    if len(set(names)) != len(names):
+        raise SparkOptionError(f"the schema given to the reader names a column twice: {', '.join(names)}")
+    return None if names == COLUMNS else names
+
+
+def project(batch: pa.RecordBatch, columns: tuple[str, ...] | None) -> pa.RecordBatch:
+    """``batch`` (of the whole schema) cut down to ``columns`` (None: all)."""
+    return batch if columns is None else batch.select(list(columns))
 
 
 def to_record_batch(broker_name: str, msgs: Sequence[MessageExt]) -> pa.RecordBatch:

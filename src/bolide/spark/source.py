@@ -27,7 +27,7 @@ from pyspark.sql.types import StructType
 from bolide.spark import offsets as O
 from bolide.spark.cluster import Cluster, GroupCommitter
 from bolide.spark.options import EARLIEST, LATEST, ReadOptions, SparkOptionError, read_options
-from bolide.spark.schema import spark_schema
+from bolide.spark.schema import project, projection, spark_schema
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +45,10 @@ class RocketMQDataSource(DataSource):
         return spark_schema()
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return RocketMQBatchReader(read_options(self.options, streaming=False))
+        return RocketMQBatchReader(read_options(self.options, streaming=False), projection(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return RocketMQStreamReader(read_options(self.options, streaming=True))
+        return RocketMQStreamReader(read_options(self.options, streaming=True), projection(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         from bolide.spark.sink import RocketMQWriter
@@ -69,16 +69,19 @@ class RangePartition(InputPartition):
         self.part = part
 
 
-def read_partition(opts: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    """The Arrow batches of one partition (nothing for Spark's placeholder of an empty plan)."""
+def read_partition(opts: ReadOptions, partition: InputPartition,
+                   columns: tuple[str, ...] | None = None) -> Iterator[pa.RecordBatch]:
+    """The Arrow batches of one partition (nothing for Spark's placeholder of an empty plan),
+    only ``columns`` when given (see :func:`~bolide.spark.schema.projection`)."""
     part = getattr(partition, "part", None)
     if part is None or part.size == 0:
         return
     with Cluster(opts.nameserver, opts.timeout_ms) as cluster:
-        yield from cluster.read_batches(part, expression=opts.expression,
-                                        batch_size=opts.read_batch_size,
-                                        pull_batch=opts.pull_batch_size,
-                                        fail_on_data_loss=opts.fail_on_data_loss)
+        for batch in cluster.read_batches(part, expression=opts.expression,
+                                          batch_size=opts.read_batch_size,
+                                          pull_batch=opts.pull_batch_size,
+                                          fail_on_data_loss=opts.fail_on_data_loss):
+            yield project(batch, columns)
 
 
 def _check_order(start: O.Offsets, end: O.Offsets, what: str) -> None:
@@ -92,8 +95,8 @@ def _check_order(start: O.Offsets, end: O.Offsets, what: str) -> None:
 class RocketMQBatchReader(DataSourceReader):
     """``spark.read``: the ranges are fixed when the query is planned."""
 
-    def __init__(self, opts: ReadOptions) -> None:
-        self.opts = opts
+    def __init__(self, opts: ReadOptions, columns: tuple[str, ...] | None = None) -> None:
+        self.opts, self.columns = opts, columns
 
     def plan(self) -> list[O.QueueRange]:
         opts = self.opts
@@ -120,15 +123,15 @@ class RocketMQBatchReader(DataSourceReader):
         return [RangePartition(p) for p in self.plan()]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        yield from read_partition(self.opts, partition)
+        yield from read_partition(self.opts, partition, self.columns)
 
 
 class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream``; one instance lives in the driver's runner process for the query,
     another (from planning) serves ``read()`` in executors."""
 
-    def __init__(self, opts: ReadOptions) -> None:
-        self.opts = opts
+    def __init__(self, opts: ReadOptions, columns: tuple[str, ...] | None = None) -> None:
+        self.opts, self.columns = opts, columns
         self._frozen: O.Offsets | None = None  # Trigger.AvailableNow's target
         self._waiting_since: float | None = None  # minOffsetsPerTrigger: first refusal
         self._committer: GroupCommitter | None = None
@@ -205,7 +208,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [RangePartition(p) for p in O.split(O.ranges(begin, stop), self.opts.min_partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        yield from read_partition(self.opts, partition)
+        yield from read_partition(self.opts, partition, self.columns)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Mirror the checkpointed offsets to ``consumerGroup`` (best effort: lag only)."""

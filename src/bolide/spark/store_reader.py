@@ -4,9 +4,11 @@
 a Bolide or RocketMQ store directory straight from disk, with the columns of the ``rocketmq``
 source. Nothing is locked, recovered or written: each segment is mapped read-only, so the
 directory may be a copy or the store of a running broker (then the read sees the records
-written when each segment is scanned). Planning lists the segment files and cuts each into
-ranges of about ``maxPartitionBytes`` (128 MiB by default) at record starts found through the
-ConsumeQueue (:mod:`bolide.spark.store_splits`); each input partition is one range, decoded
+written when each segment is scanned). Planning lists the segment files and cuts them, at
+record starts found through the ConsumeQueue (:mod:`bolide.spark.store_splits`), into ranges of
+at most ``maxPartitionBytes`` (128 MiB by default) and into at least ``minPartitions`` ranges
+(by default the planning machine's CPU count, as Spark splits files over its cores); each input
+partition is one range, decoded
 in an executor straight from the mapped bytes into Arrow columns
 (:mod:`bolide.spark.record_columns`), a record at a time only where a record is uncommon
 (compressed, IPv6, v2) or unreadable.
@@ -15,6 +17,7 @@ in an executor straight from the mapped bytes into Arrow columns
 from __future__ import annotations
 
 import mmap
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,13 +33,13 @@ from bolide.common.message import MessageExt
 from bolide.common.records import decode_record
 from bolide.spark.options import SparkOptionError
 from bolide.spark.record_columns import RecordBuffer, Records
-from bolide.spark.schema import spark_schema, to_record_batch
+from bolide.spark.schema import project, projection, spark_schema, to_record_batch
 from bolide.spark.store_splits import ReadRange, plan_ranges
 from bolide.store.record import RecordError, parse_record
 
 FORMAT = "rocketmq-store"
 OPTIONS = {"path", "topic", "brokername", "mappedfilesizecommitlog", "readbatchsize",
-           "maxpartitionbytes", "startoffset", "endoffset"}
+           "maxpartitionbytes", "minpartitions", "startoffset", "endoffset"}
 DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024
 DEFAULT_READ_BATCH = 4096  # rows per Arrow batch: fewer per-batch costs, still a few MiB
 _ZERO_END = "end of data (zero bytes)"
@@ -51,6 +54,7 @@ class StoreOptions:
     segment_size: int | None = None
     read_batch_size: int = DEFAULT_READ_BATCH
     max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
+    min_partitions: int = 1
     start_offset: int = 0  # CommitLog offsets: only records starting in [start, end)
     end_offset: int | None = None
 
@@ -96,7 +100,7 @@ def store_options(options: Mapping[str, str]) -> StoreOptions:
     if unknown:
         raise SparkOptionError(f"unknown rocketmq-store option(s) {', '.join(unknown)}: the options are "
                                "path, topic, brokerName, mappedFileSizeCommitLog, readBatchSize, "
-                               "maxPartitionBytes, startOffset, endOffset")
+                               "maxPartitionBytes, minPartitions, startOffset, endOffset")
     path = _option(options, "path")
     if path is None:
         raise SparkOptionError('the store directory is required: .load("/path/to/store") or '
@@ -111,6 +115,7 @@ def store_options(options: Mapping[str, str]) -> StoreOptions:
                         _positive(options, "mappedFileSizeCommitLog"),
                         _positive(options, "readBatchSize") or DEFAULT_READ_BATCH,
                         _positive(options, "maxPartitionBytes") or DEFAULT_MAX_PARTITION_BYTES,
+                        _positive(options, "minPartitions") or os.cpu_count() or 1,
                         _offset(options, "startOffset") or 0, _offset(options, "endOffset"))
 
 
@@ -178,23 +183,26 @@ def scan_range(rng: ReadRange, topics: frozenset[str] = frozenset(), lo: int = 0
                 pos += info.size
 
 
-def read_range(rng: ReadRange, opts: StoreOptions) -> Iterator[pa.RecordBatch]:
+def read_range(rng: ReadRange, opts: StoreOptions,
+               columns: tuple[str, ...] | None = None) -> Iterator[pa.RecordBatch]:
     """The Arrow batches of the records of ``rng`` (those :func:`scan_range` yields, same rows,
-    same order), at most ``opts.read_batch_size`` rows or about :data:`CHUNK_BYTES` each."""
+    same order), at most ``opts.read_batch_size`` rows or about :data:`CHUNK_BYTES` each; only
+    ``columns`` when given (see :func:`~bolide.spark.schema.projection`)."""
     with open(rng.path, "rb") as f:
         length = f.seek(0, 2)
         if length == 0:
             return
         mapped = mmap.mmap(f.fileno(), length, access=mmap.ACCESS_READ)
     # not closed here: Arrow views of the map may live until the last batch is released
-    yield from _RangeDecoder(RecordBuffer(mapped), rng, opts).batches()
+    yield from _RangeDecoder(RecordBuffer(mapped), rng, opts, columns).batches()
 
 
 class _RangeDecoder:
     """Columnar decoding of one read range, falling back to the per-record decoder."""
 
-    def __init__(self, buf: RecordBuffer, rng: ReadRange, opts: StoreOptions) -> None:
-        self.buf, self.rng, self.opts = buf, rng, opts
+    def __init__(self, buf: RecordBuffer, rng: ReadRange, opts: StoreOptions,
+                 columns: tuple[str, ...] | None) -> None:
+        self.buf, self.rng, self.opts, self.columns = buf, rng, opts, columns
         base = rng.segment_start
         self.stop = min(rng.end - base, buf.size)
         if opts.end_offset is not None:
@@ -245,7 +253,7 @@ class _RangeDecoder:
             recs = recs.select(keep)
         if not len(recs):
             return None
-        batch = self.buf.decode(recs, self.opts.broker_name)
+        batch = self.buf.decode(recs, self.opts.broker_name, columns=self.columns)
         if batch is None:
             for pos in recs.pos:
                 self._one_record(int(pos))
@@ -270,6 +278,7 @@ class _RangeDecoder:
 
     def _flush(self) -> pa.RecordBatch:
         batch, self.slow = to_record_batch(self.opts.broker_name, self.slow), []
+        batch = project(batch, self.columns)
         return batch
 
 
@@ -284,8 +293,8 @@ class SegmentPartition(InputPartition):
 class StoreBatchReader(DataSourceReader):
     """``spark.read.format("rocketmq-store")``: one partition per range of a segment."""
 
-    def __init__(self, opts: StoreOptions) -> None:
-        self.opts = opts
+    def __init__(self, opts: StoreOptions, columns: tuple[str, ...] | None = None) -> None:
+        self.opts, self.columns = opts, columns
 
     def partitions(self) -> list[InputPartition]:
         segments = plan_segments(self.opts)
@@ -293,8 +302,8 @@ class StoreBatchReader(DataSourceReader):
             return []
         size = Path(segments[0].path).stat().st_size
         cq_dir = Path(self.opts.commit_log_dir).parent / "consumequeue"
-        ranges = plan_ranges(((s.path, s.start, s.tail) for s in segments), size,
-                             self.opts.max_partition_bytes, cq_dir)
+        ranges = plan_ranges([(s.path, s.start, s.tail) for s in segments], size,
+                             self.opts.max_partition_bytes, cq_dir, self.opts.min_partitions)
         lo, hi = self.opts.start_offset, self.opts.end_offset
         return [SegmentPartition(r) for r in ranges
                 if r.end > lo and (hi is None or r.begin < hi)]
@@ -303,7 +312,7 @@ class StoreBatchReader(DataSourceReader):
         rng = getattr(partition, "range", None)
         if rng is None:  # Spark's placeholder partition of an empty plan
             return
-        yield from read_range(rng, self.opts)
+        yield from read_range(rng, self.opts, self.columns)
 
 
 class RocketMQStoreDataSource(DataSource):
@@ -317,4 +326,4 @@ class RocketMQStoreDataSource(DataSource):
         return spark_schema()
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return StoreBatchReader(store_options(self.options))
+        return StoreBatchReader(store_options(self.options), projection(schema))

@@ -22,6 +22,7 @@ from pathlib import Path
 from bolide.store.record import RecordError, parse_record
 
 ENTRY = 20
+MIN_SPLIT_BYTES = 4 * 1024 * 1024  # ranges smaller than this cost more to plan than they save
 _PHY_SIZE = struct.Struct(">qi")
 
 
@@ -47,6 +48,14 @@ class QueueIndex:
         """The smallest CommitLog offset >= ``target`` among this queue's entries."""
         for path in self.files:
             found = _search_file(path, target)
+            if found is not None:
+                return found
+        return None
+
+    def end(self) -> int | None:
+        """Where the record of this queue's last entry ends (None: no entries)."""
+        for path in reversed(self.files):
+            found = _last_end(path)
             if found is not None:
                 return found
         return None
@@ -87,6 +96,22 @@ def _search_file(path: Path, target: int) -> int | None:
         return None
 
 
+def _last_end(path: Path) -> int | None:
+    try:
+        with open(path, "rb") as f:
+            length = f.seek(0, 2)
+            if length < ENTRY:
+                return None
+            with mmap.mmap(f.fileno(), length, access=mmap.ACCESS_READ) as m:
+                count = _entries(m)
+                if count == 0:
+                    return None
+                phy, size = _PHY_SIZE.unpack_from(m, (count - 1) * ENTRY)
+                return int(phy + size)
+    except OSError:
+        return None
+
+
 def queue_indexes(consume_queue_dir: Path) -> list[QueueIndex]:
     """One index per ``<topic>/<queueId>/`` directory holding ConsumeQueue files."""
     if not consume_queue_dir.is_dir():
@@ -123,13 +148,15 @@ def _is_record_at(path: str, segment_start: int, offset: int) -> bool:
 
 
 def split_segment(path: str, start: int, size: int, tail: bool, max_bytes: int,
-                  queues: Sequence[QueueIndex]) -> list[ReadRange]:
-    """Cut one segment into ranges of about ``max_bytes`` at record starts."""
+                  queues: Sequence[QueueIndex], data_end: int | None = None) -> list[ReadRange]:
+    """Cut one segment into ranges of about ``max_bytes`` at record starts, below
+    ``data_end`` when given (the last range still reaches the segment's end)."""
     cuts = [start]
+    limit = start + size if data_end is None else min(start + size, data_end)
     target = start + max_bytes
-    while queues and target < start + size:
+    while queues and target < limit:
         found = record_start_at_or_after(queues, target)
-        if found is None or found >= start + size:
+        if found is None or found >= limit:
             break
         if found > cuts[-1] and _is_record_at(path, start, found):
             cuts.append(found)
@@ -139,15 +166,27 @@ def split_segment(path: str, start: int, size: int, tail: bool, max_bytes: int,
             for i, (b, e) in enumerate(pairwise(cuts))]
 
 
-def plan_ranges(segments: Iterable[tuple[str, int, bool]], segment_size: int, max_bytes: int | None,
-                consume_queue_dir: Path | None) -> Iterator[ReadRange]:
-    """Read ranges for ``(path, start, tail)`` segments: one per segment when ``max_bytes``
-    is None or at least the segment size, else cut through the ConsumeQueues."""
+def plan_ranges(segments: Sequence[tuple[str, int, bool]], segment_size: int, max_bytes: int | None,
+                consume_queue_dir: Path | None, min_partitions: int = 1,
+                min_split: int = MIN_SPLIT_BYTES) -> Iterator[ReadRange]:
+    """Read ranges for ``(path, start, tail)`` segments, cut through the ConsumeQueues into
+    pieces of at most ``max_bytes`` (None: no limit) and, as Spark splits files, into at least
+    ``min_partitions`` pieces of about equal size (none under ``min_split`` bytes). The data
+    of the last segment ends where the ConsumeQueues say; without them a segment stays whole."""
+    split = segment_size if max_bytes is None else min(max_bytes, segment_size)
     queues: list[QueueIndex] = []
-    if max_bytes is not None and max_bytes < segment_size and consume_queue_dir is not None:
+    if segments and consume_queue_dir is not None and (split < segment_size or min_partitions > 1):
         queues = queue_indexes(consume_queue_dir)
+    ends = [q_end for q_end in (q.end() for q in queues) if q_end is not None]
+    data_end = max(ends) if ends else None
+    if queues and min_partitions > 1:
+        last = segments[-1][1]
+        used = segment_size * (len(segments) - 1) + (
+            segment_size if data_end is None else max(0, min(data_end - last, segment_size)))
+        split = min(split, max(min_split, -(-used // min_partitions)))
     for path, start, tail in segments:
-        if queues and max_bytes is not None:
-            yield from split_segment(path, start, segment_size, tail, max_bytes, queues)
+        if queues and split < segment_size:
+            yield from split_segment(path, start, segment_size, tail, split, queues,
+                                     data_end if tail else None)
         else:
             yield ReadRange(path, start, start, start + segment_size, tail)

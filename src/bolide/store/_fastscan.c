@@ -609,7 +609,50 @@ static PyObject *java_hash(PyObject *self, PyObject *arg) {
     return PyLong_FromLong((long)(int32_t)h);
 }
 
+/* walk_records(buf, pos, stop, max_rows) -> (bytes of native int64 record starts, next pos):
+   follows the TOTALSIZE prefixes from pos while a record starts before min(stop, len - 3),
+   at most max_rows; stops before a TOTALSIZE under 91 (a BLANK, zeros, damage). */
+static PyObject *walk_records(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, stop, max_rows;
+    if (!PyArg_ParseTuple(args, "y*nnn", &view, &pos, &stop, &max_rows))
+        return NULL;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t end = view.len - 3 < stop ? view.len - 3 : stop;
+    if (max_rows < 0)
+        max_rows = 0;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (max_rows < 65536 ? max_rows : 65536) * 8);
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    Py_ssize_t cap = PyBytes_GET_SIZE(out) / 8, count = 0;
+    while (count < max_rows && pos >= 0 && pos < end) {
+        int32_t size = rd32(buf + pos);
+        if (size < 91)
+            break;
+        if (count == cap) {
+            Py_ssize_t grown = cap * 2 < max_rows ? cap * 2 : max_rows;
+            if (_PyBytes_Resize(&out, grown * 8) < 0) {
+                PyBuffer_Release(&view);
+                return NULL;
+            }
+            cap = grown;
+        }
+        int64_t at = pos;
+        memcpy(PyBytes_AS_STRING(out) + count * 8, &at, 8);
+        count++;
+        pos += size;
+    }
+    PyBuffer_Release(&view);
+    if (count != cap && _PyBytes_Resize(&out, count * 8) < 0)
+        return NULL;
+    return Py_BuildValue("(Nn)", out, pos);
+}
+
 static PyMethodDef methods[] = {
+    {"walk_records", walk_records, METH_VARARGS,
+     "Record starts found by following TOTALSIZE prefixes."},
     {"scan_runs", scan_runs, METH_VARARGS, "Scan fast-path CommitLog records into runs."},
     {"check_index_entries", check_index_entries, METH_VARARGS,
      "The entry loop of the index check of verify."},
