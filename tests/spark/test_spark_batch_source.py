@@ -174,7 +174,7 @@ def small_pulls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThre
 
 
 def test_pulls_in_flight_leave_no_gap_and_no_duplicate(small_pulls: ServerThread) -> None:
-    """Eight pulls go out at once; answers shorter than their window (the broker's byte limit)
+    """Several pulls go out at once; answers shorter than their window (the broker's byte limit)
     or reaching past it (skipping other tags) give each message once, in order."""
     def offsets(**options: str) -> list[int]:
         r = reader(small_pulls.namesrv, topic="Windows", **options)

@@ -23,7 +23,11 @@ from bolide.spark.pulled_rows import pulled_batches
 log = logging.getLogger(__name__)
 
 PULL_BATCH = 32  # messages a pull asks for by default: what a RocketMQ broker returns at most
-PULLS_IN_FLIGHT = 8  # pulls sent at once for one queue
+# Pulls sent at once for one queue: enough for about MESSAGES_IN_FLIGHT messages, within these
+# bounds (32 pulls of RocketMQ's 32 messages; 8 of 256). One round trip of the client's loop
+# thread per round: fewer, larger rounds keep the broker and the decoding busy.
+MESSAGES_IN_FLIGHT = 1024
+PULLS_IN_FLIGHT = (8, 64)
 FLUSH_BYTES = 8 * 1024 * 1024  # record bytes decoded into one Arrow batch at most
 
 
@@ -71,8 +75,9 @@ class Cluster:
                      pull_batch: int = PULL_BATCH,
                      fail_on_data_loss: bool = True) -> Iterator[pa.RecordBatch]:
         """The rows of ``part`` matching the tag expression as Arrow batches of at most
-        ``batch_size`` rows, in queue order. :data:`PULLS_IN_FLIGHT` pulls asking for
-        ``pull_batch`` messages go out at once, at consecutive windows of the queue; the window
+        ``batch_size`` rows, in queue order. Pulls asking for ``pull_batch`` messages go out
+        together (about :data:`MESSAGES_IN_FLIGHT` messages' worth, within
+        :data:`PULLS_IN_FLIGHT`), at consecutive windows of the queue; the window
         follows what the broker returns per pull (its maxTransferCount/Bytes limits). The
         records are decoded without a Python object per message. Deleted messages fail the
         read (DataLossError) or are skipped with a warning."""
@@ -82,7 +87,8 @@ class Cluster:
         held = rows = 0  # bytes in bodies, and at most that many messages
         cursor, stride = part.start, pull_batch
         while cursor < part.end:
-            windows = range(cursor, min(part.end, cursor + PULLS_IN_FLIGHT * stride), stride)
+            pulls = max(PULLS_IN_FLIGHT[0], min(PULLS_IN_FLIGHT[1], MESSAGES_IN_FLIGHT // stride))
+            windows = range(cursor, min(part.end, cursor + pulls * stride), stride)
             answers = self.admin.pull_records(mq, list(windows), max_nums=pull_batch,
                                               expression=expression)
             reached, stopped, spans = cursor, False, []
