@@ -26,8 +26,10 @@ class Checkpoint:
             if os.fstat(fd).st_size < CHECKPOINT_SIZE:
                 os.ftruncate(fd, CHECKPOINT_SIZE)
             self._mm = mmap.mmap(fd, CHECKPOINT_SIZE)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        self._fd = fd  # flushed with fdatasync, which releases the GIL (mmap.flush keeps it)
         (self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp,
          self.master_flushed_offset, self.confirm_phy_offset) = _FIELDS.unpack_from(self._mm, 0)
 
@@ -41,15 +43,19 @@ class Checkpoint:
         return min(self.min_timestamp, self.index_msg_timestamp)
 
     def flush(self) -> None:
-        """Write every field and msync."""
+        """Write every field and make the file durable."""
         _FIELDS.pack_into(self._mm, 0, self.physic_msg_timestamp, self.logics_msg_timestamp,
                           self.index_msg_timestamp, self.master_flushed_offset,
                           self.confirm_phy_offset)
-        self._mm.flush()
+        os.fdatasync(self._fd)
 
     def close(self) -> None:
+        if self._fd < 0:
+            return
         self.flush()
         self._mm.close()
+        os.close(self._fd)
+        self._fd = -1
 
 
 def abort_file_exists(root: Path) -> bool:

@@ -98,6 +98,7 @@ class StoreConfig(PropertiesConfig):
     listen_port: int = _key("listenPort", 10911)
     dispatch_batch_bytes: int = _key("bolideDispatchBatchBytes", 4 * 1024 * 1024)
     preallocate_next_segment: bool = _key("bolidePreallocateNextSegment", True)
+    prefault_segments: bool = _key("bolidePrefaultSegments", True)
 
     def __post_init__(self) -> None:
         if self.mapped_file_size_consume_queue <= 0:

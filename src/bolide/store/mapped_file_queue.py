@@ -15,12 +15,15 @@ log = logging.getLogger(__name__)
 
 
 class SegmentAllocator:
-    """Creates the segment after the active one in the background (AllocateMappedFileService)."""
+    """Creates the segment after the active one in the background (AllocateMappedFileService)
+    and, with ``prefault``, brings the pages of the segments it hands out into the page cache
+    ahead of the writer (:meth:`MappedFile.prefault`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefault: bool = True) -> None:
         self._pending: dict[Path, Future[MappedFile]] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self.prefault = prefault
 
     def take(self, path: Path, size: int, next_path: Path | None) -> MappedFile:
         """Return the file at ``path`` (prepared ahead or made now) and start on ``next_path``."""
@@ -34,6 +37,7 @@ class SegmentAllocator:
                 log.warning("preallocating %s failed (%s); retrying in the foreground", path, exc)
         if mf is None:
             mf = MappedFile.create(path, size)
+            self.warm(mf, 0)
         if next_path is not None:
             self._start(next_path, size)
         return mf
@@ -47,11 +51,21 @@ class SegmentAllocator:
 
         def run() -> None:
             try:
-                fut.set_result(MappedFile.create(path, size))
+                mf = MappedFile.create(path, size)
             except BaseException as exc:  # reported to whoever takes the file
                 fut.set_exception(exc)
+                return
+            fut.set_result(mf)  # usable now; its pages come in from the start, ahead of the writer
+            if self.prefault:
+                mf.prefault()
 
         threading.Thread(target=run, name=f"allocate-{path.name}", daemon=True).start()
+
+    def warm(self, mf: MappedFile, start: int) -> None:
+        """Prefault ``mf`` from ``start`` on a thread of its own (when ``prefault`` is on)."""
+        if self.prefault and not self._closed:
+            threading.Thread(target=mf.prefault, args=(start,), name=f"prefault-{mf.path.name}",
+                             daemon=True).start()
 
     def close(self) -> None:
         """Wait for pending allocations and close what nobody took (the files stay on disk)."""

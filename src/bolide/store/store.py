@@ -155,7 +155,8 @@ class MessageStore:
         cfg = self.config
         self._queue_room.clear()  # recovery may have removed files made ahead
         abnormal = files.abort_file_exists(self.root)
-        self._allocator = SegmentAllocator() if cfg.preallocate_next_segment else None
+        self._allocator = (SegmentAllocator(cfg.prefault_segments) if cfg.preallocate_next_segment
+                           else None)
         self.commit_log = CommitLog(cfg, self._allocator)
         self._max_record = self.commit_log.max_record_size()
         self._clean_service = CleanService(cfg, self.commit_log, self._queue_snapshot,
@@ -193,6 +194,9 @@ class MessageStore:
             cq.correct_min_offset(cl_min)
             self.commit_log.queue_offsets[key] = cq.max_offset
         files.create_abort_file(self.root)
+        segments = self.commit_log.files.files
+        if self._allocator is not None and segments:  # the segment the writer goes on with
+            self._allocator.warm(segments[-1], segments[-1].wrote_position)
         self._flusher = CommitLogFlusher(cfg, self.commit_log, self.checkpoint,
                                          self._on_flushed, self._on_flush_error)
         self._cq_flusher = ConsumeQueueFlusher(cfg, self._queue_snapshot, self.checkpoint,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -220,3 +222,38 @@ def test_failed_load_leaves_nothing_open(queue: MappedFileQueue) -> None:
         queue.load()
     assert len(os.listdir("/proc/self/fd")) == before
     assert queue.files == []
+
+
+def _wait_for(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("prefault", [True, False])
+def test_allocator_prefaults_the_segments_it_hands_out(tmp_path: Path, prefault: bool) -> None:
+    """With ``prefault`` the pages of each segment come into the page cache ahead of the
+    writer: of a segment made in the foreground from the start, of a prepared one too."""
+    allocator = SegmentAllocator(prefault)
+    q = MappedFileQueue(tmp_path / "cl", SIZE, allocator)
+    try:
+        first = q.new_file(0)
+        second = q.new_file(SIZE)
+        if prefault:
+            _wait_for(lambda: first.prefaulted_to == second.prefaulted_to == SIZE)
+        else:
+            assert first.prefaulted_to == second.prefaulted_to == 0
+    finally:
+        allocator.close()
+        q.close()
+
+
+def test_prefault_covers_from_a_page_to_the_end_and_stops_once_closed(tmp_path: Path) -> None:
+    mf = MappedFile.create(tmp_path / file_name(0), 3 * PAGE_SIZE + 100)
+    try:
+        assert mf.prefault(PAGE_SIZE + 10) == 2 * PAGE_SIZE + 100
+        assert mf.prefaulted_to == mf.file_size
+    finally:
+        mf.close()
+    assert mf.prefault() == 0
