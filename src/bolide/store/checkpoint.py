@@ -42,17 +42,21 @@ class Checkpoint:
     def min_timestamp_index(self) -> int:
         return min(self.min_timestamp, self.index_msg_timestamp)
 
-    def flush(self) -> None:
-        """Write every field and make the file durable."""
+    def _write(self) -> None:
         _FIELDS.pack_into(self._mm, 0, self.physic_msg_timestamp, self.logics_msg_timestamp,
                           self.index_msg_timestamp, self.master_flushed_offset,
                           self.confirm_phy_offset)
+
+    def flush(self) -> None:
+        """Write every field and make the file durable."""
+        self._write()
         os.fdatasync(self._fd)
 
     def close(self) -> None:
+        """Write every field (durable only after :meth:`flush`) and close the file."""
         if self._fd < 0:
             return
-        self.flush()
+        self._write()
         self._mm.close()
         os.close(self._fd)
         self._fd = -1

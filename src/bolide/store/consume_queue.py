@@ -16,11 +16,12 @@ PRE_BLANK = ENTRY.pack(0, 0x7FFFFFFF, 0)
 class ConsumeQueue:
     """Entries of one (topic, queue id), in files named by logical byte offset."""
 
-    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int) -> None:
+    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int,
+                 prefault: bool = True) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
-        self.files = MappedFileQueue(root / topic / str(queue_id), file_size)
+        self.files = MappedFileQueue(root / topic / str(queue_id), file_size, prefault=prefault)
         self.min_logic_offset = 0  # bytes
         self.max_physic_offset = -1  # end (offset + size) of the last entry's record
         self.last_store_timestamp = 0

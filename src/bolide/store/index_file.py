@@ -129,7 +129,11 @@ class IndexFile:
         else:
             count = 1
         count = min(count, len(self._allocated) - page)
-        os.posix_fallocate(self._fd, page * _PAGE, min(count * _PAGE, self._size - page * _PAGE))
+        length = min(count * _PAGE, self._size - page * _PAGE)
+        os.posix_fallocate(self._fd, page * _PAGE, length)
+        # the pages come into the page cache now, with the GIL released, rather than in the
+        # writes' page faults, which hold it (and stall the event loop) while the kernel works
+        os.posix_fadvise(self._fd, page * _PAGE, length, os.POSIX_FADV_WILLNEED)
         self._allocated[page : page + count] = b"\x01" * count
 
     def put(self, key: str, phy_offset: int, store_ts: int) -> bool:

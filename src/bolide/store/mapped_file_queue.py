@@ -82,10 +82,11 @@ class MappedFileQueue:
     """Segments of one directory, sorted by start offset; lookup by global offset."""
 
     def __init__(self, directory: Path, file_size: int,
-                 allocator: SegmentAllocator | None = None) -> None:
+                 allocator: SegmentAllocator | None = None, prefault: bool = False) -> None:
         self.directory = directory
         self.file_size = file_size
         self.allocator = allocator
+        self.prefault = prefault  # files made here (no allocator): prefaulted when created
         self.files: list[MappedFile] = []
         self.flushed_where = 0
         # Held while the list changes: the writer appends, retention drops the head. Readers
@@ -158,6 +159,8 @@ class MappedFileQueue:
             mf = self.allocator.take(path, self.file_size, nxt)
         else:
             mf = MappedFile.create(path, self.file_size)
+            if self.prefault:  # the GIL is released while the kernel brings the pages in
+                mf.prefault()
         with self._change:
             self.files.append(mf)
         return mf

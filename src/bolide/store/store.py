@@ -234,7 +234,8 @@ class MessageStore:
             for queue_dir in sorted(topic_dir.iterdir()):
                 if queue_dir.is_dir() and queue_dir.name.lstrip("-").isdigit():
                     cq = ConsumeQueue(base, topic_dir.name, int(queue_dir.name),
-                                      self.config.mapped_file_size_consume_queue)
+                                      self.config.mapped_file_size_consume_queue,
+                                      self.config.prefault_segments)
                     cq.load()
                     self._queues[(cq.topic, cq.queue_id)] = cq
 
@@ -717,7 +718,8 @@ class MessageStore:
                 cq = self._queues.get(key)
                 if cq is None:
                     cq = ConsumeQueue(self.config.consume_queue_dir, topic, queue_id,
-                                      self.config.mapped_file_size_consume_queue)
+                                      self.config.mapped_file_size_consume_queue,
+                                      self.config.prefault_segments)
                     self._queues[key] = cq
         return cq
 
