@@ -259,6 +259,40 @@ def test_runtime_info_counts_puts_and_gets_and_broker_config(tmp_path: Path) -> 
     run(tmp_path, test)
 
 
+def test_runtime_info_reports_how_late_the_event_loop_ran(tmp_path: Path) -> None:
+    """A call that blocks the broker's event loop for 120 ms (the broker runs in this test's
+    loop) shows as a wake-up 100 to 500 ms late in bolideLoopLagDistribution and in
+    bolideLoopLagMaxMs."""
+    async def test(s: Servers, client: RemotingClient) -> None:
+        monitor = s.broker.loop_lag
+
+        async def ticked() -> bool:
+            return sum(monitor.counts) > 0
+
+        await wait_until(ticked)
+        time.sleep(0.12)  # the fault injected: the loop is blocked, not waiting for anything
+
+        async def recorded() -> bool:
+            return monitor.max_ms >= 100
+
+        await wait_until(recorded)
+        r = await call(client, s.broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+        table = KVTable.decode(r.body_bytes()).table
+        assert float(table["bolideLoopLagMaxMs"]) >= 100
+        buckets = dict(part.split("]:") for part in table["bolideLoopLagDistribution"][1:].split(" ["))
+        assert list(buckets) == ["<=1ms", "1~5ms", "5~10ms", "10~50ms", "50~100ms", "100~500ms",
+                                 "500ms~1s", "1s~"]
+        assert int(buckets["100~500ms"]) >= 1 and int(buckets["<=1ms"]) + int(buckets["1~5ms"]) >= 1
+
+    run(tmp_path, test)
+
+
+async def wait_until(predicate: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not await predicate():
+            await asyncio.sleep(0.01)
+
+
 def _pull_header(topic: str = TOPIC, group: str = "cg") -> object:
     from bolide.protocol.headers import PullMessageRequestHeader
 

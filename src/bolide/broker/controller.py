@@ -14,6 +14,7 @@ from bolide.broker.ha import HAMaster, HASlave
 from bolide.broker.ha.slave_sync import SlaveSync
 from bolide.broker.housekeeping import ClientHousekeeping
 from bolide.broker.long_polling import PullHoldService
+from bolide.broker.loop_lag import LoopLagMonitor
 from bolide.broker.persistence import ConfigPersister
 from bolide.broker.processors.admin import AdminProcessor
 from bolide.broker.processors.admin_stats import AdminStatsProcessor
@@ -97,6 +98,7 @@ class BrokerController:
         self.stats = BrokerStats()
         self.queue_locks = QueueLocks(self.config.max_client_groups)
         self.housekeeping = ClientHousekeeping(self.clients, self.config.channel_expired_timeout_ms)
+        self.loop_lag = LoopLagMonitor()
         self.namesrv_client = RemotingClient()
         self._store: MessageStore | None = None
         self._flush_waiters: FlushWaiters | None = None
@@ -202,6 +204,7 @@ class BrokerController:
         if self.ha_slave is not None:
             self.ha_slave.start()
         self.housekeeping.start()
+        self.loop_lag.start()
         if self.role is not BrokerRole.SLAVE:  # the master checks half messages
             self.transaction_check.start()
         return self
@@ -280,6 +283,7 @@ class BrokerController:
         if self.ha_master is not None:
             await self.ha_master.close()
         await self.housekeeping.close()
+        await self.loop_lag.close()
         if self.schedule is not None:
             await self.schedule.close()
         await self.transaction_check.close()

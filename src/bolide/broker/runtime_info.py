@@ -78,6 +78,9 @@ def runtime_info(broker: BrokerController) -> dict[str, str]:
         "earliestMessageTimeStamp": str(first.store_timestamp if first is not None else -1),
         "dispatchBehindBytes": str(store.dispatcher.behind()),
         "indexBehindBytes": str(store.index_behind()),  # Bolide's: the index has a thread of its own
+        # Bolide's: how late the event loop ran (every request waits meanwhile)
+        "bolideLoopLagMaxMs": f"{broker.loop_lag.max_ms:.1f}",
+        "bolideLoopLagDistribution": broker.loop_lag.distribution_text(),
         "startAcceptSendRequestTimeStamp": "0",
         "pageCacheLockTimeMills": "0",
         # one event loop serves every request: there are no thread pool queues
