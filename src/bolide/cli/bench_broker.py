@@ -174,6 +174,19 @@ async def _indexed(broker: str, timeout_s: float) -> float:
             await asyncio.sleep(0.05)
 
 
+async def _loop_lag(broker: str) -> dict[str, int]:
+    """The broker's event-loop lateness counts per bucket (``bolideLoopLagDistribution``, since
+    it started; empty for a broker without it)."""
+    async with RemotingClient() as client:
+        response = await client.invoke(broker, RemotingCommand.request(
+            RequestCode.GET_BROKER_RUNTIME_INFO, None))
+    text = KVTable.decode(response.body_bytes()).table.get("bolideLoopLagDistribution", "")
+    return {name: int(n) for name, n in (part.split("]:") for part in text[1:].split(" [") if "]:" in part)}
+
+
+LAG_OVER_5MS = ("5~10ms", "10~50ms", "50~100ms", "100~500ms", "500ms~1s", "1s~")
+
+
 async def _fill(broker: str, total: int) -> list[int]:
     """Put ``total`` messages of 100 B into PULL_TOPIC (batches over all queues, untimed);
     returns each queue's max offset once dispatched."""
@@ -281,12 +294,14 @@ def _run_load(specs: list[LoadSpec], server: ServerProcess) -> tuple[list[dict[s
         end = begin + specs[0].duration_s
         time.sleep(max(0.0, begin - time.monotonic()))
         cpu0 = server.cpu_seconds()
+        lag0 = run(_loop_lag(server.broker_addr))
         anon = 0.0
         while (now := time.monotonic()) < end:
             anon = max(anon, server.memory().get("RssAnon", 0.0))
             _check(server, pipes, procs)
             time.sleep(min(0.1, end - now))
         cpu1 = server.cpu_seconds()
+        lag1 = run(_loop_lag(server.broker_addr))
         mem = server.memory()
         anon = max(anon, mem.get("RssAnon", 0.0))
         results = [_receive(pipe, proc, specs[0].duration_s + 60, "done")
@@ -306,6 +321,8 @@ def _run_load(specs: list[LoadSpec], server: ServerProcess) -> tuple[list[dict[s
         "cpu_pct": r(100 * (cpu1 - cpu0) / specs[0].duration_s) if cpu0 is not None and cpu1 else None,
         "peak_rss_mib": r(mem.get("VmHWM")), "anon_mib": r(anon or None),
         "file_mib": r(mem.get("RssFile")), "peak_reset": reset,
+        # wake-ups of the broker's 10 ms timer more than 5 ms late within the window
+        "loop_late_over_5ms": sum(lag1.get(k, 0) - lag0.get(k, 0) for k in LAG_OVER_5MS) if lag1 else None,
     }
     return results, broker
 
@@ -337,7 +354,8 @@ def _figures(case: Case, plan: Plan, spec: LoadSpec, results: list[dict[str, Any
         "broker_cpu_pct": broker["cpu_pct"],
         "load_cpu_pct": r(100 * sum(x["cpu_s"] for x in results) / seconds),
         "peak_rss_mib": broker["peak_rss_mib"], "anon_mib": broker["anon_mib"],
-        "file_mib": broker["file_mib"], "count": count, "seconds": seconds, "body_bytes": case.body_size,
+        "file_mib": broker["file_mib"], "loop_late_over_5ms": broker.get("loop_late_over_5ms"),
+        "count": count, "seconds": seconds, "body_bytes": case.body_size,
         "workers": len(results), "window": spec.window, "connections": spec.connections,
         "per_request": PULL_BATCH if case.kind == "pull" else BATCH if case.kind == "batch" else 1,
         "errors": errors,

@@ -53,6 +53,8 @@ def case_table(cases: dict[str, dict[str, Any]], title: str) -> Table:
                 notes.append(f"{f['skipped']:,} not sent: window full")
         if f.get("file_mib") is not None:
             notes.append(f"{f['file_mib']:,.0f} MiB of mapped files")
+        if f.get("loop_late_over_5ms"):
+            notes.append(f"event loop {f['loop_late_over_5ms']:,} times > 5 ms late")
         if f["errors"]:
             notes.append(f"errors {f['errors']}")
         table.add_row(name, num(f["msgs_s"], ",.0f"), num(f["mib_s"], ",.1f"), num(f["p50_ms"], ".2f"),
