@@ -87,6 +87,7 @@ def test_bench_broker_quick_runs_every_case(tmp_path: Path) -> None:
         for key in POSITIVE:
             assert case[key] is not None and case[key] > 0, (name, key, case)
         assert case["errors"] == {}, (name, case)
+        assert isinstance(case["loop_late_over_5ms"], int) and case["loop_late_over_5ms"] >= 0
         assert case["p50_ms"] <= case["p99_ms"] <= case["p999_ms"] <= case["max_ms"]
     assert doc["cases"]["send_batch_100b"]["per_request"] == 64
     assert doc["cases"]["pull_100b"]["per_request"] == 32
