@@ -5,10 +5,10 @@ consumers and makes the rest of their consumer groups rebalance."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from bolide.broker.clients import ClientManager
+from bolide.broker.loop_service import LoopService
 from bolide.remoting import Channel
 
 log = logging.getLogger(__name__)
@@ -16,24 +16,15 @@ log = logging.getLogger(__name__)
 MAX_SCAN_INTERVAL_S = 10.0
 
 
-class ClientHousekeeping:
+class ClientHousekeeping(LoopService):
     """Closes expired client connections, scanning every few seconds on the event loop."""
+
+    TASK_NAME = "bolide-client-expiry"
 
     def __init__(self, clients: ClientManager, expiry_ms: int) -> None:
         self.clients = clients
         self.expiry_s = expiry_ms / 1000
         self.closed = 0
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="bolide-client-expiry")
-
-    async def close(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def _run(self) -> None:
         interval = min(MAX_SCAN_INTERVAL_S, self.expiry_s / 4)

@@ -10,8 +10,9 @@ RocketMQ's ``putMessageDistributeTime``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
+
+from bolide.broker.loop_service import LoopService
 
 INTERVAL_S = 0.01  # 100 wake-ups a second: a few microseconds of the loop's time each
 BUCKETS: tuple[tuple[float, str], ...] = (
@@ -20,14 +21,15 @@ BUCKETS: tuple[tuple[float, str], ...] = (
 )
 
 
-class LoopLagMonitor:
+class LoopLagMonitor(LoopService):
     """Counts the event loop's lateness per bucket and keeps the largest since the start."""
+
+    TASK_NAME = "bolide-loop-lag"
 
     def __init__(self, interval_s: float = INTERVAL_S) -> None:
         self.interval_s = interval_s
         self.counts = [0] * len(BUCKETS)
         self.max_ms = 0.0
-        self._task: asyncio.Task[None] | None = None
 
     def record(self, late_ms: float) -> None:
         """Count one wake-up ``late_ms`` milliseconds late."""
@@ -40,16 +42,6 @@ class LoopLagMonitor:
     def distribution_text(self) -> str:
         """``[<=1ms]:N [1~5ms]:N ...``, as RocketMQ prints its put latency distribution."""
         return " ".join(f"[{name}]:{n}" for (_, name), n in zip(BUCKETS, self.counts, strict=True))
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="bolide-loop-lag")
-
-    async def close(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Iterable
 
+from bolide.broker.loop_service import LoopService
 from bolide.common import properties as P
 from bolide.common.message import Message
 from bolide.common.topic import SCHEDULE_TOPIC
@@ -36,8 +37,10 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class ScheduleService:
+class ScheduleService(LoopService):
     """Moves due messages from SCHEDULE_TOPIC_XXXX to their real topics."""
+
+    TASK_NAME = "bolide-schedule"
 
     def __init__(self, loop: asyncio.AbstractEventLoop, store: MessageStore,
                  offsets: DelayOffsetManager) -> None:
@@ -46,19 +49,11 @@ class ScheduleService:
         self.offsets = offsets
         self.delivered = 0
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self._clamp_offsets()
         self.store.add_dispatch_listener(self.on_dispatch)
-        self._task = self.loop.create_task(self._run(), name="bolide-schedule")
-
-    async def close(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        super().start()
 
     def _clamp_offsets(self) -> None:
         """Bring loaded offsets into each queue's [min, max] (files may have been deleted)."""

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bolide.broker.loop_service import LoopService
 from bolide.common import properties as P
 from bolide.common import sysflag
 from bolide.common.hosts import encode_host
@@ -218,34 +219,27 @@ class CheckReport:
     discarded: int = 0
 
 
-class TransactionCheckService:
+class TransactionCheckService(LoopService):
     """Every ``transactionCheckInterval`` ms, checks the half messages older than
     ``transactionTimeOut`` that have no op message (RocketMQ's TransactionalMessageCheckService
     and ``TransactionalMessageServiceImpl.check``), as an asyncio task on the broker's loop."""
 
+    TASK_NAME = "bolide-transaction-check"
+
     def __init__(self, broker: BrokerController, messages: TransactionalMessages) -> None:
         self.broker = broker
         self.messages = messages
-        self._task: asyncio.Task[None] | None = None
         self._wakeup: asyncio.Event | None = None
 
     def start(self) -> None:
-        if self._task is None:
+        if not self.running:
             self._wakeup = asyncio.Event()
-            self._task = asyncio.get_running_loop().create_task(self._run(),
-                                                                name="bolide-transaction-check")
+        super().start()
 
     def wakeup(self) -> None:
         """Run a check now instead of at the end of the interval."""
         if self._wakeup is not None:
             self._wakeup.set()
-
-    async def close(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def _run(self) -> None:
         assert self._wakeup is not None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import mmap
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -74,7 +74,9 @@ def _entries(buf: bytes | mmap.mmap) -> int:
     return lo
 
 
-def _search_file(path: Path, target: int) -> int | None:
+def _with_entries(path: Path, use: Callable[[mmap.mmap, int], int | None]) -> int | None:
+    """``use(mapping, entries written)`` of a ConsumeQueue file holding entries; None when it
+    holds none or cannot be read."""
     try:
         with open(path, "rb") as f:
             length = f.seek(0, 2)
@@ -82,34 +84,33 @@ def _search_file(path: Path, target: int) -> int | None:
                 return None
             with mmap.mmap(f.fileno(), length, access=mmap.ACCESS_READ) as m:
                 count = _entries(m)
-                if count == 0 or _PHY_SIZE.unpack_from(m, (count - 1) * ENTRY)[0] < target:
-                    return None
-                lo, hi = 0, count - 1
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if _PHY_SIZE.unpack_from(m, mid * ENTRY)[0] < target:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                return int(_PHY_SIZE.unpack_from(m, lo * ENTRY)[0])
+                return use(m, count) if count else None
     except OSError:
         return None
+
+
+def _search_file(path: Path, target: int) -> int | None:
+    def search(m: mmap.mmap, count: int) -> int | None:
+        if _PHY_SIZE.unpack_from(m, (count - 1) * ENTRY)[0] < target:
+            return None
+        lo, hi = 0, count - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _PHY_SIZE.unpack_from(m, mid * ENTRY)[0] < target:
+                lo = mid + 1
+            else:
+                hi = mid
+        return int(_PHY_SIZE.unpack_from(m, lo * ENTRY)[0])
+
+    return _with_entries(path, search)
 
 
 def _last_end(path: Path) -> int | None:
-    try:
-        with open(path, "rb") as f:
-            length = f.seek(0, 2)
-            if length < ENTRY:
-                return None
-            with mmap.mmap(f.fileno(), length, access=mmap.ACCESS_READ) as m:
-                count = _entries(m)
-                if count == 0:
-                    return None
-                phy, size = _PHY_SIZE.unpack_from(m, (count - 1) * ENTRY)
-                return int(phy + size)
-    except OSError:
-        return None
+    def end(m: mmap.mmap, count: int) -> int:
+        phy, size = _PHY_SIZE.unpack_from(m, (count - 1) * ENTRY)
+        return int(phy + size)
+
+    return _with_entries(path, end)
 
 
 def queue_indexes(consume_queue_dir: Path) -> list[QueueIndex]:

@@ -19,6 +19,7 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
+from bolide.broker.loop_service import LoopService
 from bolide.errors import BolideError
 from bolide.protocol.bodies.broker import DataVersion, TopicConfigSerializeWrapper
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -45,8 +46,10 @@ def _same_version(a: DataVersion | config_files.DataVersion,
     return (a.timestamp, a.counter) == (b.timestamp, b.counter)
 
 
-class SlaveSync:
+class SlaveSync(LoopService):
     """Runs on the broker's loop; ``set_master`` is fed by the registration results."""
+
+    TASK_NAME = "bolide-slave-sync"
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
@@ -54,7 +57,6 @@ class SlaveSync:
         self.rounds = 0  # sync rounds completed without an error
         self._failing = False
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
     def set_master(self, addr: str | None) -> None:
         """Sync with the master at ``addr`` ("ip:port", its main port) from now on, starting
@@ -66,15 +68,6 @@ class SlaveSync:
         self.master_addr = addr
         self._wake.set()
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="bolide-slave-sync")
-
-    async def close(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def _run(self) -> None:
         while True:
