@@ -213,6 +213,10 @@ def test_pulled_batches_drop_overlaps_the_end_and_unwanted_tags() -> None:
     only_a = SubscriptionData.of("T", "A || C")
     got = pulled_batches([(first, 0), (overlap, 6)], 100, only_a, BROKER)
     assert offsets_of(got) == [0, 2, 4, 6, 8] and {r["tags"] for r in rows(got)} == {"A"}
+    # only some columns: the tag filter still applies, and the tags column is not handed over
+    lean = pulled_batches([(first, 0), (overlap, 6)], 100, only_a, BROKER, ("queueOffset", "body"))
+    assert [b.schema.names for b in lean] == [["queueOffset", "body"]]
+    assert [r["queueOffset"] for r in rows(lean)] == [0, 2, 4, 6, 8]
 
 
 def test_pulled_batches_decode_uncommon_records_one_by_one() -> None:
@@ -225,6 +229,10 @@ def test_pulled_batches_decode_uncommon_records_one_by_one() -> None:
     want = {r["queueOffset"]: r for r in expected_rows(data, starts)}
     assert all(row == want[row["queueOffset"]] for row in rows(got))
     assert [r["body"] for r in rows(got) if r["queueOffset"] == 1] == [b"z" * 500]
+    lean = pulled_batches([(data, 0)], 100, sub, BROKER, ("body", "queueOffset"))
+    assert all(b.schema.names == ["body", "queueOffset"] for b in lean)
+    assert sorted((r["queueOffset"], r["body"]) for r in rows(lean)) == sorted(
+        (r["queueOffset"], r["body"]) for r in rows(got))
 
 
 def test_a_malformed_pull_answer_is_a_protocol_error() -> None:

@@ -72,15 +72,15 @@ class Cluster:
         return {k: self.admin.search_offset(MessageQueue(*k), self._addr(k), timestamp_ms) for k in keys}
 
     def read_batches(self, part: QueueRange, *, expression: str = "*", batch_size: int = 4096,
-                     pull_batch: int = PULL_BATCH,
-                     fail_on_data_loss: bool = True) -> Iterator[pa.RecordBatch]:
+                     pull_batch: int = PULL_BATCH, fail_on_data_loss: bool = True,
+                     columns: tuple[str, ...] | None = None) -> Iterator[pa.RecordBatch]:
         """The rows of ``part`` matching the tag expression as Arrow batches of at most
         ``batch_size`` rows, in queue order. Pulls asking for ``pull_batch`` messages go out
         together (about :data:`MESSAGES_IN_FLIGHT` messages' worth, within
         :data:`PULLS_IN_FLIGHT`), at consecutive windows of the queue; the window
         follows what the broker returns per pull (its maxTransferCount/Bytes limits). The
-        records are decoded without a Python object per message. Deleted messages fail the
-        read (DataLossError) or are skipped with a warning."""
+        records are decoded without a Python object per message, only ``columns`` when
+        given. Deleted messages fail the read (DataLossError) or are skipped with a warning."""
         mq = MessageQueue(part.topic, part.broker_name, part.queue_id)
         sub = subscription(part.topic, expression)
         bodies: list[tuple[bytes, int]] = []
@@ -107,7 +107,8 @@ class Cluster:
             if spans:  # answers shorter than the window: narrow it; longer: widen it
                 stride = max(1, min(pull_batch, min(spans)))
             if held >= FLUSH_BYTES or rows >= batch_size:
-                yield from _sliced(pulled_batches(bodies, part.end, sub, part.broker_name), batch_size)
+                yield from _sliced(pulled_batches(bodies, part.end, sub, part.broker_name, columns),
+                                   batch_size)
                 bodies, held, rows = [], 0, 0
             if reached > cursor and not stopped:
                 cursor = reached
@@ -120,7 +121,7 @@ class Cluster:
             if low <= cursor:
                 break
             cursor = clamp_start(part.key, cursor, low, fail_on_data_loss=fail_on_data_loss)
-        yield from _sliced(pulled_batches(bodies, part.end, sub, part.broker_name), batch_size)
+        yield from _sliced(pulled_batches(bodies, part.end, sub, part.broker_name, columns), batch_size)
 
 
 def _sliced(batches: Sequence[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:

@@ -21,13 +21,14 @@ from bolide.common.message import MessageExt
 from bolide.common.records import RecordFormatError, decode_record
 from bolide.errors import ProtocolError
 from bolide.spark.record_columns import RecordBuffer
-from bolide.spark.schema import to_record_batch
+from bolide.spark.schema import project, to_record_batch
 
 
 def pulled_batches(bodies: Sequence[tuple[bytes, int]], end: int, sub: SubscriptionData,
-                   broker_name: str) -> list[pa.RecordBatch]:
+                   broker_name: str, columns: tuple[str, ...] | None = None) -> list[pa.RecordBatch]:
     """The rows of the records in ``bodies`` (each a pull answer's body and the lowest queue
-    offset wanted from it) below queue offset ``end`` that ``sub`` wants."""
+    offset wanted from it) below queue offset ``end`` that ``sub`` wants; only ``columns``
+    when given (see :func:`~bolide.spark.schema.projection`)."""
     if not bodies:
         return []
     data = b"".join(body for body, _ in bodies)
@@ -45,16 +46,17 @@ def pulled_batches(bodies: Sequence[tuple[bytes, int]], end: int, sub: Subscript
     slow = wanted & ~ok
     fast = recs.select(wanted & ok)
     if len(fast):
-        batch = buf.decode(fast, broker_name)
+        needed = None if columns is None else list(dict.fromkeys([*columns, "tags"]))
+        batch = buf.decode(fast, broker_name, columns=needed)
         if batch is None:  # text that is not UTF-8, a repeated property key
             slow |= wanted & ok
         else:
-            out.append(_tag_filtered(batch, sub))
+            out.append(project(_tag_filtered(batch, sub), columns))
     if slow.any():
         msgs = [_decoded(buf.mv, int(pos)) for pos in starts[slow]]
         kept = [m for m in msgs if matches(sub, m)]
         if kept:
-            out.append(to_record_batch(broker_name, kept))
+            out.append(project(to_record_batch(broker_name, kept), columns))
     return [b for b in out if b.num_rows]
 
 

@@ -27,7 +27,7 @@ from pyspark.sql.types import StructType
 from bolide.spark import offsets as O
 from bolide.spark.cluster import Cluster, GroupCommitter
 from bolide.spark.options import EARLIEST, LATEST, ReadOptions, SparkOptionError, read_options
-from bolide.spark.schema import project, projection, spark_schema
+from bolide.spark.schema import projection, spark_schema
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +77,10 @@ def read_partition(opts: ReadOptions, partition: InputPartition,
     if part is None or part.size == 0:
         return
     with Cluster(opts.nameserver, opts.timeout_ms) as cluster:
-        for batch in cluster.read_batches(part, expression=opts.expression,
-                                          batch_size=opts.read_batch_size,
-                                          pull_batch=opts.pull_batch_size,
-                                          fail_on_data_loss=opts.fail_on_data_loss):
-            yield project(batch, columns)
+        yield from cluster.read_batches(part, expression=opts.expression,
+                                        batch_size=opts.read_batch_size,
+                                        pull_batch=opts.pull_batch_size,
+                                        fail_on_data_loss=opts.fail_on_data_loss, columns=columns)
 
 
 def _check_order(start: O.Offsets, end: O.Offsets, what: str) -> None:
