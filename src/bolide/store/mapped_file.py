@@ -6,12 +6,14 @@ import contextlib
 import errno
 import mmap
 import os
+import time
 from pathlib import Path
 
 from bolide.errors import StoreFormatError
 
 PAGE_SIZE = 4096
 PREFAULT_CHUNK = 4 << 20  # bytes per POSIX_FADV_WILLNEED call of MappedFile.prefault
+PREFAULT_WINDOW = 64 << 20  # how far MappedFile.prefault_ahead stays ahead of the writer
 _ZERO_CHUNK = bytes(1 << 20)
 
 
@@ -101,12 +103,13 @@ class MappedFile:
             self.flushed_position = target
         return target
 
-    def prefault(self, start: int = 0) -> int:
-        """Bring the file's pages from ``start`` to its end into the page cache
-        (``POSIX_FADV_WILLNEED`` in 4 MiB steps, each releasing the GIL), so that the writer's
-        first touch of a page is a cheap minor fault: a fresh page of a new file can otherwise
-        hold the writer, and the GIL with it, for tens of milliseconds on some VMs and
-        filesystems. Stops early once the file is closed; returns the bytes covered."""
+    def prefault(self, start: int = 0, end: int | None = None) -> int:
+        """Bring the file's pages from ``start`` to ``end`` (default: its end) into the page
+        cache (``POSIX_FADV_WILLNEED`` in 4 MiB steps, each releasing the GIL), so that the
+        writer's first touch of a page is a cheap minor fault: a fresh page of a new file can
+        otherwise hold the writer, and the GIL with it, for tens of milliseconds on some VMs
+        and filesystems. Stops early once the file is closed; returns the bytes covered."""
+        stop = self.file_size if end is None else min(end, self.file_size)
         if self.fd < 0:
             return 0
         try:
@@ -115,16 +118,28 @@ class MappedFile:
             return 0
         pos = begin = max(0, start - start % PAGE_SIZE)
         try:
-            while pos < self.file_size and self.fd >= 0:
-                step = min(PREFAULT_CHUNK, self.file_size - pos)
+            while pos < stop and self.fd >= 0:
+                step = min(PREFAULT_CHUNK, stop - pos)
                 os.posix_fadvise(fd, pos, step, os.POSIX_FADV_WILLNEED)
                 pos += step
-                self.prefaulted_to = pos
+                self.prefaulted_to = max(self.prefaulted_to, pos)
         except OSError:
             pass  # a hint only
         finally:
             os.close(fd)
         return pos - begin
+
+    def prefault_ahead(self, window: int = PREFAULT_WINDOW, poll_s: float = 0.02) -> None:
+        """Keep the pages up to ``window`` bytes past the write position prefaulted (see
+        :meth:`prefault`), checking every ``poll_s``, until the whole file is or it is closed:
+        the kernel's work is spread over the writing instead of done for the whole file at once."""
+        while self.fd >= 0 and self.prefaulted_to < self.file_size:
+            written = self.wrote_position
+            target = min(self.file_size, written + window)
+            if self.prefaulted_to < target:  # written pages are in already (or on disk: not read)
+                self.prefault(max(self.prefaulted_to, written), target)
+            else:
+                time.sleep(poll_s)
 
     def zero_from(self, position: int) -> int:
         """Zero every non-zero byte from ``position`` to the end; returns bytes cleared."""

@@ -9,7 +9,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from bolide.errors import StoreFormatError
-from bolide.store.mapped_file import MappedFile, file_name
+from bolide.store.mapped_file import PREFAULT_WINDOW, MappedFile, file_name
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +17,8 @@ log = logging.getLogger(__name__)
 class SegmentAllocator:
     """Creates the segment after the active one in the background (AllocateMappedFileService)
     and, with ``prefault``, brings the pages of the segments it hands out into the page cache
-    ahead of the writer (:meth:`MappedFile.prefault`)."""
+    ahead of the writer: the first window of a prepared segment at once, the rest following the
+    writer (:meth:`MappedFile.prefault_ahead`)."""
 
     def __init__(self, prefault: bool = True) -> None:
         self._pending: dict[Path, Future[MappedFile]] = {}
@@ -37,7 +38,7 @@ class SegmentAllocator:
                 log.warning("preallocating %s failed (%s); retrying in the foreground", path, exc)
         if mf is None:
             mf = MappedFile.create(path, size)
-            self.warm(mf, 0)
+        self.warm(mf)
         if next_path is not None:
             self._start(next_path, size)
         return mf
@@ -55,16 +56,17 @@ class SegmentAllocator:
             except BaseException as exc:  # reported to whoever takes the file
                 fut.set_exception(exc)
                 return
-            fut.set_result(mf)  # usable now; its pages come in from the start, ahead of the writer
+            fut.set_result(mf)  # usable now; its first pages come in ahead of the writer
             if self.prefault:
-                mf.prefault()
+                mf.prefault(0, PREFAULT_WINDOW)
 
         threading.Thread(target=run, name=f"allocate-{path.name}", daemon=True).start()
 
-    def warm(self, mf: MappedFile, start: int) -> None:
-        """Prefault ``mf`` from ``start`` on a thread of its own (when ``prefault`` is on)."""
+    def warm(self, mf: MappedFile) -> None:
+        """Keep ``mf`` prefaulted ahead of its writer on a thread of its own (when ``prefault``
+        is on); the thread ends once the whole file is, or it is closed."""
         if self.prefault and not self._closed:
-            threading.Thread(target=mf.prefault, args=(start,), name=f"prefault-{mf.path.name}",
+            threading.Thread(target=mf.prefault_ahead, name=f"prefault-{mf.path.name}",
                              daemon=True).start()
 
     def close(self) -> None:

@@ -196,7 +196,7 @@ class MessageStore:
         files.create_abort_file(self.root)
         segments = self.commit_log.files.files
         if self._allocator is not None and segments:  # the segment the writer goes on with
-            self._allocator.warm(segments[-1], segments[-1].wrote_position)
+            self._allocator.warm(segments[-1])
         self._flusher = CommitLogFlusher(cfg, self.commit_log, self.checkpoint,
                                          self._on_flushed, self._on_flush_error)
         self._cq_flusher = ConsumeQueueFlusher(cfg, self._queue_snapshot, self.checkpoint,

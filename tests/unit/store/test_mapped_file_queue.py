@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -257,3 +258,30 @@ def test_prefault_covers_from_a_page_to_the_end_and_stops_once_closed(tmp_path: 
     finally:
         mf.close()
     assert mf.prefault() == 0
+
+
+def test_prefault_ahead_follows_the_writer_by_a_window(tmp_path: Path) -> None:
+    """Pages come in up to a window past the write position, not beyond, and further as the
+    writer moves; the thread ends once the file is covered or closed."""
+    mf = MappedFile.create(tmp_path / file_name(0), 64 * PAGE_SIZE)
+    window = 8 * PAGE_SIZE
+    follower = threading.Thread(target=mf.prefault_ahead, args=(window, 0.001))
+    follower.start()
+    try:
+        _wait_for(lambda: mf.prefaulted_to == window)
+        assert mf.prefaulted_to == window  # nothing past the window while the writer stays
+        mf.wrote_position = 40 * PAGE_SIZE + 7
+        _wait_for(lambda: mf.prefaulted_to >= 48 * PAGE_SIZE)
+        assert mf.prefaulted_to <= 48 * PAGE_SIZE + 7
+        mf.wrote_position = 60 * PAGE_SIZE
+        follower.join(15)
+        assert not follower.is_alive() and mf.prefaulted_to == mf.file_size
+    finally:
+        mf.close()
+    reopened = MappedFile.open(tmp_path / file_name(0), 64 * PAGE_SIZE)
+    follower = threading.Thread(target=reopened.prefault_ahead, args=(window, 0.001))
+    follower.start()
+    _wait_for(lambda: reopened.prefaulted_to > 0)
+    reopened.close()  # the follower stops with the file
+    follower.join(15)
+    assert not follower.is_alive() and reopened.prefaulted_to == window
