@@ -225,14 +225,19 @@ def test_pulled_batches_decode_uncommon_records_one_by_one() -> None:
     data, starts = records(many)
     sub = SubscriptionData.of("T", "A")
     got = pulled_batches([(data, 0)], 100, sub, BROKER)
-    assert sorted(offsets_of(got)) == [0, 1, 2, 4]
+    assert offsets_of(got) == [0, 1, 2, 4]  # in queue order, the uncommon ones among the rest
+    mixed, _ = records([plain(0), plain(1, compressed=True), plain(2), plain(3, v2=True), plain(4)])
+    everything = SubscriptionData.of("T", "*")
+    assert offsets_of(pulled_batches([(mixed, 0)], 100, everything, BROKER)) == [0, 1, 2, 3, 4]
+    assert offsets_of(pulled_batches([(mixed, 0)], 100, everything, BROKER, ("queueOffset",))) == [
+        0, 1, 2, 3, 4]
     want = {r["queueOffset"]: r for r in expected_rows(data, starts)}
     assert all(row == want[row["queueOffset"]] for row in rows(got))
     assert [r["body"] for r in rows(got) if r["queueOffset"] == 1] == [b"z" * 500]
     lean = pulled_batches([(data, 0)], 100, sub, BROKER, ("body", "queueOffset"))
     assert all(b.schema.names == ["body", "queueOffset"] for b in lean)
-    assert sorted((r["queueOffset"], r["body"]) for r in rows(lean)) == sorted(
-        (r["queueOffset"], r["body"]) for r in rows(got))
+    assert [(r["queueOffset"], r["body"]) for r in rows(lean)] == [
+        (r["queueOffset"], r["body"]) for r in rows(got)]
 
 
 def test_a_malformed_pull_answer_is_a_protocol_error() -> None:

@@ -27,8 +27,8 @@ from bolide.spark.schema import project, to_record_batch
 def pulled_batches(bodies: Sequence[tuple[bytes, int]], end: int, sub: SubscriptionData,
                    broker_name: str, columns: tuple[str, ...] | None = None) -> list[pa.RecordBatch]:
     """The rows of the records in ``bodies`` (each a pull answer's body and the lowest queue
-    offset wanted from it) below queue offset ``end`` that ``sub`` wants; only ``columns``
-    when given (see :func:`~bolide.spark.schema.projection`)."""
+    offset wanted from it) below queue offset ``end`` that ``sub`` wants, in queue order; only
+    ``columns`` when given (see :func:`~bolide.spark.schema.projection`)."""
     if not bodies:
         return []
     data = b"".join(body for body, _ in bodies)
@@ -42,22 +42,26 @@ def pulled_batches(bodies: Sequence[tuple[bytes, int]], end: int, sub: Subscript
     queue_offsets = recs.head["queue_offset"].astype(np.int64)
     wanted = (queue_offsets >= floors[np.searchsorted(body_starts, starts, side="right") - 1]) & (
         queue_offsets < end)
-    out = []
+    parts = []
     slow = wanted & ~ok
     fast = recs.select(wanted & ok)
+    needed = None if columns is None else list(dict.fromkeys([*columns, "tags", "queueOffset"]))
     if len(fast):
-        needed = None if columns is None else list(dict.fromkeys([*columns, "tags"]))
         batch = buf.decode(fast, broker_name, columns=needed)
         if batch is None:  # text that is not UTF-8, a repeated property key
             slow |= wanted & ok
         else:
-            out.append(project(_tag_filtered(batch, sub), columns))
+            parts.append(_tag_filtered(batch, sub))
     if slow.any():
         msgs = [_decoded(buf.mv, int(pos)) for pos in starts[slow]]
         kept = [m for m in msgs if matches(sub, m)]
         if kept:
-            out.append(project(to_record_batch(broker_name, kept), columns))
-    return [b for b in out if b.num_rows]
+            batch = to_record_batch(broker_name, kept)
+            parts.append(batch if needed is None else batch.select(needed))
+    parts = [b for b in parts if b.num_rows]
+    if len(parts) > 1:  # uncommon records among common ones: back into queue order
+        parts = pa.Table.from_batches(parts).sort_by("queueOffset").combine_chunks().to_batches()
+    return [project(b, columns) for b in parts]
 
 
 def _tag_filtered(batch: pa.RecordBatch, sub: SubscriptionData) -> pa.RecordBatch:
