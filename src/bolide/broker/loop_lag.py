@@ -21,6 +21,12 @@ BUCKETS: tuple[tuple[float, str], ...] = (
 )
 
 
+def parse_distribution(text: str) -> dict[str, int]:
+    """The counts of a :meth:`LoopLagMonitor.distribution_text` by bucket name (``{}`` for an
+    empty text, as from a broker that does not report it)."""
+    return {name: int(n) for name, n in (part.split("]:") for part in text[1:].split(" [") if "]:" in part)}
+
+
 class LoopLagMonitor(LoopService):
     """Counts the event loop's lateness per bucket and keeps the largest since the start."""
 

@@ -33,6 +33,8 @@ from typing import Any
 import click
 from rich.console import Console
 
+from bolide.broker.loop_lag import BUCKETS as LAG_BUCKETS
+from bolide.broker.loop_lag import parse_distribution
 from bolide.cli.bench_broker_report import case_table, target_rows, target_table
 from bolide.cli.bench_common import (
     MiB,
@@ -180,11 +182,11 @@ async def _loop_lag(broker: str) -> dict[str, int]:
     async with RemotingClient() as client:
         response = await client.invoke(broker, RemotingCommand.request(
             RequestCode.GET_BROKER_RUNTIME_INFO, None))
-    text = KVTable.decode(response.body_bytes()).table.get("bolideLoopLagDistribution", "")
-    return {name: int(n) for name, n in (part.split("]:") for part in text[1:].split(" [") if "]:" in part)}
+    table = KVTable.decode(response.body_bytes()).table
+    return parse_distribution(table.get("bolideLoopLagDistribution", ""))
 
 
-LAG_OVER_5MS = ("5~10ms", "10~50ms", "50~100ms", "100~500ms", "500ms~1s", "1s~")
+LAG_OVER_5MS = tuple(name for bound, name in LAG_BUCKETS if bound > 5)
 
 
 async def _fill(broker: str, total: int) -> list[int]:

@@ -45,7 +45,9 @@ def pulled_batches(bodies: Sequence[tuple[bytes, int]], end: int, sub: Subscript
     parts = []
     slow = wanted & ~ok
     fast = recs.select(wanted & ok)
-    needed = None if columns is None else list(dict.fromkeys([*columns, "tags", "queueOffset"]))
+    # the tag filter reads tags and the merge below queueOffset, asked for or not
+    extra = ("tags", "queueOffset") if _filters_tags(sub) else ("queueOffset",)
+    needed = None if columns is None else list(dict.fromkeys([*columns, *extra]))
     if len(fast):
         batch = buf.decode(fast, broker_name, columns=needed)
         if batch is None:  # text that is not UTF-8, a repeated property key
@@ -64,8 +66,12 @@ def pulled_batches(bodies: Sequence[tuple[bytes, int]], end: int, sub: Subscript
     return [project(b, columns) for b in parts]
 
 
+def _filters_tags(sub: SubscriptionData) -> bool:
+    return not sub.matches_all and bool(sub.tags_set)
+
+
 def _tag_filtered(batch: pa.RecordBatch, sub: SubscriptionData) -> pa.RecordBatch:
-    if sub.matches_all or not sub.tags_set:
+    if not _filters_tags(sub):
         return batch
     hit = pc.fill_null(pc.is_in(batch.column("tags"), value_set=pa.array(sub.tags_set, pa.string())),
                        False)

@@ -210,8 +210,9 @@ class RecordBuffer:
             "reconsumeTimes": lambda: pa.array(head["reconsume"].astype(np.int32)),
             "sysFlag": lambda: pa.array(head["sys_flag"].astype(np.int32)),
         }
-        fields = [schema.field(name) for name in names]
-        return pa.RecordBatch.from_arrays([build[name]() for name in names], schema=pa.schema(fields))
+        if columns is not None:
+            schema = pa.schema([schema.field(name) for name in names])
+        return pa.RecordBatch.from_arrays([build[name]() for name in names], schema=schema)
 
 
 class _Properties:

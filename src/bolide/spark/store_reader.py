@@ -8,8 +8,7 @@ written when each segment is scanned). Planning lists the segment files and cuts
 record starts found through the ConsumeQueue (:mod:`bolide.spark.store_splits`), into ranges of
 at most ``maxPartitionBytes`` (128 MiB by default) and into at least ``minPartitions`` ranges
 (by default the planning machine's CPU count, as Spark splits files over its cores); each input
-partition is one range, decoded
-in an executor straight from the mapped bytes into Arrow columns
+partition is one range, decoded in an executor straight from the mapped bytes into Arrow columns
 (:mod:`bolide.spark.record_columns`), a record at a time only where a record is uncommon
 (compressed, IPv6, v2) or unreadable.
 """
@@ -278,8 +277,7 @@ class _RangeDecoder:
 
     def _flush(self) -> pa.RecordBatch:
         batch, self.slow = to_record_batch(self.opts.broker_name, self.slow), []
-        batch = project(batch, self.columns)
-        return batch
+        return project(batch, self.columns)
 
 
 class SegmentPartition(InputPartition):
