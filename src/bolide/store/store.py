@@ -16,6 +16,7 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
+from typing import Any
 
 from bolide.common import properties as P
 from bolide.common import sysflag
@@ -33,6 +34,7 @@ from bolide.store.config import BrokerRole, StoreConfig
 from bolide.store.consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue, prepare_files
 from bolide.store.delay import parse_delay_levels
 from bolide.store.dispatch import Dispatcher, DispatchListener, DispatchService
+from bolide.store.fast_put import new_appender
 from bolide.store.flush import CommitLogFlusher, ConsumeQueueFlusher
 from bolide.store.index_builder import IndexBuilder
 from bolide.store.index_service import IndexService
@@ -134,6 +136,8 @@ class MessageStore:
         self.index: IndexService | None = None
         self._index_builder: IndexBuilder | None = None
         self._index_service: DispatchService | None = None
+        self._appender: Any | None = None  # the compiled put path (fast_put)
+        self._born_hosts: dict[str, bytes] = {}
 
     # -- lifecycle ----------------------------------------------------------------------
     def open(self) -> MessageStore:
@@ -159,6 +163,8 @@ class MessageStore:
                            else None)
         self.commit_log = CommitLog(cfg, self._allocator)
         self._max_record = self.commit_log.max_record_size()
+        self._appender = new_appender(self.commit_log, self._queue_room, self._uniq,
+                                      cfg.max_message_size, QUEUE_ROOM_AHEAD // 2)
         self._clean_service = CleanService(cfg, self.commit_log, self._queue_snapshot,
                                            lambda: self.index,
                                            self._read_up_to,
@@ -341,6 +347,15 @@ class MessageStore:
 
         A ``born_timestamp`` of 0 means the store time; ``born_host`` defaults to the store host.
         """
+        appender = self._appender
+        if appender is not None and self._writable:
+            with self.commit_log.put_lock:
+                result = appender.append(msg.topic, queue_id, msg.body, msg.properties, msg.flag,
+                                         sys_flag, born_timestamp, self._born_bytes(born_host),
+                                         reconsume_times, prepared_transaction_offset)
+            if result is not None:
+                self._after_append(result, wait_store)
+                return result
         if not self._writable:
             return self._refusal()
         topic = msg.topic
@@ -373,6 +388,15 @@ class MessageStore:
         """:meth:`put_message` for properties already encoded (``key 0x01 value 0x02`` pairs, as a send
         header carries them): stored as given, plus a UNIQ_KEY when absent. A message with a
         ``DELAY`` property takes the :meth:`put_message` path, which rewrites its properties."""
+        appender = self._appender
+        if appender is not None and self._writable:
+            with self.commit_log.put_lock:
+                result = appender.append(topic, queue_id, body, properties, flag, sys_flag,
+                                         born_timestamp, self._born_bytes(born_host),
+                                         reconsume_times, prepared_transaction_offset)
+            if result is not None:
+                self._after_append(result, wait_store)
+                return result
         if b"DELAY\x01" in properties and P.find_property(properties, b"DELAY") is not None:
             msg = Message(topic, body, flag=flag, properties=P.decode_properties(properties))
             return self.put_message(msg, queue_id, sys_flag=sys_flag, born_timestamp=born_timestamp,
@@ -423,9 +447,12 @@ class MessageStore:
         """Append a batch to one topic and queue: consecutive queue offsets, one segment."""
         if not msgs:
             return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, remark="the batch is empty")
+        topic = msgs[0].topic
+        result = self._fast_batch(topic, queue_id, msgs, born_timestamp, born_host, wait_store)
+        if result is not None:
+            return result
         if not self._writable:
             return self._refusal()
-        topic = msgs[0].topic
         batch = _Batch(born_host, self._store_host)
         for m in msgs:
             if m.topic != topic:
@@ -455,6 +482,9 @@ class MessageStore:
         delayed members are refused."""
         if not members:
             return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, remark="the batch is empty")
+        result = self._fast_batch(topic, queue_id, members, born_timestamp, born_host, wait_store)
+        if result is not None:
+            return result
         if not self._writable:
             return self._refusal()
         batch = _Batch(born_host, self._store_host)
@@ -475,6 +505,31 @@ class MessageStore:
             if bad is not None:
                 return bad
         return self._put_batch(topic, queue_id, batch, born_timestamp, wait_store)
+
+    def _fast_batch(self, topic: str, queue_id: int, members: Sequence[Any], born_timestamp: int,
+                    born_host: str | None, wait_store: bool) -> PutMessageResult | None:
+        """A batch through the compiled path (see fast_put); None when it cannot take it."""
+        appender = self._appender
+        if appender is None or not self._writable or type(members) is not list:
+            return None
+        with self.commit_log.put_lock:
+            result = appender.append_batch(topic, queue_id, members, born_timestamp,
+                                           self._born_bytes(born_host))
+        if result is not None:
+            self._after_append(result, wait_store)
+        return result
+
+    def _born_bytes(self, born_host: str | None) -> bytes | None:
+        """``born_host`` encoded (None stays None: the store host), cached per address."""
+        if born_host is None:
+            return None
+        found = self._born_hosts.get(born_host)
+        if found is None:
+            found = encode_host(born_host)
+            if len(self._born_hosts) >= 4096:
+                self._born_hosts.clear()
+            self._born_hosts[born_host] = found
+        return found
 
     def _put_batch(self, topic: str, queue_id: int, batch: _Batch, born_timestamp: int,
                    wait_store: bool) -> PutMessageResult:

@@ -1,0 +1,764 @@
+/* Compiled fast path of MessageStore.put_message / put_encoded / put_messages (see
+ * bolide/store/fast_append.py for the contract). An Appender writes the common case — a
+ * validated topic, IPv4 hosts, room in the current segment and in the queue's ConsumeQueue
+ * files, no delay level — straight into the mapped segment and returns the PutMessageResult;
+ * for anything else it returns None and the caller takes the general Python path, which
+ * makes the same decisions and gives the errors. The caller holds the CommitLog's put lock. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <time.h>
+
+#include "_native.h"
+
+#define HEADER_V4 88       /* record fields before the body, IPv4 hosts */
+#define MIN_FREE_AFTER 8   /* a record is placed only if this much stays free after it */
+#define MAX_PROPS 32767
+#define SYSFLAG_REFUSED 0x34 /* PREPARED/ROLLBACK (no queue entry), IPv6 hosts: general path */
+#define MAX_BATCH 65536
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *commit_log;    /* last_store_timestamp is set on it */
+    PyObject *files;         /* the CommitLog's MappedFileQueue (.files: newest last) */
+    PyObject *queue_offsets; /* (topic, queue id) -> next queue offset */
+    PyObject *queue_room;    /* (topic, queue id) -> entries whose ConsumeQueue file exists */
+    PyObject *topic_fields;  /* topic -> TOPICLENGTH byte + UTF-8 topic, for validated topics */
+    PyObject *store_host;    /* 8 bytes */
+    PyObject *uniq;          /* the store's UniqKeyGenerator */
+    PyObject *counter;       /* its shared counter (itertools.count) */
+    PyObject *result_type;   /* PutMessageResult */
+    PyObject *ok;            /* PutStatus.PUT_OK */
+    PyObject *kw_single;     /* ("store_host",) */
+    PyObject *kw_batch;      /* ("store_host", "record_sizes") */
+    char prefix[64];         /* the UNIQ_KEY prefix, hex */
+    Py_ssize_t prefix_len;
+    double month_start, next_month;
+    Py_ssize_t max_body;
+    Py_ssize_t room_ahead;
+    unsigned char *scratch;  /* encoded properties of the message(s) being put */
+    Py_ssize_t scratch_cap;
+} Appender;
+
+static PyObject *s_wrote_position, *s_file_size, *s_file_from_offset, *s_view,
+    *s_last_store_timestamp, *s_month_start, *s_next_month, *s_roll_month, *s_topic, *s_body,
+    *s_properties, *s_flag, *s_files;
+
+static int scratch_reserve(Appender *a, Py_ssize_t need) {
+    if (need <= a->scratch_cap)
+        return 0;
+    Py_ssize_t cap = a->scratch_cap ? a->scratch_cap : 4096;
+    while (cap < need)
+        cap *= 2;
+    unsigned char *p = PyMem_Realloc(a->scratch, cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    a->scratch = p;
+    a->scratch_cap = cap;
+    return 0;
+}
+
+static int scratch_put(Appender *a, Py_ssize_t *len, const void *src, Py_ssize_t n) {
+    if (scratch_reserve(a, *len + n) < 0)
+        return -1;
+    memcpy(a->scratch + *len, src, n);
+    *len += n;
+    return 0;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+static int read_month(Appender *a) {
+    PyObject *s = PyObject_GetAttr(a->uniq, s_month_start);
+    PyObject *n = s ? PyObject_GetAttr(a->uniq, s_next_month) : NULL;
+    if (n == NULL) {
+        Py_XDECREF(s);
+        return -1;
+    }
+    a->month_start = PyFloat_AsDouble(s);
+    a->next_month = PyFloat_AsDouble(n);
+    Py_DECREF(s);
+    Py_DECREF(n);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* A new UNIQ_KEY as UniqKeyGenerator.next_id makes it (same counter), written to out;
+ * returns its length or -1. */
+static Py_ssize_t next_uniq(Appender *a, double now, char *out) {
+    if (now >= a->next_month) {
+        PyObject *arg = PyFloat_FromDouble(now);
+        PyObject *r = arg ? PyObject_CallMethodOneArg(a->uniq, s_roll_month, arg) : NULL;
+        Py_XDECREF(arg);
+        if (r == NULL)
+            return -1;
+        Py_DECREF(r);
+        if (read_month(a) < 0)
+            return -1;
+    }
+    PyObject *c = PyIter_Next(a->counter);
+    if (c == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "the UNIQ_KEY counter ended");
+        return -1;
+    }
+    unsigned long count = PyLong_AsUnsignedLongMask(c) & 0xFFFF;
+    Py_DECREF(c);
+    uint32_t diff = (uint32_t)(int64_t)(now - a->month_start);
+    memcpy(out, a->prefix, a->prefix_len);
+    snprintf(out + a->prefix_len, 13, "%08X%04lX", diff, count);
+    return a->prefix_len + 12;
+}
+
+/* Outcome of encoding one message's properties. */
+typedef struct {
+    Py_ssize_t start, len;   /* in the scratch buffer */
+    PyObject *msg_id;        /* new reference */
+} Encoded;
+
+enum { ENC_OK = 0, ENC_SLOW = 1, ENC_ERROR = -1 };
+
+/* Find "key\x01" at a pair start of an encoded blob; [*vs, *ve) is its value. */
+static int find_prop(const unsigned char *p, Py_ssize_t n, const char *key, Py_ssize_t klen,
+                     Py_ssize_t *vs, Py_ssize_t *ve) {
+    Py_ssize_t i = 0;
+    while (i + klen < n) {
+        if ((i == 0 || p[i - 1] == 2) && memcmp(p + i, key, klen) == 0 && p[i + klen] == 1) {
+            Py_ssize_t e = i + klen + 1;
+            while (e < n && p[e] != 2)
+                e++;
+            *vs = i + klen + 1;
+            *ve = e;
+            return 1;
+        }
+        const unsigned char *nx = memchr(p + i, 2, n - i);
+        if (nx == NULL)
+            return 0;
+        i = nx - p + 1;
+    }
+    return 0;
+}
+
+/* Encode properties (a dict of str, or bytes already encoded) into the scratch buffer at
+ * *len, adding a UNIQ_KEY when there is none, as the general path does. */
+static int encode_props_into(Appender *a, PyObject *props, Py_ssize_t *len, double now,
+                             Encoded *e) {
+    e->start = *len;
+    e->msg_id = NULL;
+    if (PyDict_CheckExact(props)) {
+        PyObject *k, *v;
+        Py_ssize_t it = 0;
+        while (PyDict_Next(props, &it, &k, &v)) {
+            if (!PyUnicode_CheckExact(k))
+                return ENC_SLOW;
+            if (v == Py_None)
+                continue;
+            if (!PyUnicode_CheckExact(v))
+                return ENC_SLOW;
+            Py_ssize_t kn, vn;
+            const char *ks = PyUnicode_AsUTF8AndSize(k, &kn);
+            const char *vs = ks ? PyUnicode_AsUTF8AndSize(v, &vn) : NULL;
+            if (vs == NULL) { /* surrogates: the general path raises the encode error */
+                PyErr_Clear();
+                return ENC_SLOW;
+            }
+            if (kn == 5 && memcmp(ks, "DELAY", 5) == 0)
+                return ENC_SLOW;
+            if (kn == 8 && memcmp(ks, "UNIQ_KEY", 8) == 0) {
+                Py_INCREF(v);
+                Py_XSETREF(e->msg_id, v);
+            }
+            if (scratch_reserve(a, *len + kn + vn + 2) < 0)
+                return ENC_ERROR;
+            unsigned char *w = a->scratch + *len;
+            memcpy(w, ks, kn);
+            w[kn] = 1;
+            memcpy(w + kn + 1, vs, vn);
+            w[kn + 1 + vn] = 2;
+            *len += kn + vn + 2;
+        }
+    } else if (PyBytes_CheckExact(props)) {
+        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(props);
+        Py_ssize_t n = PyBytes_GET_SIZE(props), vs, ve;
+        if (n >= 6) {
+            for (Py_ssize_t i = 0; i + 6 <= n; i++) /* any DELAY pair: the general path */
+                if (p[i] == 'D' && memcmp(p + i, "DELAY\x01", 6) == 0)
+                    return ENC_SLOW;
+        }
+        if (scratch_put(a, len, p, n) < 0)
+            return ENC_ERROR;
+        if (n && p[n - 1] != 2 && scratch_put(a, len, "\x02", 1) < 0)
+            return ENC_ERROR;
+        if (find_prop(p, n, "UNIQ_KEY", 8, &vs, &ve) && ve > vs) {
+            e->msg_id = PyUnicode_DecodeUTF8((const char *)p + vs, ve - vs, "replace");
+            if (e->msg_id == NULL)
+                return ENC_ERROR;
+        }
+    } else {
+        return ENC_SLOW;
+    }
+    if (e->msg_id == NULL) {
+        char id[80];
+        Py_ssize_t idn = next_uniq(a, now, id);
+        if (idn < 0)
+            return ENC_ERROR;
+        if (scratch_put(a, len, "UNIQ_KEY\x01", 9) < 0 || scratch_put(a, len, id, idn) < 0 ||
+            scratch_put(a, len, "\x02", 1) < 0)
+            return ENC_ERROR;
+        e->msg_id = PyUnicode_FromStringAndSize(id, idn);
+        if (e->msg_id == NULL)
+            return ENC_ERROR;
+    }
+    e->len = *len - e->start;
+    return e->len > MAX_PROPS ? ENC_SLOW : ENC_OK;
+}
+
+static int encode_props(Appender *a, PyObject *props, Py_ssize_t *len, double now, Encoded *e) {
+    int rc = encode_props_into(a, props, len, now, e);
+    if (rc != ENC_OK)
+        Py_CLEAR(e->msg_id);
+    return rc;
+}
+
+/* The current segment: its view (writable buffer), position, size and start offset. */
+typedef struct {
+    PyObject *mf;
+    Py_buffer buf;
+    int64_t pos, size, from;
+} Segment;
+
+static int segment_get(Appender *a, Segment *s) {
+    s->mf = NULL;
+    PyObject *list = PyObject_GetAttr(a->files, s_files);
+    if (list == NULL)
+        return ENC_ERROR;
+    Py_ssize_t n = PyList_CheckExact(list) ? PyList_GET_SIZE(list) : 0;
+    if (n == 0) {
+        Py_DECREF(list);
+        return ENC_SLOW;
+    }
+    s->mf = PyList_GET_ITEM(list, n - 1);
+    Py_INCREF(s->mf);
+    Py_DECREF(list);
+    PyObject *pos = PyObject_GetAttr(s->mf, s_wrote_position);
+    PyObject *size = pos ? PyObject_GetAttr(s->mf, s_file_size) : NULL;
+    PyObject *from = size ? PyObject_GetAttr(s->mf, s_file_from_offset) : NULL;
+    PyObject *view = from ? PyObject_GetAttr(s->mf, s_view) : NULL;
+    int rc = ENC_ERROR;
+    if (view != NULL) {
+        s->pos = PyLong_AsLongLong(pos);
+        s->size = PyLong_AsLongLong(size);
+        s->from = PyLong_AsLongLong(from);
+        if (!PyErr_Occurred() && PyObject_GetBuffer(view, &s->buf, PyBUF_WRITABLE) == 0) {
+            rc = ENC_OK;
+            if (s->buf.len < s->size) { /* never expected: a mapping shorter than the file */
+                PyBuffer_Release(&s->buf);
+                rc = ENC_SLOW;
+            }
+        }
+    }
+    Py_XDECREF(pos);
+    Py_XDECREF(size);
+    Py_XDECREF(from);
+    Py_XDECREF(view);
+    if (rc != ENC_OK)
+        Py_CLEAR(s->mf);
+    return rc;
+}
+
+static void segment_release(Segment *s) {
+    PyBuffer_Release(&s->buf);
+    Py_CLEAR(s->mf);
+}
+
+/* next queue offset of key, and whether the ConsumeQueue files have room for count more */
+static int queue_next(Appender *a, PyObject *key, Py_ssize_t count, int64_t *next) {
+    PyObject *v = PyDict_GetItemWithError(a->queue_offsets, key);
+    if (v == NULL && PyErr_Occurred())
+        return ENC_ERROR;
+    *next = v ? PyLong_AsLongLong(v) : 0;
+    PyObject *r = PyDict_GetItemWithError(a->queue_room, key);
+    if (r == NULL)
+        return PyErr_Occurred() ? ENC_ERROR : ENC_SLOW;
+    int64_t room = PyLong_AsLongLong(r);
+    if (PyErr_Occurred())
+        return ENC_ERROR;
+    return *next + count + a->room_ahead <= room ? ENC_OK : ENC_SLOW;
+}
+
+/* Record writing: everything but the body CRC, queue offset and offsets is per put. */
+typedef struct {
+    int32_t queue_id, sys_flag;
+    int64_t born_ts, store_ts;
+    const unsigned char *born_host, *store_host;
+    const char *topic_field;
+    Py_ssize_t topic_field_len;
+} RecordCommon;
+
+static void write_record(unsigned char *w, int32_t total, const RecordCommon *c, int32_t flag,
+                         int64_t qoff, int64_t phys, int32_t reconsume, int64_t prepared,
+                         const unsigned char *body, Py_ssize_t body_len,
+                         const unsigned char *props, Py_ssize_t props_len) {
+    wr32(w, (uint32_t)total);
+    wr32(w + 4, (uint32_t)MAGIC_V1);
+    wr32(w + 8, crc32_of(body, body_len) & 0x7FFFFFFFu);
+    wr32(w + 12, (uint32_t)c->queue_id);
+    wr32(w + 16, (uint32_t)flag);
+    wr64(w + 20, (uint64_t)qoff);
+    wr64(w + 28, (uint64_t)phys);
+    wr32(w + 36, (uint32_t)c->sys_flag);
+    wr64(w + 40, (uint64_t)(c->born_ts ? c->born_ts : c->store_ts));
+    memcpy(w + 48, c->born_host, 8);
+    wr64(w + 56, (uint64_t)c->store_ts);
+    memcpy(w + 64, c->store_host, 8);
+    wr32(w + 72, (uint32_t)reconsume);
+    wr64(w + 76, (uint64_t)prepared);
+    wr32(w + 84, (uint32_t)body_len);
+    unsigned char *p = w + HEADER_V4;
+    memcpy(p, body, body_len);
+    p += body_len;
+    memcpy(p, c->topic_field, c->topic_field_len);
+    p += c->topic_field_len;
+    p[0] = (unsigned char)(props_len >> 8);
+    p[1] = (unsigned char)props_len;
+    memcpy(p + 2, props, props_len);
+}
+
+static int as_i32(PyObject *o, int32_t *out) {
+    if (!PyLong_CheckExact(o))
+        return 0;
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (v < INT32_MIN || v > INT32_MAX)
+        return 0;
+    *out = (int32_t)v;
+    return 1;
+}
+
+static int as_i64(PyObject *o, int64_t *out) {
+    if (!PyLong_CheckExact(o))
+        return 0;
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* Common checks of a put: the topic's field, the queue id, the born host. */
+static int prepare_common(Appender *a, PyObject *topic, PyObject *queue_id, PyObject *born_host,
+                          RecordCommon *c) {
+    if (!PyUnicode_CheckExact(topic))
+        return ENC_SLOW;
+    PyObject *field = PyDict_GetItemWithError(a->topic_fields, topic);
+    if (field == NULL)
+        return PyErr_Occurred() ? ENC_ERROR : ENC_SLOW;
+    if (!PyBytes_CheckExact(field))
+        return ENC_SLOW;
+    if (!as_i32(queue_id, &c->queue_id) || c->queue_id < 0)
+        return ENC_SLOW;
+    c->topic_field = PyBytes_AS_STRING(field);
+    c->topic_field_len = PyBytes_GET_SIZE(field);
+    c->store_host = (const unsigned char *)PyBytes_AS_STRING(a->store_host);
+    if (born_host == Py_None) {
+        c->born_host = c->store_host;
+    } else {
+        if (!PyBytes_CheckExact(born_host) || PyBytes_GET_SIZE(born_host) != 8)
+            return ENC_SLOW;
+        c->born_host = (const unsigned char *)PyBytes_AS_STRING(born_host);
+    }
+    return ENC_OK;
+}
+
+static PyObject *finish_slow(int rc) {
+    if (rc == ENC_ERROR)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static int set_after_write(Appender *a, Segment *s, PyObject *key, int64_t next_qoff,
+                           int64_t end_pos, int64_t store_ts) {
+    PyObject *pos = PyLong_FromLongLong(end_pos);
+    if (pos == NULL || PyObject_SetAttr(s->mf, s_wrote_position, pos) < 0) {
+        Py_XDECREF(pos);
+        return -1;
+    }
+    Py_DECREF(pos);
+    PyObject *q = PyLong_FromLongLong(next_qoff);
+    if (q == NULL || PyDict_SetItem(a->queue_offsets, key, q) < 0) {
+        Py_XDECREF(q);
+        return -1;
+    }
+    Py_DECREF(q);
+    PyObject *ts = PyLong_FromLongLong(store_ts);
+    if (ts == NULL || PyObject_SetAttr(a->commit_log, s_last_store_timestamp, ts) < 0) {
+        Py_XDECREF(ts);
+        return -1;
+    }
+    Py_DECREF(ts);
+    return 0;
+}
+
+/* append(topic, queue_id, body, properties, flag, sys_flag, born_timestamp, born_host,
+ *        reconsume_times, prepared_offset) -> PutMessageResult | None */
+static PyObject *Appender_append(Appender *a, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "append takes 10 arguments");
+        return NULL;
+    }
+    PyObject *topic = args[0], *queue_id = args[1], *body = args[2], *props = args[3];
+    RecordCommon c;
+    int32_t flag, reconsume;
+    int64_t prepared;
+    int rc = prepare_common(a, topic, queue_id, args[7], &c);
+    if (rc != ENC_OK)
+        return finish_slow(rc);
+    if (!PyBytes_CheckExact(body) || PyBytes_GET_SIZE(body) > a->max_body ||
+        !as_i32(args[4], &flag) || !as_i32(args[5], &c.sys_flag) ||
+        (c.sys_flag & SYSFLAG_REFUSED) || !as_i64(args[6], &c.born_ts) ||
+        !as_i32(args[8], &reconsume) || !as_i64(args[9], &prepared))
+        Py_RETURN_NONE;
+    double now = now_ms();
+    c.store_ts = (int64_t)now;
+    Py_ssize_t plen = 0;
+    Encoded e;
+    rc = encode_props(a, props, &plen, now, &e);
+    if (rc != ENC_OK)
+        return finish_slow(rc);
+    Py_ssize_t body_len = PyBytes_GET_SIZE(body);
+    int64_t total = HEADER_V4 + body_len + c.topic_field_len + 2 + e.len;
+    PyObject *key = PyTuple_Pack(2, topic, queue_id);
+    PyObject *result = NULL;
+    int64_t qoff;
+    Segment s;
+    if (key == NULL)
+        goto out;
+    rc = queue_next(a, key, 1, &qoff);
+    if (rc == ENC_OK)
+        rc = segment_get(a, &s);
+    if (rc != ENC_OK) {
+        result = finish_slow(rc);
+        goto out;
+    }
+    if (s.pos < 0 || s.pos + total + MIN_FREE_AFTER > s.size) {
+        segment_release(&s);
+        result = finish_slow(ENC_SLOW);
+        goto out;
+    }
+    int64_t phys = s.from + s.pos;
+    write_record((unsigned char *)s.buf.buf + s.pos, (int32_t)total, &c, flag, qoff, phys,
+                 reconsume, prepared, (const unsigned char *)PyBytes_AS_STRING(body), body_len,
+                 a->scratch + e.start, e.len);
+    rc = set_after_write(a, &s, key, qoff + 1, s.pos + total, c.store_ts);
+    segment_release(&s);
+    if (rc < 0)
+        goto out;
+    PyObject *vals[7] = {a->ok, NULL, NULL, NULL, e.msg_id, NULL, a->store_host};
+    vals[1] = PyLong_FromLongLong(phys);
+    vals[2] = PyLong_FromLongLong(total);
+    vals[3] = PyLong_FromLongLong(qoff);
+    vals[5] = PyLong_FromLongLong(c.store_ts);
+    if (vals[1] && vals[2] && vals[3] && vals[5])
+        result = PyObject_Vectorcall(a->result_type, vals, 6, a->kw_single);
+    Py_XDECREF(vals[1]);
+    Py_XDECREF(vals[2]);
+    Py_XDECREF(vals[3]);
+    Py_XDECREF(vals[5]);
+out:
+    Py_XDECREF(key);
+    Py_XDECREF(e.msg_id);
+    return result;
+}
+
+/* append_batch(topic, queue_id, members, born_timestamp, born_host) -> PutMessageResult | None:
+ * the members of a batch contiguously in one segment. A member is a Message of ``topic`` or
+ * a (body, encoded properties, flag) tuple. */
+static PyObject *Appender_append_batch(Appender *a, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "append_batch takes 5 arguments");
+        return NULL;
+    }
+    PyObject *topic = args[0], *queue_id = args[1], *msgs = args[2];
+    RecordCommon c;
+    int rc = prepare_common(a, topic, queue_id, args[4], &c);
+    if (rc != ENC_OK)
+        return finish_slow(rc);
+    c.sys_flag = 0;
+    if (!as_i64(args[3], &c.born_ts) || !PyList_CheckExact(msgs))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(msgs);
+    if (n == 0 || n > MAX_BATCH)
+        Py_RETURN_NONE;
+    double now = now_ms();
+    c.store_ts = (int64_t)now;
+    Encoded *enc = PyMem_Calloc(n, sizeof(Encoded));
+    PyObject **bodies = PyMem_Calloc(n, sizeof(PyObject *));
+    int32_t *flags = PyMem_Calloc(n, sizeof(int32_t));
+    PyObject *key = NULL, *result = NULL, *ids = NULL, *sizes = NULL;
+    Py_ssize_t done = 0, plen = 0;
+    int64_t total = 0;
+    if (enc == NULL || bodies == NULL || flags == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    rc = ENC_OK;
+    for (; done < n && rc == ENC_OK; done++) {
+        PyObject *m = PyList_GET_ITEM(msgs, done), *body, *props, *flag;
+        if (PyTuple_CheckExact(m) && PyTuple_GET_SIZE(m) == 3) { /* (body, encoded, flag) */
+            body = PyTuple_GET_ITEM(m, 0);
+            props = PyTuple_GET_ITEM(m, 1);
+            flag = PyTuple_GET_ITEM(m, 2);
+            Py_INCREF(body);
+            Py_INCREF(props);
+            Py_INCREF(flag);
+        } else { /* a Message of the batch's topic */
+            PyObject *t = PyObject_GetAttr(m, s_topic);
+            if (t == NULL) {
+                rc = ENC_ERROR;
+                break;
+            }
+            int same = t == topic || (PyUnicode_CheckExact(t) && PyUnicode_Compare(t, topic) == 0);
+            Py_DECREF(t);
+            body = same ? PyObject_GetAttr(m, s_body) : NULL;
+            props = body ? PyObject_GetAttr(m, s_properties) : NULL;
+            flag = props ? PyObject_GetAttr(m, s_flag) : NULL;
+            if (flag == NULL) {
+                Py_XDECREF(body);
+                Py_XDECREF(props);
+                rc = PyErr_Occurred() ? ENC_ERROR : ENC_SLOW;
+                break;
+            }
+        }
+        bodies[done] = body;
+        if (!PyBytes_CheckExact(body) || PyBytes_GET_SIZE(body) > a->max_body ||
+            !as_i32(flag, &flags[done]))
+            rc = ENC_SLOW;
+        else
+            rc = encode_props(a, props, &plen, now, &enc[done]);
+        Py_DECREF(props);
+        Py_DECREF(flag);
+        if (rc == ENC_OK)
+            total += HEADER_V4 + PyBytes_GET_SIZE(body) + c.topic_field_len + 2 + enc[done].len;
+    }
+    if (rc != ENC_OK) {
+        result = finish_slow(rc);
+        goto out;
+    }
+    int64_t qoff;
+    Segment s;
+    key = PyTuple_Pack(2, topic, queue_id);
+    if (key == NULL)
+        goto out;
+    rc = queue_next(a, key, n, &qoff);
+    if (rc == ENC_OK)
+        rc = segment_get(a, &s);
+    if (rc != ENC_OK) {
+        result = finish_slow(rc);
+        goto out;
+    }
+    if (s.pos < 0 || s.pos + total + MIN_FREE_AFTER > s.size) {
+        segment_release(&s);
+        result = finish_slow(ENC_SLOW);
+        goto out;
+    }
+    ids = PyList_New(n);
+    sizes = PyList_New(n);
+    if (ids == NULL || sizes == NULL) {
+        segment_release(&s);
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) { /* every allocation before the first byte is written */
+        PyObject *sz = PyLong_FromSsize_t(HEADER_V4 + PyBytes_GET_SIZE(bodies[i]) +
+                                          c.topic_field_len + 2 + enc[i].len);
+        if (sz == NULL) {
+            segment_release(&s);
+            goto out;
+        }
+        PyList_SET_ITEM(sizes, i, sz);
+        PyList_SET_ITEM(ids, i, enc[i].msg_id);
+        enc[i].msg_id = NULL;
+    }
+    int64_t start = s.from + s.pos, at = s.pos;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t body_len = PyBytes_GET_SIZE(bodies[i]);
+        int64_t size = HEADER_V4 + body_len + c.topic_field_len + 2 + enc[i].len;
+        write_record((unsigned char *)s.buf.buf + at, (int32_t)size, &c, flags[i], qoff + i,
+                     s.from + at, 0, 0, (const unsigned char *)PyBytes_AS_STRING(bodies[i]),
+                     body_len, a->scratch + enc[i].start, enc[i].len);
+        at += size;
+    }
+    rc = set_after_write(a, &s, key, qoff + n, at, c.store_ts);
+    segment_release(&s);
+    if (rc < 0)
+        goto out;
+    PyObject *vals[10] = {a->ok, NULL, NULL, NULL, PyList_GET_ITEM(ids, 0), NULL, NULL, ids,
+                          a->store_host, sizes};
+    vals[1] = PyLong_FromLongLong(start);
+    vals[2] = PyLong_FromLongLong(total);
+    vals[3] = PyLong_FromLongLong(qoff);
+    vals[5] = PyLong_FromLongLong(c.store_ts);
+    vals[6] = PyLong_FromSsize_t(n);
+    if (vals[1] && vals[2] && vals[3] && vals[5] && vals[6])
+        result = PyObject_Vectorcall(a->result_type, vals, 8, a->kw_batch);
+    for (int i = 1; i < 7; i++)
+        if (i != 4)
+            Py_XDECREF(vals[i]);
+out:
+    if (enc != NULL)
+        for (Py_ssize_t i = 0; i < n; i++)
+            Py_XDECREF(enc[i].msg_id);
+    if (bodies != NULL)
+        for (Py_ssize_t i = 0; i < n; i++)
+            Py_XDECREF(bodies[i]);
+    PyMem_Free(enc);
+    PyMem_Free(bodies);
+    PyMem_Free(flags);
+    Py_XDECREF(key);
+    Py_XDECREF(ids);
+    Py_XDECREF(sizes);
+    return result;
+}
+
+static int Appender_init(Appender *a, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"commit_log", "files", "queue_offsets", "queue_room", "topic_fields",
+                            "store_host", "uniq", "result_type", "ok", "max_body",
+                            "room_ahead", NULL};
+    PyObject *cl, *files, *qo, *qr, *tf, *host, *uniq, *rt, *ok;
+    Py_ssize_t max_body, ahead;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!O!O!SOOOnn", names, &cl,
+                                     &files, &PyDict_Type, &qo, &PyDict_Type, &qr, &PyDict_Type,
+                                     &tf, &host, &uniq, &rt, &ok, &max_body, &ahead))
+        return -1;
+    if (PyBytes_GET_SIZE(host) != 8) {
+        PyErr_SetString(PyExc_ValueError, "the fast path takes an IPv4 store host");
+        return -1;
+    }
+    PyObject *prefix = PyObject_GetAttrString(uniq, "_prefix");
+    if (prefix == NULL)
+        return -1;
+    Py_ssize_t plen;
+    const char *p = PyUnicode_AsUTF8AndSize(prefix, &plen);
+    if (p == NULL || plen > (Py_ssize_t)sizeof(a->prefix)) {
+        Py_DECREF(prefix);
+        if (p != NULL)
+            PyErr_SetString(PyExc_ValueError, "the UNIQ_KEY prefix is too long");
+        return -1;
+    }
+    memcpy(a->prefix, p, plen);
+    a->prefix_len = plen;
+    Py_DECREF(prefix);
+    PyObject *counter = PyObject_GetAttrString(uniq, "_counter");
+    if (counter == NULL)
+        return -1;
+    Py_XSETREF(a->counter, counter);
+    PyObject *objs[] = {cl, files, qo, qr, tf, host, uniq, rt, ok};
+    PyObject **slots[] = {&a->commit_log, &a->files, &a->queue_offsets, &a->queue_room,
+                          &a->topic_fields, &a->store_host, &a->uniq, &a->result_type, &a->ok};
+    for (int i = 0; i < 9; i++) {
+        Py_INCREF(objs[i]);
+        Py_XSETREF(*slots[i], objs[i]);
+    }
+    Py_XSETREF(a->kw_single, Py_BuildValue("(s)", "store_host"));
+    Py_XSETREF(a->kw_batch, Py_BuildValue("(ss)", "store_host", "record_sizes"));
+    if (a->kw_single == NULL || a->kw_batch == NULL)
+        return -1;
+    a->max_body = max_body;
+    a->room_ahead = ahead;
+    return read_month(a);
+}
+
+static int Appender_traverse(Appender *a, visitproc visit, void *arg) {
+    Py_VISIT(a->commit_log);
+    Py_VISIT(a->files);
+    Py_VISIT(a->queue_offsets);
+    Py_VISIT(a->queue_room);
+    Py_VISIT(a->topic_fields);
+    Py_VISIT(a->uniq);
+    Py_VISIT(a->counter);
+    Py_VISIT(a->result_type);
+    Py_VISIT(a->ok);
+    return 0;
+}
+
+static int Appender_clear(Appender *a) {
+    Py_CLEAR(a->commit_log);
+    Py_CLEAR(a->files);
+    Py_CLEAR(a->queue_offsets);
+    Py_CLEAR(a->queue_room);
+    Py_CLEAR(a->topic_fields);
+    Py_CLEAR(a->store_host);
+    Py_CLEAR(a->uniq);
+    Py_CLEAR(a->counter);
+    Py_CLEAR(a->result_type);
+    Py_CLEAR(a->ok);
+    Py_CLEAR(a->kw_single);
+    Py_CLEAR(a->kw_batch);
+    return 0;
+}
+
+static void Appender_dealloc(Appender *a) {
+    PyObject_GC_UnTrack(a);
+    Appender_clear(a);
+    PyMem_Free(a->scratch);
+    Py_TYPE(a)->tp_free((PyObject *)a);
+}
+
+static PyMethodDef Appender_methods[] = {
+    {"append", (PyCFunction)(void (*)(void))Appender_append, METH_FASTCALL,
+     "Append one message on the fast path; None when the general path must take it."},
+    {"append_batch", (PyCFunction)(void (*)(void))Appender_append_batch, METH_FASTCALL,
+     "Append a batch on the fast path; None when the general path must take it."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject AppenderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bolide.store._append.Appender",
+    .tp_basicsize = sizeof(Appender),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The compiled fast path of the store's puts.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Appender_init,
+    .tp_dealloc = (destructor)Appender_dealloc,
+    .tp_traverse = (traverseproc)Appender_traverse,
+    .tp_clear = (inquiry)Appender_clear,
+    .tp_methods = Appender_methods,
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_append", NULL, -1, NULL};
+
+PyMODINIT_FUNC PyInit__append(void) {
+    crc_init();
+    struct { PyObject **slot; const char *text; } names[] = {
+        {&s_wrote_position, "wrote_position"}, {&s_file_size, "file_size"},
+        {&s_file_from_offset, "file_from_offset"}, {&s_view, "view"},
+        {&s_last_store_timestamp, "last_store_timestamp"}, {&s_month_start, "_month_start_ms"},
+        {&s_next_month, "_next_month_ms"}, {&s_roll_month, "_roll_month"}, {&s_topic, "topic"},
+        {&s_body, "body"}, {&s_properties, "properties"}, {&s_flag, "flag"},
+        {&s_files, "files"},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if ((*names[i].slot = PyUnicode_InternFromString(names[i].text)) == NULL)
+            return NULL;
+    if (PyType_Ready(&AppenderType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&AppenderType);
+    if (PyModule_AddObject(m, "Appender", (PyObject *)&AppenderType) < 0) {
+        Py_DECREF(&AppenderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
