@@ -1,5 +1,5 @@
-"""Builds the optional compiled record scan (bolide.store._fastscan) and put path
-(bolide.store._append); all other metadata is in
+"""Builds the optional compiled record scan (bolide.store._fastscan) put path
+(bolide.store._append) and index build (bolide.store._index); all other metadata is in
 pyproject.toml. ``optional=True``: without a C compiler the install still succeeds and
 bolide.store.fastscan uses its pure-Python scan."""
 
@@ -10,6 +10,8 @@ setup(
         Extension("bolide.store._fastscan", ["src/bolide/store/_fastscan.c"],
                   extra_compile_args=["-O3"], optional=True),
         Extension("bolide.store._append", ["src/bolide/store/_append.c"],
+                  extra_compile_args=["-O3"], optional=True),
+        Extension("bolide.store._index", ["src/bolide/store/_index.c"],
                   extra_compile_args=["-O3"], optional=True),
     ],
 )

@@ -123,27 +123,6 @@ typedef struct {
 
 enum { ENC_OK = 0, ENC_SLOW = 1, ENC_ERROR = -1 };
 
-/* Find "key\x01" at a pair start of an encoded blob; [*vs, *ve) is its value. */
-static int find_prop(const unsigned char *p, Py_ssize_t n, const char *key, Py_ssize_t klen,
-                     Py_ssize_t *vs, Py_ssize_t *ve) {
-    Py_ssize_t i = 0;
-    while (i + klen < n) {
-        if ((i == 0 || p[i - 1] == 2) && memcmp(p + i, key, klen) == 0 && p[i + klen] == 1) {
-            Py_ssize_t e = i + klen + 1;
-            while (e < n && p[e] != 2)
-                e++;
-            *vs = i + klen + 1;
-            *ve = e;
-            return 1;
-        }
-        const unsigned char *nx = memchr(p + i, 2, n - i);
-        if (nx == NULL)
-            return 0;
-        i = nx - p + 1;
-    }
-    return 0;
-}
-
 /* Encode properties (a dict of str, or bytes already encoded) into the scratch buffer at
  * *len, adding a UNIQ_KEY when there is none, as the general path does. */
 static int encode_props_into(Appender *a, PyObject *props, Py_ssize_t *len, double now,

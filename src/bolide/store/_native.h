@@ -7,9 +7,9 @@
 #define MAGIC_V1 ((int32_t)0xDAA320A7)
 #define MAGIC_V2 ((int32_t)0xDAA320AB)
 
-static uint32_t crc_table[8][256];
+static uint32_t crc_table[8][256] __attribute__((unused));
 
-static void crc_init(void) {
+static inline void crc_init(void) {
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
         for (int k = 0; k < 8; k++)
@@ -26,7 +26,7 @@ static void crc_init(void) {
 }
 
 /* zlib's crc32 (slice-by-8, little-endian loads) */
-static uint32_t crc32_of(const unsigned char *p, Py_ssize_t n) {
+static inline uint32_t crc32_of(const unsigned char *p, Py_ssize_t n) {
     uint32_t c = 0xFFFFFFFFu;
     while (n && ((uintptr_t)p & 7)) {
         c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
@@ -39,6 +39,28 @@ static uint32_t crc32_of(const unsigned char *p, Py_ssize_t n) {
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
         a = __builtin_bswap32(a);
         b = __builtin_bswap32(b);
+/* Find "key\x01" at a pair start of an encoded properties blob (where record.property_bytes
+ * finds it); [*vs, *ve) is its value, up to the next 0x02. Returns 1 when found. */
+static inline int find_prop(const unsigned char *p, Py_ssize_t n, const char *key, Py_ssize_t klen,
+                     Py_ssize_t *vs, Py_ssize_t *ve) {
+    Py_ssize_t i = 0;
+    while (i + klen < n) {
+        if ((i == 0 || p[i - 1] == 2) && memcmp(p + i, key, klen) == 0 && p[i + klen] == 1) {
+            Py_ssize_t e = i + klen + 1;
+            while (e < n && p[e] != 2)
+                e++;
+            *vs = i + klen + 1;
+            *ve = e;
+            return 1;
+        }
+        const unsigned char *nx = memchr(p + i, 2, n - i);
+        if (nx == NULL)
+            return 0;
+        i = nx - p + 1;
+    }
+    return 0;
+}
+
 #endif
         a ^= c;
         c = crc_table[7][a & 0xFF] ^ crc_table[6][(a >> 8) & 0xFF] ^
@@ -68,6 +90,28 @@ static inline void wr32(unsigned char *p, uint32_t v) {
 static inline void wr64(unsigned char *p, uint64_t v) {
     wr32(p, (uint32_t)(v >> 32));
     wr32(p + 4, (uint32_t)v);
+}
+
+/* Find "key\x01" at a pair start of an encoded properties blob (where record.property_bytes
+ * finds it); [*vs, *ve) is its value, up to the next 0x02. Returns 1 when found. */
+static inline int find_prop(const unsigned char *p, Py_ssize_t n, const char *key, Py_ssize_t klen,
+                     Py_ssize_t *vs, Py_ssize_t *ve) {
+    Py_ssize_t i = 0;
+    while (i + klen < n) {
+        if ((i == 0 || p[i - 1] == 2) && memcmp(p + i, key, klen) == 0 && p[i + klen] == 1) {
+            Py_ssize_t e = i + klen + 1;
+            while (e < n && p[e] != 2)
+                e++;
+            *vs = i + klen + 1;
+            *ve = e;
+            return 1;
+        }
+        const unsigned char *nx = memchr(p + i, 2, n - i);
+        if (nx == NULL)
+            return 0;
+        i = nx - p + 1;
+    }
+    return 0;
 }
 
 #endif

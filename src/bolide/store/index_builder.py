@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from bolide.store.commitlog import CommitLog
 from bolide.store.dispatch import IndexFed, parse_segment, resume_point
+from bolide.store.index_file import COMPILED
 from bolide.store.index_service import IndexService
 
 
@@ -32,8 +33,9 @@ class IndexBuilder:
 
     def dispatch_available(self, max_bytes: int = 1 << 62) -> int:
         """Index what dispatch has passed (up to about ``max_bytes``); returns bytes consumed.
-        Records dispatch handed on (:attr:`feed`) are taken as they are; the others (the
-        feed was full, or dispatch scanned them in bulk) are parsed from the CommitLog."""
+        Records dispatch handed on (:attr:`feed`) are taken as they are; the others are read
+        from the CommitLog, by the compiled loop when there is one (a record it does not
+        take is parsed in Python, then the loop goes on)."""
         commit_log = self.commit_log
         build = self.index.build
         feed = self.feed
@@ -43,11 +45,27 @@ class IndexBuilder:
             if feed and self._take_fed(feed, limit):
                 continue
             self.reput_from, stop = resume_point(commit_log, self.reput_from, feed, limit)
-            after = parse_segment(commit_log, self.reput_from, stop, build, log_errors=False)
+            if COMPILED and self._build_compiled(stop):
+                continue
+            after = parse_segment(commit_log, self.reput_from, stop, build, log_errors=False,
+                                  max_records=1 if COMPILED else -1)
             if after is None:
                 break
             self.reput_from = after
         return self.reput_from - start
+
+    def _build_compiled(self, stop: int) -> bool:
+        """Index records from :attr:`reput_from` up to ``stop`` in bulk; False when the
+        first is not one the compiled loop takes (or nothing is readable)."""
+        found = self.commit_log.readable_from(self.reput_from, stop)
+        if found is None:
+            return False
+        view, pos = found
+        after = self.index.build_records(view, pos, len(view))
+        if after == pos:
+            return False
+        self.reput_from += after - pos
+        return True
 
     def _take_fed(self, feed: deque[IndexFed], limit: int) -> bool:
         took = False

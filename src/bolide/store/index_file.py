@@ -18,6 +18,16 @@ from bolide.common.hashing import java_string_hash
 from bolide.errors import StoreFormatError
 from bolide.store.fastscan import compiled_module
 
+try:
+    if os.environ.get("BOLIDE_PURE_PYTHON") == "1":
+        raise ImportError("pure Python requested")
+    from bolide.store import _index
+except ImportError:
+    _index = None  # type: ignore[assignment]
+
+COMPILED = _index is not None
+_NEEDS_PAGE = 3  # index_records stopped before a page whose blocks are not allocated yet
+
 HEADER_SIZE = 40
 SLOT_SIZE = 4
 ENTRY_SIZE = 20
@@ -180,6 +190,31 @@ class IndexFile:
             os.pwrite(fd, _I32.pack(count), slot_at)
             os.pwrite(fd, self._header_bytes(), 0)
         return True
+
+    def put_records(self, buf: memoryview, pos: int, end: int, last_indexed: int,
+                    max_records: int) -> tuple[int, int, int]:
+        """Index the records of the CommitLog bytes ``buf[pos:end]`` with the compiled loop
+        (``bolide.store._index``, which writes what :meth:`put` writes, with the GIL
+        released) as far as it takes them. Returns ``(pos, last_indexed, records)``: the
+        record at ``pos``, if before ``end``, needs the Python path (or the next file).
+        Raises OSError when a page cannot be allocated (a full disk)."""
+        view = self._view if self._view is not None else self._writable_view()
+        if _index is None or view is None:
+            return pos, last_indexed, 0
+        done = 0
+        while True:
+            pos, state, last_indexed, records, reason, need_at = _index.index_records(
+                buf, pos, end, view, self._allocated, self._entries_at, self.hash_slot_num,
+                self.index_num, (self.begin_timestamp, self.end_timestamp,
+                                 self.begin_phy_offset, self.end_phy_offset,
+                                 self.hash_slot_count, self.index_count),
+                last_indexed, max_records - done)
+            (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
+             self.end_phy_offset, self.hash_slot_count, self.index_count) = state
+            done += records
+            if reason != _NEEDS_PAGE:
+                return pos, last_indexed, done
+            self._allocate(need_at)
 
     def is_time_matched(self, begin: int, end: int) -> bool:
         return begin <= self.begin_timestamp <= end or begin <= self.end_timestamp <= end or (

@@ -129,6 +129,33 @@ class IndexService:
                 self._failing = False
             self._last_indexed = phy
 
+    def build_records(self, buf: memoryview, pos: int, end: int) -> int:
+        """Index the records of the CommitLog bytes ``buf[pos:end]`` with the compiled loop
+        as far as it takes them (see :meth:`IndexFile.put_records`); returns where it
+        stopped. The record there, if before ``end``, goes through :meth:`build`."""
+        if self.min_free_bytes:
+            if self._until_check < 0:
+                self._until_check = _CHECK_EVERY
+                self._check_space()
+            if self._paused:
+                return pos
+        with self._lock:
+            if not self.files or self.files[-1].is_full():
+                return pos  # build() makes the file when a record has keys to index
+            f = self.files[-1]
+            try:
+                after, last, records = f.put_records(buf, pos, end, self._last_indexed,
+                                                     _CHECK_EVERY)
+            except OSError:
+                return pos  # build() reports it and skips the message
+            self._until_check -= records
+            if last != self._last_indexed:
+                self._last_indexed = last
+                if self._failing:
+                    log.warning("index: indexing again from the message at %d", last)
+                    self._failing = False
+        return after
+
     def _check_space(self) -> None:
         try:
             try:

@@ -1,0 +1,81 @@
+"""The compiled index build (bolide.store._index) writes the same IndexFiles as the Python
+path (IndexService.build), record for record, including the records it hands back to it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bolide.common import sysflag
+from bolide.common.message import Message
+from bolide.store import MessageStore, index_builder
+from bolide.store.index_file import COMPILED
+from conftest import assert_consistent, small_config
+
+TINY_INDEX = {"max_hash_slot_num": 7, "max_index_num": 40}
+
+message_st = st.fixed_dictionaries({
+    "topic": st.sampled_from(["T", "Orders", "a%b"]),
+    "keys": st.lists(st.sampled_from(["k1", "k2", "ordér", "a b", "", "x" * 40]), max_size=4),
+    "uniq": st.sampled_from([None, "", "ID1", "ÍD"]),
+    "tx": st.sampled_from([0, 0, 0, sysflag.TRANSACTION_PREPARED_TYPE,
+                           sysflag.TRANSACTION_COMMIT_TYPE, sysflag.TRANSACTION_ROLLBACK_TYPE]),
+    "born_host": st.sampled_from([None, None, "[::1]:9876"]),
+    "body": st.binary(max_size=200),
+})
+
+
+def _index_files(root: Path) -> list[bytes]:
+    where = root / "index"
+    return [p.read_bytes() for p in sorted(where.iterdir())] if where.is_dir() else []
+
+
+@pytest.mark.skipif(not COMPILED, reason="the compiled index build")
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(msgs=st.lists(message_st, min_size=1, max_size=60))
+def test_compiled_and_python_index_builds_write_the_same_files(
+        msgs: list[dict[str, object]], tmp_path_factory: pytest.TempPathFactory,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    base = tmp_path_factory.mktemp("log")
+    cfg = small_config(base, message_index_enable=False, mapped_file_size_commit_log=4096,
+                       **TINY_INDEX)
+    with MessageStore(cfg) as store:
+        for m in msgs:
+            props = {"UNIQ_KEY": m["uniq"]} if m["uniq"] is not None else {}
+            msg = Message(str(m["topic"]), m["body"], keys=m["keys"] or None,  # type: ignore[arg-type]
+                          properties=props)
+            assert store.put_message(msg, 0, sys_flag=int(m["tx"]),  # type: ignore[call-overload]
+                                     born_host=m["born_host"]).ok
+    built = {}
+    for compiled in (True, False):
+        root = tmp_path_factory.mktemp("compiled" if compiled else "python")
+        shutil.rmtree(root)
+        shutil.copytree(base, root)
+        monkeypatch.setattr(index_builder, "COMPILED", compiled)
+        with MessageStore(cfg.replace(store_path_root_dir=str(root),
+                                      message_index_enable=True)) as store:
+            assert store.wait_dispatched(timeout=30)
+        built[compiled] = _index_files(root)
+        assert_consistent(cfg.replace(store_path_root_dir=str(root), message_index_enable=True))
+    assert built[True] == built[False]
+
+
+@pytest.mark.skipif(not COMPILED, reason="the compiled index build")
+def test_queries_find_what_the_compiled_build_indexed(tmp_path: Path) -> None:
+    with MessageStore(small_config(tmp_path, **TINY_INDEX)) as store:
+        ids = []
+        for i in range(300):  # several index files
+            r = store.put_message(Message("T", f"m{i}".encode(), keys=[f"k{i}", "all"]), 0)
+            ids.append(r.msg_id)
+        assert store.wait_dispatched(timeout=30)
+        assert len(list((tmp_path / "index").iterdir())) > 5
+        for i in (0, 150, 299):
+            assert [m.body for m in store.query_message("T", f"k{i}", 4, 0, 1 << 62)] == [
+                f"m{i}".encode()]
+            assert store.query_message("T", ids[i], 4, 0, 1 << 62)[0].body == f"m{i}".encode()
+        assert len(store.query_message("T", "all", 32, 0, 1 << 62)) == 32
