@@ -7,6 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stddef.h>
+#include <structmember.h>
 #include <time.h>
 
 #include "_native.h"
@@ -16,6 +17,12 @@
 #define MAX_PROPS 32767
 #define SYSFLAG_REFUSED 0x34 /* PREPARED/ROLLBACK (no queue entry), IPv6 hosts: general path */
 #define MAX_BATCH 65536
+#define RESULT_FIELDS 11
+
+/* PutMessageResult's fields, in its declaration order */
+static const char *result_fields[RESULT_FIELDS] = {
+    "status", "wrote_offset", "wrote_bytes", "queue_offset", "msg_id", "store_timestamp",
+    "msg_num", "batch_ids", "remark", "store_host", "record_sizes"};
 
 typedef struct {
     PyObject_HEAD
@@ -31,6 +38,8 @@ typedef struct {
     PyObject *ok;            /* PutStatus.PUT_OK */
     PyObject *kw_single;     /* ("store_host",) */
     PyObject *kw_batch;      /* ("store_host", "record_sizes") */
+    PyObject *empty;         /* "" */
+    Py_ssize_t slots[RESULT_FIELDS]; /* offsets of PutMessageResult's slots (0: call it) */
     char prefix[64];         /* the UNIQ_KEY prefix, hex */
     Py_ssize_t prefix_len;
     double month_start, next_month;
@@ -109,9 +118,14 @@ static Py_ssize_t next_uniq(Appender *a, double now, char *out) {
     }
     unsigned long count = PyLong_AsUnsignedLongMask(c) & 0xFFFF;
     Py_DECREF(c);
+    static const char hex[] = "0123456789ABCDEF";
     uint32_t diff = (uint32_t)(int64_t)(now - a->month_start);
     memcpy(out, a->prefix, a->prefix_len);
-    snprintf(out + a->prefix_len, 13, "%08X%04lX", diff, count);
+    char *w = out + a->prefix_len;
+    for (int i = 0; i < 8; i++)
+        w[i] = hex[(diff >> (28 - 4 * i)) & 0xF];
+    for (int i = 0; i < 4; i++)
+        w[8 + i] = hex[(count >> (12 - 4 * i)) & 0xF];
     return a->prefix_len + 12;
 }
 
@@ -189,9 +203,10 @@ static int encode_props_into(Appender *a, PyObject *props, Py_ssize_t *len, doub
         if (scratch_put(a, len, "UNIQ_KEY\x01", 9) < 0 || scratch_put(a, len, id, idn) < 0 ||
             scratch_put(a, len, "\x02", 1) < 0)
             return ENC_ERROR;
-        e->msg_id = PyUnicode_FromStringAndSize(id, idn);
+        e->msg_id = PyUnicode_New(idn, 127); /* hex: ASCII */
         if (e->msg_id == NULL)
             return ENC_ERROR;
+        memcpy(PyUnicode_DATA(e->msg_id), id, idn);
     }
     e->len = *len - e->start;
     return e->len > MAX_PROPS ? ENC_SLOW : ENC_OK;
@@ -359,6 +374,29 @@ static int prepare_common(Appender *a, PyObject *topic, PyObject *queue_id, PyOb
     return ENC_OK;
 }
 
+/* A PutMessageResult of these field values (new references are taken), built by filling its
+ * slots when they were found at init, else by calling the class. */
+static PyObject *new_result(Appender *a, PyObject **values) {
+    if (a->slots[0] == 0) {
+        PyObject *kw = values[7] == Py_None ? a->kw_single : a->kw_batch;
+        PyObject *args[RESULT_FIELDS];
+        Py_ssize_t n = values[7] == Py_None ? 6 : 8;
+        memcpy(args, values, n * sizeof(PyObject *));
+        args[n] = values[9];
+        args[n + 1] = values[10];
+        return PyObject_Vectorcall(a->result_type, args, n, kw);
+    }
+    PyTypeObject *type = (PyTypeObject *)a->result_type;
+    PyObject *r = type->tp_alloc(type, 0);
+    if (r == NULL)
+        return NULL;
+    for (int i = 0; i < RESULT_FIELDS; i++) {
+        Py_INCREF(values[i]);
+        *(PyObject **)((char *)r + a->slots[i]) = values[i];
+    }
+    return r;
+}
+
 static PyObject *finish_slow(int rc) {
     if (rc == ENC_ERROR)
         return NULL;
@@ -442,13 +480,16 @@ static PyObject *Appender_append(Appender *a, PyObject *const *args, Py_ssize_t 
     segment_release(&s);
     if (rc < 0)
         goto out;
-    PyObject *vals[7] = {a->ok, NULL, NULL, NULL, e.msg_id, NULL, a->store_host};
+    PyObject *one = PyLong_FromLong(1); /* a cached small int */
+    PyObject *vals[RESULT_FIELDS] = {a->ok, NULL, NULL, NULL, e.msg_id, NULL, one, Py_None,
+                                     a->empty, a->store_host, Py_None};
     vals[1] = PyLong_FromLongLong(phys);
     vals[2] = PyLong_FromLongLong(total);
     vals[3] = PyLong_FromLongLong(qoff);
     vals[5] = PyLong_FromLongLong(c.store_ts);
     if (vals[1] && vals[2] && vals[3] && vals[5])
-        result = PyObject_Vectorcall(a->result_type, vals, 6, a->kw_single);
+        result = new_result(a, vals);
+    Py_XDECREF(one);
     Py_XDECREF(vals[1]);
     Py_XDECREF(vals[2]);
     Py_XDECREF(vals[3]);
@@ -580,15 +621,15 @@ static PyObject *Appender_append_batch(Appender *a, PyObject *const *args, Py_ss
     segment_release(&s);
     if (rc < 0)
         goto out;
-    PyObject *vals[10] = {a->ok, NULL, NULL, NULL, PyList_GET_ITEM(ids, 0), NULL, NULL, ids,
-                          a->store_host, sizes};
+    PyObject *vals[RESULT_FIELDS] = {a->ok, NULL, NULL, NULL, PyList_GET_ITEM(ids, 0), NULL,
+                                     NULL, ids, a->empty, a->store_host, sizes};
     vals[1] = PyLong_FromLongLong(start);
     vals[2] = PyLong_FromLongLong(total);
     vals[3] = PyLong_FromLongLong(qoff);
     vals[5] = PyLong_FromLongLong(c.store_ts);
     vals[6] = PyLong_FromSsize_t(n);
     if (vals[1] && vals[2] && vals[3] && vals[5] && vals[6])
-        result = PyObject_Vectorcall(a->result_type, vals, 8, a->kw_batch);
+        result = new_result(a, vals);
     for (int i = 1; i < 7; i++)
         if (i != 4)
             Py_XDECREF(vals[i]);
@@ -606,6 +647,37 @@ out:
     Py_XDECREF(ids);
     Py_XDECREF(sizes);
     return result;
+}
+
+/* The slot offsets of the result class: a slots dataclass whose fields are object members
+ * in result_fields; otherwise (0) results are made by calling the class. */
+static int find_slots(Appender *a) {
+    a->slots[0] = 0;
+    if (!PyType_Check(a->result_type))
+        return 0;
+    Py_ssize_t found[RESULT_FIELDS];
+    for (int i = 0; i < RESULT_FIELDS; i++) {
+        PyObject *d = PyObject_GetAttrString(a->result_type, result_fields[i]);
+        if (d == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) &&
+                 ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
+        found[i] = ok ? ((PyMemberDescrObject *)d)->d_member->offset : 0;
+        Py_DECREF(d);
+        if (!ok || found[i] <= 0)
+            return 0;
+    }
+    PyObject *fields = PyObject_GetAttrString(a->result_type, "__slots__");
+    Py_ssize_t n = fields ? PyObject_Length(fields) : -1;
+    Py_XDECREF(fields);
+    if (n != RESULT_FIELDS) { /* a field this code does not fill */
+        PyErr_Clear();
+        return 0;
+    }
+    memcpy(a->slots, found, sizeof(found));
+    return 0;
 }
 
 static int Appender_init(Appender *a, PyObject *args, PyObject *kwds) {
@@ -647,9 +719,12 @@ static int Appender_init(Appender *a, PyObject *args, PyObject *kwds) {
         Py_INCREF(objs[i]);
         Py_XSETREF(*slots[i], objs[i]);
     }
-    Py_XSETREF(a->kw_single, Py_BuildValue("(s)", "store_host"));
+    Py_XSETREF(a->kw_single, Py_BuildValue("(ss)", "store_host", "record_sizes"));
     Py_XSETREF(a->kw_batch, Py_BuildValue("(ss)", "store_host", "record_sizes"));
-    if (a->kw_single == NULL || a->kw_batch == NULL)
+    Py_XSETREF(a->empty, PyUnicode_FromString(""));
+    if (a->kw_single == NULL || a->kw_batch == NULL || a->empty == NULL)
+        return -1;
+    if (find_slots(a) < 0)
         return -1;
     a->max_body = max_body;
     a->room_ahead = ahead;
@@ -682,6 +757,7 @@ static int Appender_clear(Appender *a) {
     Py_CLEAR(a->ok);
     Py_CLEAR(a->kw_single);
     Py_CLEAR(a->kw_batch);
+    Py_CLEAR(a->empty);
     return 0;
 }
 

@@ -138,6 +138,7 @@ class MessageStore:
         self._index_service: DispatchService | None = None
         self._appender: Any | None = None  # the compiled put path (fast_put)
         self._born_hosts: dict[str, bytes] = {}
+        self._sync_flush = False
 
     # -- lifecycle ----------------------------------------------------------------------
     def open(self) -> MessageStore:
@@ -163,6 +164,7 @@ class MessageStore:
                            else None)
         self.commit_log = CommitLog(cfg, self._allocator)
         self._max_record = self.commit_log.max_record_size()
+        self._sync_flush = cfg.sync_flush
         self._appender = new_appender(self.commit_log, self._queue_room, self._uniq,
                                       cfg.max_message_size, QUEUE_ROOM_AHEAD // 2)
         self._clean_service = CleanService(cfg, self.commit_log, self._queue_snapshot,
@@ -350,9 +352,10 @@ class MessageStore:
         appender = self._appender
         if appender is not None and self._writable:
             with self.commit_log.put_lock:
-                result = appender.append(msg.topic, queue_id, msg.body, msg.properties, msg.flag,
-                                         sys_flag, born_timestamp, self._born_bytes(born_host),
-                                         reconsume_times, prepared_transaction_offset)
+                result = appender.append(
+                    msg.topic, queue_id, msg.body, msg.properties, msg.flag, sys_flag,
+                    born_timestamp, None if born_host is None else self._born_bytes(born_host),
+                    reconsume_times, prepared_transaction_offset)
             if result is not None:
                 self._after_append(result, wait_store)
                 return result
@@ -391,9 +394,10 @@ class MessageStore:
         appender = self._appender
         if appender is not None and self._writable:
             with self.commit_log.put_lock:
-                result = appender.append(topic, queue_id, body, properties, flag, sys_flag,
-                                         born_timestamp, self._born_bytes(born_host),
-                                         reconsume_times, prepared_transaction_offset)
+                result = appender.append(
+                    topic, queue_id, body, properties, flag, sys_flag, born_timestamp,
+                    None if born_host is None else self._born_bytes(born_host), reconsume_times,
+                    prepared_transaction_offset)
             if result is not None:
                 self._after_append(result, wait_store)
                 return result
@@ -742,7 +746,7 @@ class MessageStore:
         return None
 
     def _after_append(self, result: PutMessageResult, wait_store: bool) -> None:
-        if self.config.sync_flush:
+        if self._sync_flush:
             assert self._flusher is not None
             if not wait_store:
                 self._flusher.wakeup()
