@@ -137,86 +137,112 @@ typedef struct {
 
 enum { ENC_OK = 0, ENC_SLOW = 1, ENC_ERROR = -1 };
 
-/* Encode properties (a dict of str, or bytes already encoded) into the scratch buffer at
- * *len, adding a UNIQ_KEY when there is none, as the general path does. */
-static int encode_props_into(Appender *a, PyObject *props, Py_ssize_t *len, double now,
-                             Encoded *e) {
-    e->start = *len;
-    e->msg_id = NULL;
-    if (PyDict_CheckExact(props)) {
-        PyObject *k, *v;
-        Py_ssize_t it = 0;
-        while (PyDict_Next(props, &it, &k, &v)) {
-            if (!PyUnicode_CheckExact(k))
-                return ENC_SLOW;
-            if (v == Py_None)
-                continue;
-            if (!PyUnicode_CheckExact(v))
-                return ENC_SLOW;
-            Py_ssize_t kn, vn;
-            const char *ks = PyUnicode_AsUTF8AndSize(k, &kn);
-            const char *vs = ks ? PyUnicode_AsUTF8AndSize(v, &vn) : NULL;
-            if (vs == NULL) { /* surrogates: the general path raises the encode error */
-                PyErr_Clear();
-                return ENC_SLOW;
-            }
-            if (kn == 5 && memcmp(ks, "DELAY", 5) == 0)
-                return ENC_SLOW;
-            if (kn == 8 && memcmp(ks, "UNIQ_KEY", 8) == 0) {
-                Py_INCREF(v);
-                Py_XSETREF(e->msg_id, v);
-            }
-            if (scratch_reserve(a, *len + kn + vn + 2) < 0)
-                return ENC_ERROR;
-            unsigned char *w = a->scratch + *len;
-            memcpy(w, ks, kn);
-            w[kn] = 1;
-            memcpy(w + kn + 1, vs, vn);
-            w[kn + 1 + vn] = 2;
-            *len += kn + vn + 2;
-        }
-    } else if (PyBytes_CheckExact(props)) {
-        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(props);
-        Py_ssize_t n = PyBytes_GET_SIZE(props), vs, ve;
-        if (n >= 6) {
-            for (Py_ssize_t i = 0; i + 6 <= n; i++) /* any DELAY pair: the general path */
-                if (p[i] == 'D' && memcmp(p + i, "DELAY\x01", 6) == 0)
-                    return ENC_SLOW;
-        }
-        if (scratch_put(a, len, p, n) < 0)
-            return ENC_ERROR;
-        if (n && p[n - 1] != 2 && scratch_put(a, len, "\x02", 1) < 0)
-            return ENC_ERROR;
-        if (find_prop(p, n, "UNIQ_KEY", 8, &vs, &ve) && ve > vs) {
-            e->msg_id = PyUnicode_DecodeUTF8((const char *)p + vs, ve - vs, "replace");
-            if (e->msg_id == NULL)
-                return ENC_ERROR;
-        }
-    } else {
-        return ENC_SLOW;
-    }
-    if (e->msg_id == NULL) {
-        char id[80];
-        Py_ssize_t idn = next_uniq(a, now, id);
-        if (idn < 0)
-            return ENC_ERROR;
-        if (scratch_put(a, len, "UNIQ_KEY\x01", 9) < 0 || scratch_put(a, len, id, idn) < 0 ||
-            scratch_put(a, len, "\x02", 1) < 0)
-            return ENC_ERROR;
-        e->msg_id = PyUnicode_New(idn, 127); /* hex: ASCII */
-        if (e->msg_id == NULL)
-            return ENC_ERROR;
-        memcpy(PyUnicode_DATA(e->msg_id), id, idn);
-    }
-    e->len = *len - e->start;
-    return e->len > MAX_PROPS ? ENC_SLOW : ENC_OK;
+/* Append a new UNIQ_KEY pair (after a 0x02 if the properties lack their last one). */
+static int add_uniq(Appender *a, Py_ssize_t *len, double now, Encoded *e) {
+    char id[80];
+    Py_ssize_t idn = next_uniq(a, now, id);
+    if (idn < 0)
+        return ENC_ERROR;
+    if (*len > e->start && a->scratch[*len - 1] != 2 && scratch_put(a, len, "\x02", 1) < 0)
+        return ENC_ERROR;
+    if (scratch_put(a, len, "UNIQ_KEY\x01", 9) < 0 || scratch_put(a, len, id, idn) < 0 ||
+        scratch_put(a, len, "\x02", 1) < 0)
+        return ENC_ERROR;
+    e->msg_id = PyUnicode_New(idn, 127); /* hex: ASCII */
+    if (e->msg_id == NULL)
+        return ENC_ERROR;
+    memcpy(PyUnicode_DATA(e->msg_id), id, idn);
+    return ENC_OK;
 }
 
-static int encode_props(Appender *a, PyObject *props, Py_ssize_t *len, double now, Encoded *e) {
-    int rc = encode_props_into(a, props, len, now, e);
+/* Encode a dict of str properties into the scratch buffer at *len. */
+static int encode_dict(Appender *a, PyObject *props, Py_ssize_t *len, Encoded *e) {
+    PyObject *k, *v;
+    Py_ssize_t it = 0;
+    while (PyDict_Next(props, &it, &k, &v)) {
+        if (!PyUnicode_CheckExact(k))
+            return ENC_SLOW;
+        if (v == Py_None)
+            continue;
+        if (!PyUnicode_CheckExact(v))
+            return ENC_SLOW;
+        Py_ssize_t kn, vn;
+        const char *ks = PyUnicode_AsUTF8AndSize(k, &kn);
+        const char *vs = ks ? PyUnicode_AsUTF8AndSize(v, &vn) : NULL;
+        if (vs == NULL) { /* surrogates: the general path raises the encode error */
+            PyErr_Clear();
+            return ENC_SLOW;
+        }
+        if (kn == 5 && memcmp(ks, "DELAY", 5) == 0)
+            return ENC_SLOW;
+        if (kn == 8 && memcmp(ks, "UNIQ_KEY", 8) == 0) {
+            Py_INCREF(v);
+            Py_XSETREF(e->msg_id, v);
+        }
+        if (scratch_reserve(a, *len + kn + vn + 2) < 0)
+            return ENC_ERROR;
+        unsigned char *w = a->scratch + *len;
+        memcpy(w, ks, kn);
+        w[kn] = 1;
+        memcpy(w + kn + 1, vs, vn);
+        w[kn + 1 + vn] = 2;
+        *len += kn + vn + 2;
+    }
+    return ENC_OK;
+}
+
+/* Copy encoded properties (and the batch's ``extra`` after them, 0x02-separated) into the
+ * scratch buffer at *len, ending them with 0x02 when ``terminate`` (put_encoded does). */
+static int encode_raw(Appender *a, const unsigned char *p, Py_ssize_t n,
+                      const unsigned char *extra, Py_ssize_t extra_n, int terminate,
+                      Py_ssize_t *len, Encoded *e) {
+    if (scratch_put(a, len, p, n) < 0)
+        return ENC_ERROR;
+    if ((extra_n || terminate) && n && p[n - 1] != 2 && scratch_put(a, len, "\x02", 1) < 0)
+        return ENC_ERROR;
+    if (extra_n && scratch_put(a, len, extra, extra_n) < 0)
+        return ENC_ERROR;
+    const unsigned char *r = a->scratch + e->start;
+    Py_ssize_t rn = *len - e->start, vs, ve;
+    for (Py_ssize_t i = 0; i + 6 <= rn; i++) /* any DELAY pair: the general path */
+        if (r[i] == 'D' && memcmp(r + i, "DELAY\x01", 6) == 0)
+            return ENC_SLOW;
+    if (find_prop(r, rn, "UNIQ_KEY", 8, &vs, &ve) && ve > vs) {
+        e->msg_id = PyUnicode_DecodeUTF8((const char *)r + vs, ve - vs, "replace");
+        if (e->msg_id == NULL)
+            return ENC_ERROR;
+    }
+    return ENC_OK;
+}
+
+/* Finish an encoding: a UNIQ_KEY when there is none, then the size check. On anything but
+ * ENC_OK the id is dropped. */
+static int encode_done(Appender *a, int rc, Py_ssize_t *len, double now, Encoded *e) {
+    if (rc == ENC_OK && e->msg_id == NULL)
+        rc = add_uniq(a, len, now, e);
+    e->len = *len - e->start;
+    if (rc == ENC_OK && e->len > MAX_PROPS)
+        rc = ENC_SLOW;
     if (rc != ENC_OK)
         Py_CLEAR(e->msg_id);
     return rc;
+}
+
+/* Encode properties (a dict of str, or bytes already encoded) into the scratch buffer at
+ * *len, adding a UNIQ_KEY when there is none, as the general path does. */
+static int encode_props(Appender *a, PyObject *props, Py_ssize_t *len, double now, int terminate,
+                        Encoded *e) {
+    e->start = *len;
+    e->msg_id = NULL;
+    int rc;
+    if (PyDict_CheckExact(props))
+        rc = encode_dict(a, props, len, e);
+    else if (PyBytes_CheckExact(props))
+        rc = encode_raw(a, (const unsigned char *)PyBytes_AS_STRING(props),
+                        PyBytes_GET_SIZE(props), NULL, 0, terminate, len, e);
+    else
+        rc = ENC_SLOW;
+    return encode_done(a, rc, len, now, e);
 }
 
 /* The current segment: its view (writable buffer), position, size and start offset. */
@@ -449,7 +475,7 @@ static PyObject *Appender_append(Appender *a, PyObject *const *args, Py_ssize_t 
     c.store_ts = (int64_t)now;
     Py_ssize_t plen = 0;
     Encoded e;
-    rc = encode_props(a, props, &plen, now, &e);
+    rc = encode_props(a, props, &plen, now, 1, &e);
     if (rc != ENC_OK)
         return finish_slow(rc);
     Py_ssize_t body_len = PyBytes_GET_SIZE(body);
@@ -500,133 +526,70 @@ out:
     return result;
 }
 
-/* append_batch(topic, queue_id, members, born_timestamp, born_host) -> PutMessageResult | None:
- * the members of a batch contiguously in one segment. A member is a Message of ``topic`` or
- * a (body, encoded properties, flag) tuple. */
-static PyObject *Appender_append_batch(Appender *a, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "append_batch takes 5 arguments");
-        return NULL;
-    }
-    PyObject *topic = args[0], *queue_id = args[1], *msgs = args[2];
-    RecordCommon c;
-    int rc = prepare_common(a, topic, queue_id, args[4], &c);
-    if (rc != ENC_OK)
-        return finish_slow(rc);
-    c.sys_flag = 0;
-    if (!as_i64(args[3], &c.born_ts) || !PyList_CheckExact(msgs))
-        Py_RETURN_NONE;
-    Py_ssize_t n = PyList_GET_SIZE(msgs);
-    if (n == 0 || n > MAX_BATCH)
-        Py_RETURN_NONE;
-    double now = now_ms();
-    c.store_ts = (int64_t)now;
-    Encoded *enc = PyMem_Calloc(n, sizeof(Encoded));
-    PyObject **bodies = PyMem_Calloc(n, sizeof(PyObject *));
-    int32_t *flags = PyMem_Calloc(n, sizeof(int32_t));
-    PyObject *key = NULL, *result = NULL, *ids = NULL, *sizes = NULL;
-    Py_ssize_t done = 0, plen = 0;
-    int64_t total = 0;
-    if (enc == NULL || bodies == NULL || flags == NULL) {
-        PyErr_NoMemory();
-        goto out;
-    }
-    rc = ENC_OK;
-    for (; done < n && rc == ENC_OK; done++) {
-        PyObject *m = PyList_GET_ITEM(msgs, done), *body, *props, *flag;
-        if (PyTuple_CheckExact(m) && PyTuple_GET_SIZE(m) == 3) { /* (body, encoded, flag) */
-            body = PyTuple_GET_ITEM(m, 0);
-            props = PyTuple_GET_ITEM(m, 1);
-            flag = PyTuple_GET_ITEM(m, 2);
-            Py_INCREF(body);
-            Py_INCREF(props);
-            Py_INCREF(flag);
-        } else { /* a Message of the batch's topic */
-            PyObject *t = PyObject_GetAttr(m, s_topic);
-            if (t == NULL) {
-                rc = ENC_ERROR;
-                break;
-            }
-            int same = t == topic || (PyUnicode_CheckExact(t) && PyUnicode_Compare(t, topic) == 0);
-            Py_DECREF(t);
-            body = same ? PyObject_GetAttr(m, s_body) : NULL;
-            props = body ? PyObject_GetAttr(m, s_properties) : NULL;
-            flag = props ? PyObject_GetAttr(m, s_flag) : NULL;
-            if (flag == NULL) {
-                Py_XDECREF(body);
-                Py_XDECREF(props);
-                rc = PyErr_Occurred() ? ENC_ERROR : ENC_SLOW;
-                break;
-            }
-        }
-        bodies[done] = body;
-        if (!PyBytes_CheckExact(body) || PyBytes_GET_SIZE(body) > a->max_body ||
-            !as_i32(flag, &flags[done]))
-            rc = ENC_SLOW;
-        else
-            rc = encode_props(a, props, &plen, now, &enc[done]);
-        Py_DECREF(props);
-        Py_DECREF(flag);
-        if (rc == ENC_OK)
-            total += HEADER_V4 + PyBytes_GET_SIZE(body) + c.topic_field_len + 2 + enc[done].len;
-    }
-    if (rc != ENC_OK) {
-        result = finish_slow(rc);
-        goto out;
-    }
-    int64_t qoff;
+/* One member of a batch being put. */
+typedef struct {
+    const unsigned char *body;
+    Py_ssize_t body_len;
+    int32_t flag;
+    Encoded enc;
+} Member;
+
+static int64_t member_size(const RecordCommon *c, const Member *m) {
+    return HEADER_V4 + m->body_len + c->topic_field_len + 2 + m->enc.len;
+}
+
+/* Write the encoded members contiguously in the current segment; the result, None (the
+ * general path must take the batch) or NULL (an error). Takes the members' ids. */
+static PyObject *write_batch(Appender *a, PyObject *topic, PyObject *queue_id, RecordCommon *c,
+                             Member *ms, Py_ssize_t n) {
+    int64_t total = 0, qoff;
+    for (Py_ssize_t i = 0; i < n; i++)
+        total += member_size(c, &ms[i]);
+    PyObject *key = PyTuple_Pack(2, topic, queue_id), *ids = NULL, *sizes = NULL;
+    PyObject *result = NULL;
     Segment s;
-    key = PyTuple_Pack(2, topic, queue_id);
     if (key == NULL)
-        goto out;
-    rc = queue_next(a, key, n, &qoff);
+        return NULL;
+    int rc = queue_next(a, key, n, &qoff);
     if (rc == ENC_OK)
         rc = segment_get(a, &s);
     if (rc != ENC_OK) {
-        result = finish_slow(rc);
-        goto out;
+        Py_DECREF(key);
+        return finish_slow(rc);
     }
     if (s.pos < 0 || s.pos + total + MIN_FREE_AFTER > s.size) {
         segment_release(&s);
-        result = finish_slow(ENC_SLOW);
-        goto out;
+        Py_DECREF(key);
+        return finish_slow(ENC_SLOW);
     }
     ids = PyList_New(n);
     sizes = PyList_New(n);
-    if (ids == NULL || sizes == NULL) {
-        segment_release(&s);
+    if (ids == NULL || sizes == NULL)
         goto out;
-    }
     for (Py_ssize_t i = 0; i < n; i++) { /* every allocation before the first byte is written */
-        PyObject *sz = PyLong_FromSsize_t(HEADER_V4 + PyBytes_GET_SIZE(bodies[i]) +
-                                          c.topic_field_len + 2 + enc[i].len);
-        if (sz == NULL) {
-            segment_release(&s);
+        PyObject *sz = PyLong_FromLongLong(member_size(c, &ms[i]));
+        if (sz == NULL)
             goto out;
-        }
         PyList_SET_ITEM(sizes, i, sz);
-        PyList_SET_ITEM(ids, i, enc[i].msg_id);
-        enc[i].msg_id = NULL;
+        PyList_SET_ITEM(ids, i, ms[i].enc.msg_id);
+        ms[i].enc.msg_id = NULL;
     }
     int64_t start = s.from + s.pos, at = s.pos;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t body_len = PyBytes_GET_SIZE(bodies[i]);
-        int64_t size = HEADER_V4 + body_len + c.topic_field_len + 2 + enc[i].len;
-        write_record((unsigned char *)s.buf.buf + at, (int32_t)size, &c, flags[i], qoff + i,
-                     s.from + at, 0, 0, (const unsigned char *)PyBytes_AS_STRING(bodies[i]),
-                     body_len, a->scratch + enc[i].start, enc[i].len);
+        int64_t size = member_size(c, &ms[i]);
+        write_record((unsigned char *)s.buf.buf + at, (int32_t)size, c, ms[i].flag, qoff + i,
+                     s.from + at, 0, 0, ms[i].body, ms[i].body_len, a->scratch + ms[i].enc.start,
+                     ms[i].enc.len);
         at += size;
     }
-    rc = set_after_write(a, &s, key, qoff + n, at, c.store_ts);
-    segment_release(&s);
-    if (rc < 0)
+    if (set_after_write(a, &s, key, qoff + n, at, c->store_ts) < 0)
         goto out;
     PyObject *vals[RESULT_FIELDS] = {a->ok, NULL, NULL, NULL, PyList_GET_ITEM(ids, 0), NULL,
                                      NULL, ids, a->empty, a->store_host, sizes};
     vals[1] = PyLong_FromLongLong(start);
     vals[2] = PyLong_FromLongLong(total);
     vals[3] = PyLong_FromLongLong(qoff);
-    vals[5] = PyLong_FromLongLong(c.store_ts);
+    vals[5] = PyLong_FromLongLong(c->store_ts);
     vals[6] = PyLong_FromSsize_t(n);
     if (vals[1] && vals[2] && vals[3] && vals[5] && vals[6])
         result = new_result(a, vals);
@@ -634,18 +597,191 @@ static PyObject *Appender_append_batch(Appender *a, PyObject *const *args, Py_ss
         if (i != 4)
             Py_XDECREF(vals[i]);
 out:
-    if (enc != NULL)
+    segment_release(&s);
+    Py_DECREF(key);
+    Py_XDECREF(ids);
+    Py_XDECREF(sizes);
+    return result;
+}
+
+static void members_free(Member *ms, Py_ssize_t n) {
+    if (ms != NULL)
         for (Py_ssize_t i = 0; i < n; i++)
-            Py_XDECREF(enc[i].msg_id);
+            Py_XDECREF(ms[i].enc.msg_id);
+    PyMem_Free(ms);
+}
+
+/* One list item as a member: a Message of ``topic`` or a (body, encoded, flag) tuple; its
+ * body object goes to *body_obj (a new reference). */
+static int member_from(Appender *a, PyObject *item, PyObject *topic, Py_ssize_t *plen,
+                       double now, Member *m, PyObject **body_obj) {
+    PyObject *body, *props, *flag;
+    int rc = ENC_OK;
+    if (PyTuple_CheckExact(item) && PyTuple_GET_SIZE(item) == 3) {
+        body = PyTuple_GET_ITEM(item, 0);
+        props = PyTuple_GET_ITEM(item, 1);
+        flag = PyTuple_GET_ITEM(item, 2);
+        Py_INCREF(body);
+        Py_INCREF(props);
+        Py_INCREF(flag);
+    } else {
+        PyObject *t = PyObject_GetAttr(item, s_topic);
+        if (t == NULL)
+            return ENC_ERROR;
+        int same = t == topic || (PyUnicode_CheckExact(t) && PyUnicode_Compare(t, topic) == 0);
+        Py_DECREF(t);
+        body = same ? PyObject_GetAttr(item, s_body) : NULL;
+        props = body ? PyObject_GetAttr(item, s_properties) : NULL;
+        flag = props ? PyObject_GetAttr(item, s_flag) : NULL;
+        if (flag == NULL) {
+            Py_XDECREF(body);
+            Py_XDECREF(props);
+            return PyErr_Occurred() ? ENC_ERROR : ENC_SLOW;
+        }
+    }
+    *body_obj = body;
+    if (!PyBytes_CheckExact(body) || PyBytes_GET_SIZE(body) > a->max_body ||
+        !as_i32(flag, &m->flag)) {
+        rc = ENC_SLOW;
+    } else {
+        m->body = (const unsigned char *)PyBytes_AS_STRING(body);
+        m->body_len = PyBytes_GET_SIZE(body);
+        rc = encode_props(a, props, plen, now, 0, &m->enc);
+    }
+    Py_DECREF(props);
+    Py_DECREF(flag);
+    return rc;
+}
+
+/* Checks of a batch put; sets c and the time. */
+static int batch_common(Appender *a, PyObject *const *args, RecordCommon *c, double *now) {
+    int rc = prepare_common(a, args[0], args[1], args[5], c);
+    if (rc != ENC_OK)
+        return rc;
+    c->sys_flag = 0;
+    if (!as_i64(args[4], &c->born_ts))
+        return ENC_SLOW;
+    *now = now_ms();
+    c->store_ts = (int64_t)*now;
+    return ENC_OK;
+}
+
+/* append_batch(topic, queue_id, members, extra, born_timestamp, born_host)
+ *   -> PutMessageResult | None
+ * The members of a batch contiguously in one segment. A member is a Message of ``topic`` or
+ * a (body, encoded properties, flag) tuple; ``extra`` is unused (b""). */
+static PyObject *Appender_append_batch(Appender *a, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "append_batch takes 6 arguments");
+        return NULL;
+    }
+    PyObject *msgs = args[2];
+    RecordCommon c;
+    double now;
+    int rc = batch_common(a, args, &c, &now);
+    if (rc != ENC_OK)
+        return finish_slow(rc);
+    if (!PyList_CheckExact(msgs))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(msgs), done = 0, plen = 0;
+    if (n == 0 || n > MAX_BATCH)
+        Py_RETURN_NONE;
+    Member *ms = PyMem_Calloc(n, sizeof(Member));
+    PyObject **bodies = PyMem_Calloc(n, sizeof(PyObject *));
+    PyObject *result = NULL;
+    if (ms == NULL || bodies == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (rc = ENC_OK; done < n && rc == ENC_OK; done++)
+        rc = member_from(a, PyList_GET_ITEM(msgs, done), args[0], &plen, now, &ms[done],
+                         &bodies[done]);
+    result = rc == ENC_OK ? write_batch(a, args[0], args[1], &c, ms, n) : finish_slow(rc);
+out:
+    members_free(ms, n);
     if (bodies != NULL)
         for (Py_ssize_t i = 0; i < n; i++)
             Py_XDECREF(bodies[i]);
-    PyMem_Free(enc);
     PyMem_Free(bodies);
-    PyMem_Free(flags);
-    Py_XDECREF(key);
-    Py_XDECREF(ids);
-    Py_XDECREF(sizes);
+    return result;
+}
+
+/* append_batch_body(topic, queue_id, body, extra, born_timestamp, born_host)
+ *   -> PutMessageResult | None
+ * A SEND_BATCH_MESSAGE body (blocks of TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN, body,
+ * PROPSLEN, properties) put as a batch, the encoded ``extra`` properties appended to each
+ * member's as bolide.protocol.bodies.batch.batch_members does. None also for a body that does
+ * not parse: the general path decodes it and says what is wrong. */
+static PyObject *Appender_append_batch_body(Appender *a, PyObject *const *args,
+                                            Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "append_batch_body takes 6 arguments");
+        return NULL;
+    }
+    RecordCommon c;
+    double now;
+    int rc = batch_common(a, args, &c, &now);
+    if (rc != ENC_OK)
+        return finish_slow(rc);
+    if (!PyBytes_CheckExact(args[3]))
+        Py_RETURN_NONE;
+    Py_buffer body;
+    if (PyObject_GetBuffer(args[2], &body, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *b = body.buf, *extra = (const unsigned char *)PyBytes_AS_STRING(args[3]);
+    Py_ssize_t len = body.len, extra_n = PyBytes_GET_SIZE(args[3]);
+    Py_ssize_t n = 0, cap = 64, pos = 0, plen = 0;
+    Member *ms = PyMem_Calloc(cap, sizeof(Member));
+    PyObject *result = NULL;
+    if (ms == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    rc = len ? ENC_OK : ENC_SLOW;
+    while (rc == ENC_OK && pos < len) {
+        if (len - pos < 22 || n == MAX_BATCH) {
+            rc = ENC_SLOW;
+            break;
+        }
+        int32_t flag = rd32(b + pos + 12), body_len = rd32(b + pos + 16);
+        pos += 20;
+        if (body_len < 0 || body_len > len - pos - 2 || body_len > a->max_body) {
+            rc = ENC_SLOW;
+            break;
+        }
+        const unsigned char *payload = b + pos;
+        pos += body_len;
+        Py_ssize_t props_len = (int16_t)((b[pos] << 8) | b[pos + 1]);
+        pos += 2;
+        if (props_len < 0 || props_len > len - pos) {
+            rc = ENC_SLOW;
+            break;
+        }
+        if (n == cap) {
+            Member *grown = PyMem_Realloc(ms, 2 * cap * sizeof(Member));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                rc = ENC_ERROR;
+                break;
+            }
+            memset(grown + cap, 0, cap * sizeof(Member));
+            ms = grown;
+            cap *= 2;
+        }
+        Member *m = &ms[n++];
+        m->body = payload;
+        m->body_len = body_len;
+        m->flag = flag;
+        m->enc.start = plen;
+        m->enc.msg_id = NULL;
+        rc = encode_raw(a, b + pos, props_len, extra, extra_n, 0, &plen, &m->enc);
+        rc = encode_done(a, rc, &plen, now, &m->enc);
+        pos += props_len;
+    }
+    result = rc == ENC_OK ? write_batch(a, args[0], args[1], &c, ms, n) : finish_slow(rc);
+out:
+    members_free(ms, n);
+    PyBuffer_Release(&body);
     return result;
 }
 
@@ -773,6 +909,9 @@ static PyMethodDef Appender_methods[] = {
      "Append one message on the fast path; None when the general path must take it."},
     {"append_batch", (PyCFunction)(void (*)(void))Appender_append_batch, METH_FASTCALL,
      "Append a batch on the fast path; None when the general path must take it."},
+    {"append_batch_body", (PyCFunction)(void (*)(void))Appender_append_batch_body,
+     METH_FASTCALL,
+     "Append the members of a SEND_BATCH_MESSAGE body; None when the general path must."},
     {NULL, NULL, 0, NULL},
 };
 

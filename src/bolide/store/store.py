@@ -510,6 +510,26 @@ class MessageStore:
                 return bad
         return self._put_batch(topic, queue_id, batch, born_timestamp, wait_store)
 
+    def try_put_batch_body(self, topic: str, body: bytes | memoryview, batch_properties: bytes,
+                           queue_id: int = 0, *, born_timestamp: int = 0,
+                           born_host: str | None = None, wait_store: bool = True,
+                           ) -> PutMessageResult | None:
+        """:meth:`put_batch_encoded` of a SEND_BATCH_MESSAGE body as it came (blocks of
+        TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN, body, PROPSLEN, properties), the
+        encoded ``batch_properties`` added to every member, by the compiled path only (as
+        RocketMQ's CommitLog encodes a batch body itself). None when that path cannot take
+        it (no compiled path, a body that does not parse, a member it does not handle): then
+        decode the members and call :meth:`put_batch_encoded`, which says what is wrong."""
+        appender = self._appender
+        if appender is None or not self._writable:
+            return None
+        with self.commit_log.put_lock:
+            result = appender.append_batch_body(topic, queue_id, body, batch_properties,
+                                                born_timestamp, self._born_bytes(born_host))
+        if result is not None:
+            self._after_append(result, wait_store)
+        return result
+
     def _fast_batch(self, topic: str, queue_id: int, members: Sequence[Any], born_timestamp: int,
                     born_host: str | None, wait_store: bool) -> PutMessageResult | None:
         """A batch through the compiled path (see fast_put); None when it cannot take it."""
@@ -517,7 +537,7 @@ class MessageStore:
         if appender is None or not self._writable or type(members) is not list:
             return None
         with self.commit_log.put_lock:
-            result = appender.append_batch(topic, queue_id, members, born_timestamp,
+            result = appender.append_batch(topic, queue_id, members, b"", born_timestamp,
                                            self._born_bytes(born_host))
         if result is not None:
             self._after_append(result, wait_store)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from bolide.common import sysflag
 from bolide.common.message import Message
 from bolide.common.properties import encode_properties
+from bolide.protocol.bodies.batch import batch_members, encode_batch_body
 from bolide.store import MessageStore, PutStatus, fast_put
 from bolide.store.offline import iter_records, open_commit_log
 from conftest import assert_consistent, small_config
@@ -56,7 +57,9 @@ props_st = st.dictionaries(
     max_size=4,
 )
 put_st = st.fixed_dictionaries({
-    "kind": st.sampled_from(["message", "message", "encoded", "batch", "batch_encoded"]),
+    "kind": st.sampled_from(["message", "message", "encoded", "batch", "batch_encoded",
+                             "batch_body"]),
+    "extra": st.sampled_from([b"", b"CLUSTER\x01c\x02", b"a\x01b\x02UNIQ_KEY\x01X\x02"]),
     "topic": st.sampled_from(["T", "Orders", "Tø", "bad topic!", "x" * 130]),
     "queue_id": st.sampled_from([0, 0, 1, 3, -1]),
     "bodies": st.lists(st.binary(max_size=300), min_size=1, max_size=5),
@@ -88,6 +91,17 @@ def _put(store: MessageStore, op: dict[str, Any], n: int) -> Any:
                 for b, p in zip(bodies, members, strict=True)]
         return store.put_messages(msgs, op["queue_id"], born_timestamp=1_700_000_000_000,
                                   born_host=op["born_host"])
+    if op["kind"] == "batch_body":
+        msgs = [Message(op["topic"], b, flag=op["flag"] % 2**31, properties=p)
+                for b, p in zip(bodies, members, strict=True)]
+        body = encode_batch_body(msgs)
+        kw = {"born_timestamp": 1_700_000_000_000, "born_host": op["born_host"]}
+        if store._appender is not None:
+            r = store.try_put_batch_body(op["topic"], body, op["extra"], op["queue_id"], **kw)
+            if r is not None:
+                return r
+        return store.put_batch_encoded(op["topic"], batch_members(body, op["extra"]),
+                                       op["queue_id"], **kw)
     return store.put_batch_encoded(
         op["topic"], [(b, encode_properties(p), op["flag"]) for b, p in zip(bodies, members,
                                                                               strict=True)],
@@ -210,3 +224,31 @@ def test_unusual_puts_take_the_general_path(tmp_path: Path, case: str) -> None:
             assert store.get_max_offset_in_queue("SCHEDULE_TOPIC_XXXX", 0) == 1
         store._appender = appender
     assert_consistent(store.config)
+
+
+@compiled_only
+@pytest.mark.parametrize("body", [b"", b"\x00" * 10, b"\x00" * 16 + b"\x7f\xff\xff\xff" + b"\x00" * 8])
+def test_a_batch_body_that_does_not_parse_is_left_to_the_decoder(tmp_path: Path,
+                                                                  body: bytes) -> None:
+    with MessageStore(small_config(tmp_path)) as store:
+        assert store.put_message(Message("T", b"seed"), 0).ok
+        assert store.try_put_batch_body("T", body, b"", 0) is None
+        assert store.wait_dispatched(timeout=30)
+        assert store.get_max_offset_in_queue("T", 0) == 1
+
+
+@compiled_only
+def test_a_batch_body_is_stored_member_by_member(tmp_path: Path) -> None:
+    with MessageStore(small_config(tmp_path)) as store:
+        assert store.put_message(Message("T", b"seed"), 0).ok
+        body = encode_batch_body([Message("T", b"a", tags="x", flag=3),
+                                  Message("T", b"b", keys=["k"], properties={"UNIQ_KEY": "U1"})])
+        r = store.try_put_batch_body("T", body, b"CLUSTER\x01c\x02", 0)
+        assert r is not None and r.ok and r.msg_num == 2 and r.queue_offset == 1
+        assert r.msg_ids[1] == "U1"
+        assert store.wait_dispatched(timeout=30)
+        got = store.get_message("g", "T", 0, 1, 32).messages
+        assert [(m.body, m.flag, m.properties.get("CLUSTER")) for m in got] == [
+            (b"a", 3, "c"), (b"b", 0, "c")]
+        assert got[0].tags == "x" and got[1].keys == ["k"]
+        assert got[0].properties["UNIQ_KEY"] == r.msg_ids[0]

@@ -174,9 +174,14 @@ class SendProcessor:
             props = P.decode_properties(header.properties) if header.properties else {}
             props.pop(P.WAIT_STORE_MSG_OK, None)
             props[P.CLUSTER] = cluster
-            result = store.put_batch_encoded(topic, batch_members(body, P.encode_properties(props)),
-                                             queue_id, born_timestamp=header.born_timestamp,
-                                             born_host=born, wait_store=False)
+            extra = P.encode_properties(props)
+            result = store.try_put_batch_body(topic, body, extra, queue_id,
+                                              born_timestamp=header.born_timestamp,
+                                              born_host=born, wait_store=False)
+            if result is None:  # decoded here: a body that does not parse is refused by name
+                result = store.put_batch_encoded(topic, batch_members(body, extra), queue_id,
+                                                 born_timestamp=header.born_timestamp,
+                                                 born_host=born, wait_store=False)
         elif is_half_message(header.properties):  # TRAN_MSG=true (spec 3.4 step 5)
             if self.broker.config.reject_transaction_message:
                 return request.make_response(ResponseCode.NO_PERMISSION,
