@@ -11,6 +11,11 @@ from pathlib import Path
 
 from bolide.errors import StoreFormatError
 
+try:
+    from bolide.store._append import populate_write
+except ImportError:  # no compiled module: pages are faulted in by the writes
+    populate_write = None
+
 PAGE_SIZE = 4096
 PREFAULT_CHUNK = 4 << 20  # bytes per POSIX_FADV_WILLNEED call of MappedFile.prefault
 PREFAULT_WINDOW = 64 << 20  # how far MappedFile.prefault_ahead stays ahead of the writer
@@ -105,10 +110,12 @@ class MappedFile:
 
     def prefault(self, start: int = 0, end: int | None = None) -> int:
         """Bring the file's pages from ``start`` to ``end`` (default: its end) into the page
-        cache (``POSIX_FADV_WILLNEED`` in 4 MiB steps, each releasing the GIL), so that the
-        writer's first touch of a page is a cheap minor fault: a fresh page of a new file can
-        otherwise hold the writer, and the GIL with it, for tens of milliseconds on some VMs
-        and filesystems. Stops early once the file is closed; returns the bytes covered."""
+        cache (``POSIX_FADV_WILLNEED`` in 4 MiB steps, each releasing the GIL) and map them
+        for writing (``MADV_POPULATE_WRITE`` through the compiled module, also without the
+        GIL), so that the writer's first touch of a page is no page fault at all: a fresh page
+        of a new file can otherwise hold the writer, and the GIL with it, for tens of
+        milliseconds on some VMs and filesystems, and faults cost batched puts a third of their
+        speed. Stops early once the file is closed; returns the bytes covered."""
         stop = self.file_size if end is None else min(end, self.file_size)
         if self.fd < 0:
             return 0
@@ -121,10 +128,12 @@ class MappedFile:
             while pos < stop and self.fd >= 0:
                 step = min(PREFAULT_CHUNK, stop - pos)
                 os.posix_fadvise(fd, pos, step, os.POSIX_FADV_WILLNEED)
+                if populate_write is not None:
+                    populate_write(self.view, pos, step)
                 pos += step
                 self.prefaulted_to = max(self.prefaulted_to, pos)
-        except OSError:
-            pass  # a hint only
+        except (OSError, ValueError):
+            pass  # a hint only (ValueError: the file was closed meanwhile)
         finally:
             os.close(fd)
         return pos - begin

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bolide.errors import StoreFormatError
+from bolide.store import mapped_file
 from bolide.store.mapped_file import MappedFile, file_name
 
 SIZE = 16 * 1024
@@ -146,3 +147,22 @@ def test_create_closes_its_descriptor_on_format_error(tmp_path: Path) -> None:
         with pytest.raises(StoreFormatError):
             MappedFile.create(path, SIZE)
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+@pytest.mark.skipif(mapped_file.populate_write is None, reason="the compiled module")
+def test_prefault_maps_pages_for_writing_without_changing_them(tmp_path: Path) -> None:
+    mf = MappedFile.create(tmp_path / file_name(0), 1 << 20)
+    try:
+        major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+        populated = mapped_file.populate_write(mf.view, 4096 + 17, 64 * 1024)
+        assert populated is ((major, minor) >= (5, 14))  # MADV_POPULATE_WRITE is Linux 5.14+
+        assert mf.prefault(0, 512 * 1024) == 512 * 1024
+        assert mf.prefaulted_to == 512 * 1024
+        assert bytes(mf.view[: 1 << 20]) == bytes(1 << 20)
+        mf.view[5000:5003] = b"abc"
+        mf.wrote_position = 5003
+        mf.flush()
+    finally:
+        mf.close()
+    assert (tmp_path / file_name(0)).read_bytes()[4999:5004] == b"\x00abc\x00"
+    assert not mapped_file.populate_write(memoryview(bytearray(8192)), 9000, 10)  # outside
