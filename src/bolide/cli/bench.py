@@ -60,6 +60,7 @@ class Plan:
     segment_size: int
     disk_mib: int
     put_counts: dict[int, int]  # body size -> messages
+    put_runs: int  # runs of each put case; the best is reported (all in runs_msgs_s)
     sync_seconds: float
     get_count: int
     recovery_mib: int
@@ -67,8 +68,8 @@ class Plan:
     @classmethod
     def for_mode(cls, quick: bool) -> Plan:
         if quick:
-            return cls(True, 64 * MiB, 32, {100: 20_000, 1024: 20_000}, 1.0, 20_000, 64)
-        return cls(False, 1024 * MiB, 256, {100: 2_000_000, 1024: 500_000}, 10.0, 500_000, 1024)
+            return cls(True, 64 * MiB, 32, {100: 20_000, 1024: 20_000}, 1, 1.0, 20_000, 64)
+        return cls(False, 1024 * MiB, 256, {100: 2_000_000, 1024: 500_000}, 3, 10.0, 500_000, 1024)
 
 
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -195,35 +196,40 @@ class Bench:
                 if not self.want(name):
                     continue
                 pool = _message_pool(body_size)
-                st = self.store(name).open()
-                try:
-                    _warm_up(st, pool[0])
-                    with self.case(name) as f:
-                        if batch == 1:
-                            elapsed, nbytes = _timed_puts(st.put_message,
-                                                          islice(cycle(pool), count))
-                        else:
-                            groups = [pool[j : j + batch] for j in range(0, POOL_SIZE, batch)]
-                            elapsed, nbytes = _timed_puts(st.put_messages,
-                                                          islice(cycle(groups), count // batch))
-                        self.memory_sample(f)
-                        t0 = time.perf_counter()
-                        if not st.wait_dispatched(timeout=600, indexed=False):
-                            raise click.ClickException(f"{name}: dispatch did not catch up")
-                        catch_up = time.perf_counter() - t0
-                        if not st.wait_dispatched(timeout=600):
-                            raise click.ClickException(f"{name}: indexing did not catch up")
-                        index_catch_up = time.perf_counter() - t0
-                        sent = count // batch * batch
-                        f.update(
-                            msgs_s=_r(sent / elapsed), mib_s=_r(nbytes / MiB / elapsed),
-                            count=sent, body_bytes=body_size, record_bytes=round(nbytes / sent),
-                            seconds=_r(elapsed, 3), dispatch_catch_up_s=_r(catch_up, 3),
-                            index_catch_up_s=_r(index_catch_up, 3),
-                            msgs_s_incl_dispatch=_r(sent / (elapsed + catch_up)),
-                        )
-                finally:
-                    self.drop(st)
+                with self.case(name) as f:
+                    runs = [self._put_async_run(name, pool, batch, count)
+                            for _ in range(self.plan.put_runs)]
+                    best = max(runs, key=lambda run: run["msgs_s"])
+                    f["_anon"] = max(run.pop("_anon") for run in runs)
+                    f.update(best, body_bytes=body_size,
+                             runs_msgs_s=[run["msgs_s"] for run in runs])
+
+    def _put_async_run(self, name: str, pool: list[Message], batch: int, count: int,
+                       ) -> dict[str, Any]:
+        """One timed run of a put case on a fresh store: its figures."""
+        st = self.store(name).open()
+        try:
+            _warm_up(st, pool[0])
+            if batch == 1:
+                elapsed, nbytes = _timed_puts(st.put_message, islice(cycle(pool), count))
+            else:
+                groups = [pool[j : j + batch] for j in range(0, POOL_SIZE, batch)]
+                elapsed, nbytes = _timed_puts(st.put_messages, islice(cycle(groups), count // batch))
+            anon = _status().get("RssAnon")
+            t0 = time.perf_counter()
+            if not st.wait_dispatched(timeout=600, indexed=False):
+                raise click.ClickException(f"{name}: dispatch did not catch up")
+            catch_up = time.perf_counter() - t0
+            if not st.wait_dispatched(timeout=600):
+                raise click.ClickException(f"{name}: indexing did not catch up")
+            index_catch_up = time.perf_counter() - t0
+        finally:
+            self.drop(st)
+        sent = count // batch * batch
+        return {"msgs_s": _r(sent / elapsed), "mib_s": _r(nbytes / MiB / elapsed), "count": sent,
+                "record_bytes": round(nbytes / sent), "seconds": _r(elapsed, 3),
+                "dispatch_catch_up_s": _r(catch_up, 3), "index_catch_up_s": _r(index_catch_up, 3),
+                "msgs_s_incl_dispatch": _r(sent / (elapsed + catch_up)), "_anon": anon}
 
     # -- put, SYNC_FLUSH ------------------------------------------------------------------
     def _put_sync(self) -> None:
