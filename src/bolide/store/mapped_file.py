@@ -129,11 +129,14 @@ class MappedFile:
                 step = min(PREFAULT_CHUNK, stop - pos)
                 os.posix_fadvise(fd, pos, step, os.POSIX_FADV_WILLNEED)
                 if populate_write is not None:
-                    populate_write(self.view, pos, step)
+                    try:
+                        populate_write(self.view, pos, step)
+                    except (TypeError, ValueError):  # the mapping was released meanwhile
+                        break
                 pos += step
                 self.prefaulted_to = max(self.prefaulted_to, pos)
-        except (OSError, ValueError):
-            pass  # a hint only (ValueError: the file was closed meanwhile)
+        except OSError:
+            pass  # a hint only
         finally:
             os.close(fd)
         return pos - begin
