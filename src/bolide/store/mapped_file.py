@@ -108,14 +108,17 @@ class MappedFile:
             self.flushed_position = target
         return target
 
-    def prefault(self, start: int = 0, end: int | None = None) -> int:
+    def prefault(self, start: int = 0, end: int | None = None, populate: bool = False) -> int:
         """Bring the file's pages from ``start`` to ``end`` (default: its end) into the page
-        cache (``POSIX_FADV_WILLNEED`` in 4 MiB steps, each releasing the GIL) and map them
-        for writing (``MADV_POPULATE_WRITE`` through the compiled module, also without the
-        GIL), so that the writer's first touch of a page is no page fault at all: a fresh page
-        of a new file can otherwise hold the writer, and the GIL with it, for tens of
-        milliseconds on some VMs and filesystems, and faults cost batched puts a third of their
-        speed. Stops early once the file is closed; returns the bytes covered."""
+        cache (``POSIX_FADV_WILLNEED`` in 4 MiB steps, each releasing the GIL), so that the
+        writer's first touch of a page is a cheap minor fault: a fresh page of a new file can
+        otherwise hold the writer, and the GIL with it, for tens of milliseconds on some VMs
+        and filesystems. With ``populate`` the pages are also mapped for writing
+        (``MADV_POPULATE_WRITE`` through the compiled module, without the GIL): no fault at
+        all, which batched puts gain a third of their speed from, but the pages are dirty at
+        once, so a flush may write them as zeros before the writer fills them (only worth it
+        when flushes are far apart: ASYNC_FLUSH). Stops early once the file is closed;
+        returns the bytes covered."""
         stop = self.file_size if end is None else min(end, self.file_size)
         if self.fd < 0:
             return 0
@@ -128,7 +131,7 @@ class MappedFile:
             while pos < stop and self.fd >= 0:
                 step = min(PREFAULT_CHUNK, stop - pos)
                 os.posix_fadvise(fd, pos, step, os.POSIX_FADV_WILLNEED)
-                if populate_write is not None:
+                if populate and populate_write is not None:
                     try:
                         populate_write(self.view, pos, step)
                     except (TypeError, ValueError):  # the mapping was released meanwhile
@@ -141,7 +144,8 @@ class MappedFile:
             os.close(fd)
         return pos - begin
 
-    def prefault_ahead(self, window: int = PREFAULT_WINDOW, poll_s: float = 0.02) -> None:
+    def prefault_ahead(self, window: int = PREFAULT_WINDOW, poll_s: float = 0.02,
+                       populate: bool = False) -> None:
         """Keep the pages up to ``window`` bytes past the write position prefaulted (see
         :meth:`prefault`), checking every ``poll_s``, until the whole file is or it is closed:
         the kernel's work is spread over the writing instead of done for the whole file at once."""
@@ -149,7 +153,7 @@ class MappedFile:
             written = self.wrote_position
             target = min(self.file_size, written + window)
             if self.prefaulted_to < target:  # written pages are in already (or on disk: not read)
-                self.prefault(max(self.prefaulted_to, written), target)
+                self.prefault(max(self.prefaulted_to, written), target, populate)
             else:
                 time.sleep(poll_s)
 

@@ -18,13 +18,15 @@ class SegmentAllocator:
     """Creates the segment after the active one in the background (AllocateMappedFileService)
     and, with ``prefault``, brings the pages of the segments it hands out into the page cache
     ahead of the writer: the first window of a prepared segment at once, the rest following the
-    writer (:meth:`MappedFile.prefault_ahead`)."""
+    writer (:meth:`MappedFile.prefault_ahead`); with ``populate`` (for ASYNC_FLUSH) they are
+    also mapped for writing (see :meth:`MappedFile.prefault`)."""
 
-    def __init__(self, prefault: bool = True) -> None:
+    def __init__(self, prefault: bool = True, populate: bool = False) -> None:
         self._pending: dict[Path, Future[MappedFile]] = {}
         self._lock = threading.Lock()
         self._closed = False
         self.prefault = prefault
+        self.populate = prefault and populate
 
     def take(self, path: Path, size: int, next_path: Path | None) -> MappedFile:
         """Return the file at ``path`` (prepared ahead or made now) and start on ``next_path``."""
@@ -58,7 +60,7 @@ class SegmentAllocator:
                 return
             fut.set_result(mf)  # usable now; its first pages come in ahead of the writer
             if self.prefault:
-                mf.prefault(0, PREFAULT_WINDOW)
+                mf.prefault(0, PREFAULT_WINDOW, self.populate)
 
         threading.Thread(target=run, name=f"allocate-{path.name}", daemon=True).start()
 
@@ -67,7 +69,7 @@ class SegmentAllocator:
         is on); the thread ends once the whole file is, or it is closed."""
         if self.prefault and not self._closed:
             threading.Thread(target=mf.prefault_ahead, name=f"prefault-{mf.path.name}",
-                             daemon=True).start()
+                             kwargs={"populate": self.populate}, daemon=True).start()
 
     def close(self) -> None:
         """Wait for pending allocations and close what nobody took (the files stay on disk)."""

@@ -160,8 +160,8 @@ class MessageStore:
         cfg = self.config
         self._queue_room.clear()  # recovery may have removed files made ahead
         abnormal = files.abort_file_exists(self.root)
-        self._allocator = (SegmentAllocator(cfg.prefault_segments) if cfg.preallocate_next_segment
-                           else None)
+        self._allocator = (SegmentAllocator(cfg.prefault_segments, populate=not cfg.sync_flush)
+                           if cfg.preallocate_next_segment else None)
         self.commit_log = CommitLog(cfg, self._allocator)
         self._max_record = self.commit_log.max_record_size()
         self._sync_flush = cfg.sync_flush

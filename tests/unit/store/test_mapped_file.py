@@ -156,7 +156,7 @@ def test_prefault_maps_pages_for_writing_without_changing_them(tmp_path: Path) -
         major, minor = (int(x) for x in os.uname().release.split(".")[:2])
         populated = mapped_file.populate_write(mf.view, 4096 + 17, 64 * 1024)
         assert populated is ((major, minor) >= (5, 14))  # MADV_POPULATE_WRITE is Linux 5.14+
-        assert mf.prefault(0, 512 * 1024) == 512 * 1024
+        assert mf.prefault(0, 512 * 1024, populate=True) == 512 * 1024
         assert mf.prefaulted_to == 512 * 1024
         assert bytes(mf.view[: 1 << 20]) == bytes(1 << 20)
         mf.view[5000:5003] = b"abc"
@@ -173,7 +173,18 @@ def test_prefault_stops_when_the_mapping_is_released_under_it(tmp_path: Path) ->
     mf = MappedFile.create(tmp_path / file_name(0), 1 << 20)
     try:
         mf.view.release()  # what close() does first, between two steps of the thread
-        covered = mf.prefault()
+        covered = mf.prefault(populate=True)
         assert covered == (0 if mapped_file.populate_write is not None else 1 << 20)
     finally:
         mf.close()
+
+
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_segments_are_populated_ahead_only_under_async_flush(tmp_path: Path, flush: str) -> None:
+    """Populated pages are dirty: a group commit would write them as zeros before the data."""
+    from bolide.store import MessageStore, StoreConfig
+
+    cfg = StoreConfig(store_path_root_dir=str(tmp_path), flush_disk_type=flush)
+    with MessageStore(cfg) as store:
+        assert store._allocator is not None
+        assert store._allocator.populate is (flush == "ASYNC_FLUSH")
