@@ -15,7 +15,7 @@ import pytest
 
 from bolide.common import Message
 from bolide.common import properties as P
-from bolide.store import FlushDiskType, MessageStore, PutStatus, StoreConfig
+from bolide.store import FlushDiskType, MessageStore, PutStatus, StoreConfig, mapped_file
 from bolide.store.record import record_size
 from bolide.testing.crash import (
     Ack,
@@ -180,10 +180,12 @@ def test_disk_full_refuses_puts_keeps_reads_and_recovers(disk: _Disk, leave: int
 
 
 class _FailingSync:
-    """``os.fdatasync`` that fails with EIO once armed (a disk that lost its writes)."""
+    """``os.fdatasync`` (and the compiled range sync of segment flushes) failing with EIO once
+    armed (a disk that lost its writes)."""
 
     def __init__(self) -> None:
         self.real = os.fdatasync
+        self.real_range = mapped_file.sync_range
         self.armed = False
         self.calls = 0
 
@@ -192,6 +194,17 @@ class _FailingSync:
             self.calls += 1
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         self.real(fd)
+
+    def sync_range(self, view: memoryview, start: int, length: int) -> None:
+        if self.armed:
+            self.calls += 1
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        self.real_range(view, start, length)
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(os, "fdatasync", self)
+        if self.real_range is not None:
+            monkeypatch.setattr(mapped_file, "sync_range", self.sync_range)
 
 
 def _sync_config(root: Path) -> StoreConfig:
@@ -202,7 +215,7 @@ def test_fsync_error_fails_the_waiting_put_and_makes_the_store_read_only(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = _sync_config(tmp_path / "store")
     failing = _FailingSync()
-    monkeypatch.setattr(os, "fdatasync", failing)
+    failing.install(monkeypatch)
     rng = random.Random(5)
     acks: list[Ack] = []
     store = MessageStore(config).open()
@@ -246,7 +259,7 @@ def test_fsync_error_under_async_flush_makes_the_store_read_only(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = small_config(tmp_path / "store", flush_interval_commit_log_ms=10)
     failing = _FailingSync()
-    monkeypatch.setattr(os, "fdatasync", failing)
+    failing.install(monkeypatch)
     rng = random.Random(6)
     acks: list[Ack] = []
     store = MessageStore(config).open()

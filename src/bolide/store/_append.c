@@ -8,6 +8,7 @@
 #include <Python.h>
 #include <stddef.h>
 #include <structmember.h>
+#include <errno.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -958,9 +959,40 @@ static PyObject *populate_write(PyObject *self, PyObject *args) {
     return PyBool_FromLong(ok);
 }
 
+/* sync_range(buffer, start, length): msync(MS_SYNC) of the pages of a shared file mapping that
+ * hold [start, start + length), with the GIL released: a range-limited fdatasync (the kernel
+ * writes those pages and the metadata their data needs, and nothing else of the file, such as
+ * pages mapped ahead of the writer). Raises OSError. */
+static PyObject *sync_range(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, length;
+    if (!PyArg_ParseTuple(args, "w*nn", &view, &start, &length))
+        return NULL;
+    long page = sysconf(_SC_PAGESIZE);
+    int rc = 0, err = 0;
+    if (page > 0 && start >= 0 && length > 0 && start < view.len) {
+        if (length > view.len - start)
+            length = view.len - start;
+        uintptr_t from = (uintptr_t)view.buf + start, to = from + length;
+        from -= from % (uintptr_t)page;
+        Py_BEGIN_ALLOW_THREADS
+        rc = msync((void *)from, to - from, MS_SYNC);
+        err = errno;
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&view);
+    if (rc != 0) {
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"populate_write", populate_write, METH_VARARGS,
      "Map the pages of a writable mapping for writing, the GIL released."},
+    {"sync_range", sync_range, METH_VARARGS,
+     "msync(MS_SYNC) the pages of a range of a shared mapping, the GIL released."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from bolide.errors import StoreFormatError
 
 try:
-    from bolide.store._append import populate_write
-except ImportError:  # no compiled module: pages are faulted in by the writes
-    populate_write = None
+    from bolide.store._append import populate_write, sync_range
+except ImportError:  # no compiled module: pages are faulted in by the writes, flushes fdatasync
+    populate_write = sync_range = None
 
 PAGE_SIZE = 4096
 PREFAULT_CHUNK = 4 << 20  # bytes per POSIX_FADV_WILLNEED call of MappedFile.prefault
@@ -31,7 +31,8 @@ class MappedFile:
     """A segment: its mapping, how far it is written and how far it is durable.
 
     Positions are relative to the file. Writes go through :attr:`view` (the mapping);
-    durability comes from ``fdatasync`` on the descriptor, which releases the GIL.
+    durability comes from ``msync`` of the written range or ``fdatasync``, both releasing the
+    GIL.
     """
 
     __slots__ = ("fd", "file_from_offset", "file_size", "flushed_position", "mm", "path",
@@ -101,10 +102,24 @@ class MappedFile:
         return self.file_from_offset + self.wrote_position
 
     def flush(self) -> int:
-        """Make everything written so far durable; returns the new flushed position."""
+        """Make everything written so far durable; returns the new flushed position.
+
+        Only the pages written since the last flush are synced (``msync`` of that range, the
+        GIL released, through the compiled module; else ``fdatasync`` of the file): pages
+        mapped for writing ahead of the writer stay dirty until they hold data, instead of
+        being written as zeros and faulted in again."""
         target = self.wrote_position
-        if target > self.flushed_position:
-            os.fdatasync(self.fd)
+        start = self.flushed_position
+        if target > start:
+            synced = False
+            if sync_range is not None:
+                try:
+                    sync_range(self.view, start, target - start)
+                    synced = True
+                except (TypeError, ValueError):  # the mapping is closed: fdatasync says so
+                    pass
+            if not synced:
+                os.fdatasync(self.fd)
             self.flushed_position = target
         return target
 

@@ -20,16 +20,25 @@ SYNC = {"flush_disk_type": FlushDiskType.SYNC_FLUSH}
 
 @pytest.fixture
 def disk_gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """Fault injection: while the returned event is clear, ``fdatasync`` blocks (a stalled disk)."""
+    """Fault injection: while the returned event is clear, ``fdatasync`` and the segments' range
+    sync block (a stalled disk)."""
     gate = threading.Event()
     gate.set()
     real = os.fdatasync
+
+    real_range = mapped_file_module.sync_range
 
     def gated_fdatasync(fd: int) -> None:
         gate.wait(timeout=30)
         real(fd)
 
+    def gated_sync_range(view: memoryview, start: int, length: int) -> None:
+        gate.wait(timeout=30)
+        real_range(view, start, length)
+
     monkeypatch.setattr(mapped_file_module.os, "fdatasync", gated_fdatasync)
+    if real_range is not None:  # segment flushes sync their written range
+        monkeypatch.setattr(mapped_file_module, "sync_range", gated_sync_range)
     yield gate
     gate.set()  # never leave a flusher blocked, whatever the test did
 
