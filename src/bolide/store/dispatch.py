@@ -242,10 +242,12 @@ class Reput(Protocol):
 class DispatchService(threading.Thread):
     """Runs a :class:`Dispatcher` (or another :class:`Reput`) whenever new data is readable."""
 
-    def __init__(self, dispatcher: Reput, batch_bytes: int, name: str = "dispatch") -> None:
+    def __init__(self, dispatcher: Reput, batch_bytes: int, name: str = "dispatch",
+                 poll_s: float = 0.001) -> None:
         super().__init__(name=name, daemon=True)
         self.dispatcher = dispatcher
         self.batch_bytes = batch_bytes
+        self.poll_s = poll_s
         self._event = threading.Event()
         self._idle = threading.Condition()
         self._stopping = False
@@ -258,8 +260,8 @@ class DispatchService(threading.Thread):
             self._event.set()
 
     def run(self) -> None:
-        # Poll every millisecond while data keeps coming (like RocketMQ's reput loop), so
-        # appends need not signal; after ~100 ms without data, sleep until woken.
+        # Poll every ``poll_s`` (a millisecond: RocketMQ's reput loop) while data keeps coming,
+        # so appends need not signal; after ~100 ms without data, sleep until woken.
         d = self.dispatcher
         idle_rounds = 0
         while not self._stopping:
@@ -275,8 +277,8 @@ class DispatchService(threading.Thread):
             with self._idle:
                 self._idle.notify_all()
             idle_rounds += 1
-            if idle_rounds < 100:
-                self._event.wait(0.001)
+            if idle_rounds * self.poll_s < 0.1:
+                self._event.wait(self.poll_s)
             else:
                 self.idle = True
                 if d.behind() == 0:

@@ -60,6 +60,7 @@ from bolide.store.retention import CleanService, RetentionStats
 log = logging.getLogger(__name__)
 
 MAX_SCAN_ENTRIES = 16_000  # ConsumeQueue entries one get scans at most (docs/adr/0003)
+INDEX_POLL_S = 0.01  # how often the index thread looks for new records while data flows
 QUEUE_ROOM_AHEAD = 64  # entries: ConsumeQueue files exist this far past a queue's next offset
 _PRE_BLANK_SIZE = 0x7FFFFFFF
 _DELAY = P.DELAY_TIME_LEVEL.encode() + b"\x01"
@@ -218,7 +219,10 @@ class MessageStore:
             builder = IndexBuilder(self.index, self.commit_log, lambda: self.dispatcher.reput_from,
                                    self.dispatcher.index_feed)
             self._index_builder = builder
-            self._index_service = DispatchService(builder, cfg.dispatch_batch_bytes, "index")
+            # the index polls less often: queries by key may see a message some ms later,
+            # and the writer's thread is interrupted less for the GIL
+            self._index_service = DispatchService(builder, cfg.dispatch_batch_bytes, "index",
+                                                  poll_s=INDEX_POLL_S)
             self.dispatcher.listeners.append(lambda _touched: self._wake_index())
         self._flusher.start()
         self._cq_flusher.start()
