@@ -119,5 +119,12 @@ def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
         ext = string_map(ext)
     else:
         raise ProtocolError(f"JSON header field 'extFields' is {type(ext).__name__}, not an object")
-    return RemotingCommand(_int32(obj, "code", 0), lang, _int32(obj, "version", 0),
-                           _int32(obj, "opaque", 0), _int32(obj, "flag", 0), remark, ext, b"", _JSON)
+    code, version, opaque, flag = (obj.get("code"), obj.get("version", 0), obj.get("opaque", 0),
+                                   obj.get("flag", 0))
+    if not (code.__class__ is version.__class__ is opaque.__class__ is flag.__class__ is int
+            and _INT32_MIN <= code <= _INT32_MAX and _INT32_MIN <= version <= _INT32_MAX
+            and _INT32_MIN <= opaque <= _INT32_MAX and _INT32_MIN <= flag <= _INT32_MAX):
+        # a null, a non-integer or out of range: checked (and named) one by one
+        code, version = _int32(obj, "code", 0), _int32(obj, "version", 0)
+        opaque, flag = _int32(obj, "opaque", 0), _int32(obj, "flag", 0)
+    return RemotingCommand(code, lang, version, opaque, flag, remark, ext, b"", _JSON)

@@ -79,3 +79,13 @@ def test_body_as_buffers() -> None:
     parts = encode_command(cmd)
     assert len(parts) == 3 and bytes(parts[2]) == b"cde"
     assert "5 bytes" in repr(cmd) and "SUCCESS(0)" in repr(cmd)
+
+
+def test_make_response_ext_equals_make_response() -> None:
+    request = RemotingCommand(RequestCode.SEND_MESSAGE_V2, opaque=99, version=317,
+                              serialize_type=SerializeType.ROCKETMQ)
+    ext = {"msgId": "X", "queueId": "1"}
+    fast = request.make_response_ext(ResponseCode.FLUSH_DISK_TIMEOUT, ext, "slow disk")
+    assert fast == request.make_response(ResponseCode.FLUSH_DISK_TIMEOUT, "slow disk",
+                                         ext_fields=ext)
+    assert fast.ext_fields is ext and fast.is_response and fast.opaque == 99

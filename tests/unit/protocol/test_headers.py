@@ -132,3 +132,13 @@ def test_any_ext_map_gives_a_header_or_a_header_field_error(cls: type[Header], e
     except HeaderFieldError:
         return
     assert cls.from_ext_fields(header.to_ext_fields()) == header
+
+
+@pytest.mark.parametrize(("queue_id", "offset"), [(0, 0), (7, 123456789012), (2**31 - 1, -1)])
+def test_send_response_ext_is_the_response_headers_ext_fields(queue_id: int, offset: int) -> None:
+    """The hot path's extFields literal stays what the header class writes."""
+    from bolide.protocol.headers.send import send_response_ext
+
+    header = H.SendMessageResponseHeader(msg_id="7F00000100002A9F0000000000000000",
+                                         queue_id=queue_id, queue_offset=offset)
+    assert send_response_ext(header.msg_id, queue_id, offset) == header.to_ext_fields()

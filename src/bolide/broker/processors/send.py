@@ -11,11 +11,12 @@ from bolide.broker.topic_config import NOT_SENDABLE, PERM_WRITE
 from bolide.broker.transaction import is_half_message
 from bolide.common import properties as P
 from bolide.common.hosts import encode_host
+from bolide.common.msgid import create_offset_msg_id
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX, validate_topic
 from bolide.protocol.bodies.batch import batch_members
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
-from bolide.protocol.headers.send import SendMessageResponseHeader, decode_send_request_header
+from bolide.protocol.headers.send import decode_send_request_header, send_response_ext
 from bolide.remoting import NOT_NOW, NotNow, RequestContext
 from bolide.store import PutStatus
 from bolide.store.results import PutMessageResult
@@ -37,6 +38,8 @@ PUT_STATUS_CODES = {
 }
 
 
+_STORED = frozenset((ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
+                     ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE))
 _DROPPED = ("WAIT\x01", "CLUSTER\x01")
 _DROPPED_DEAD = (*_DROPPED, "DELAY\x01")  # a dead letter is stored at once
 
@@ -203,11 +206,12 @@ class SendProcessor:
                 ) -> RemotingCommand:
         """The send response for a put result."""
         code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
-        if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
-                        ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE):
+        if code not in _STORED:
             return request.make_response(code, f"{result.status.value}: {result.remark}")
         self.broker.stats.on_put(result.msg_num)
-        msg_id = ",".join(result.offset_msg_ids)  # a batch's ids, comma-separated
-        answer = SendMessageResponseHeader(msg_id=msg_id,
-                                           queue_id=queue_id, queue_offset=result.queue_offset)
-        return request.make_response(code, result.remark or None, answer)
+        if result.record_sizes is None and result.store_host and result.wrote_offset >= 0:
+            msg_id = create_offset_msg_id(result.store_host, result.wrote_offset)
+        else:
+            msg_id = ",".join(result.offset_msg_ids)  # a batch's ids, comma-separated
+        return request.make_response_ext(
+            code, send_response_ext(msg_id, queue_id, result.queue_offset), result.remark or None)

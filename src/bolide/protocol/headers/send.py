@@ -126,6 +126,14 @@ class SendMessageResponseHeader(Header):
     trace_on: bool | None = True
 
 
+def send_response_ext(msg_id: str, queue_id: int, queue_offset: int) -> dict[str, str]:
+    """``SendMessageResponseHeader(msg_id, queue_id, queue_offset).to_ext_fields()`` without
+    the header object: the extFields of every successful send's response (the hot path)."""
+    return {"msgId": msg_id, "queueId": int.__repr__(queue_id),
+            "queueOffset": int.__repr__(queue_offset), "MSG_REGION": "DefaultRegion",
+            "TRACE_ON": "true"}
+
+
 @header
 class EndTransactionRequestHeader(Header):
     """END_TRANSACTION (37): commit (8), roll back (12) or leave (0) a half message."""
