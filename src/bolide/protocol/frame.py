@@ -67,6 +67,11 @@ def frame_prefix(serialize_type: int, header_length: int, body_length: int,
 def encode_frame(serialize_type: int, header: bytes, body: BodyLike = b"",
                  max_frame_size: int = MAX_FRAME_SIZE) -> list[Buffer]:
     """Buffers of one frame: prefix and header in the first, then the body buffers unchanged."""
+    if body.__class__ is bytes and not body and 0 <= serialize_type <= 0xFF:  # most responses
+        header_length = len(header)
+        if header_length + 8 <= max_frame_size and header_length <= MAX_HEADER_LENGTH:
+            return [_PREFIX.pack(4 + header_length, (serialize_type << 24) | header_length)
+                    + header]
     parts = body_parts(body)
     body_length = sum(map(nbytes, parts))
     head = frame_prefix(serialize_type, len(header), body_length, max_frame_size) + header

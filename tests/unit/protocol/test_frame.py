@@ -153,3 +153,13 @@ def test_codec_byte_and_masked_header_length() -> None:
 def test_encoding_rejects_headers_over_24_bits() -> None:
     with pytest.raises(ProtocolError, match="header"):
         frame_prefix(0, 0x1000000, 0, max_frame_size=2**31 - 1)
+
+
+@pytest.mark.parametrize("header", [b"", b"{}", b"x" * 5000])
+@pytest.mark.parametrize("serialize_type", [0, 1])
+def test_a_bodyless_frame_is_encoded_like_any_other(header: bytes, serialize_type: int) -> None:
+    """Responses without a body take a shorter path to the same bytes and the same refusals."""
+    assert encode_frame(serialize_type, header, b"") == [b"".join(
+        encode_frame(serialize_type, header, [b""]))]
+    with pytest.raises(ProtocolError):
+        encode_frame(serialize_type, header, b"", max_frame_size=len(header) + 7)
