@@ -90,6 +90,8 @@ def test_pull_consumer_auto_commits_what_poll_returned(tmp_path: Path) -> None:
         consumer = PullConsumer(s.namesrv_addr, "polled_cg", auto_commit_interval_ms=200,
                                 consume_from=ConsumeFrom.FIRST_OFFSET, pull_batch_size=4, **FAST)
         consumer.assign([queue])
+        # sends are answered before dispatch: a pull sees what the ConsumeQueue holds by then
+        await wait_until(lambda: s.broker.store.get_max_offset_in_queue("Polled", queue.queue_id) == 6)
         async with consumer:
             assert [int(m.body) for m in await consumer.poll(5000)] == [0, 1, 2, 3]
             await wait_until(lambda: s.broker.offsets.query("polled_cg", "Polled", queue.queue_id) == 4)
