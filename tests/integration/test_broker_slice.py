@@ -164,6 +164,31 @@ def test_long_poll_answered_by_a_send(tmp_path: Path) -> None:
     run_with_servers(tmp_path, test)
 
 
+def test_a_message_dispatched_just_before_a_pull_is_held_answers_it(tmp_path: Path) -> None:
+    """The race of long polling: the pull read the queue empty, then the message is dispatched
+    (its wake-up finds no pull held), then the pull is held. It must not wait for its timeout."""
+    async def test(s: Servers, client: RemotingClient) -> None:
+        await create_topic(client, s.broker_addr, "Racing")
+        holds = s.broker.pull_holds
+        real_hold = holds.hold
+
+        def hold_after_a_dispatch(topic: str, queue_id: int) -> asyncio.Future[None] | None:
+            # fault injection: a message stored and dispatched in the window before the hold
+            put = s.broker.store.put_message(Message("Racing", b"raced"), queue_id)
+            assert put.ok and s.broker.store.wait_dispatched(5)
+            holds.hold = real_hold  # type: ignore[method-assign]
+            return real_hold(topic, queue_id)
+
+        holds.hold = hold_after_a_dispatch  # type: ignore[method-assign]
+        # a missed wake-up would hold the pull past the client's timeout (an error here)
+        answer = await client.invoke(
+            s.broker_addr, pull_request("Racing", 0, suspend_ms=60000, sys_flag=6), 10000)
+        assert answer.code == ResponseCode.SUCCESS
+        assert [m.body for m in records(answer.body_bytes())] == [b"raced"]
+
+    run_with_servers(tmp_path, test)
+
+
 def test_consumer_offsets(tmp_path: Path) -> None:
     async def test(s: Servers, client: RemotingClient) -> None:
         query = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, QueryConsumerOffsetRequestHeader(

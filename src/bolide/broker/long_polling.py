@@ -1,6 +1,7 @@
 """Held PULL_MESSAGE requests (RocketMQ's PullRequestHoldService): a pull that finds nothing
 waits on its (topic, queue) until the store dispatches a message there or its suspend time
-ends. The dispatch thread's callback hops to the loop once per dispatch batch."""
+ends. The dispatch thread's callback hops to the loop once per dispatch batch that reaches a
+queue with a held pull."""
 
 from __future__ import annotations
 
@@ -45,10 +46,19 @@ class PullHoldService:
                 del self._held[(topic, queue_id)]
 
     def on_dispatch(self, keys: Iterable[Key]) -> None:
-        """Store dispatch listener (dispatch thread): wake the held pulls of ``keys``."""
-        keys = list(keys)
-        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
-            self.loop.call_soon_threadsafe(self.wake, keys)
+        """Store dispatch listener (dispatch thread): wake the held pulls of ``keys``.
+
+        Only keys with a pull held now hop to the loop (most dispatch batches have none: no
+        cross-thread wake-up of the loop then). A pull held just after this check does not
+        miss the messages: it reads the queue's end again once held (see the pull processor),
+        and dispatch wrote the entries before calling this."""
+        held = self._held
+        if not held:
+            return
+        waiting = [key for key in keys if key in held]
+        if waiting:
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+                self.loop.call_soon_threadsafe(self.wake, waiting)
 
     def wake(self, keys: Iterable[Key]) -> None:
         """On the loop: complete the futures of every pull held on ``keys``."""

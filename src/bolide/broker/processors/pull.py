@@ -74,6 +74,9 @@ class PullProcessor:
             fut = holds.hold(header.topic, header.queue_id)
             if fut is None:  # the hold table is full, or the broker is closing: pull again
                 return response
+            # dispatched between the read and the hold: its wake-up may have found no hold
+            if broker.store.get_max_offset_in_queue(header.topic, header.queue_id) > header.queue_offset:
+                fut.set_result(None)
             try:
                 await asyncio.wait_for(asyncio.shield(fut), deadline - loop.time())
             except TimeoutError:
