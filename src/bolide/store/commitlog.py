@@ -44,7 +44,9 @@ class CommitLog:
         self.put_lock = threading.Lock()
         self.queue_offsets: dict[tuple[str, int], int] = {}
         self.last_store_timestamp = 0
-        self._topic_fields: dict[str, bytes] = {}
+        # TOPICLENGTH + topic of each topic stored so far (so validated): the compiled put
+        # path takes only these topics
+        self.topic_fields: dict[str, bytes] = {}
         # What the writer knows of each record, for the dispatcher to use without parsing
         # it again: (offset, size, topic, queue id, queue offset, sysflag, store time,
         # properties, tags code). Bounded: past the cap the dispatcher parses the log.
@@ -52,12 +54,12 @@ class CommitLog:
 
     def topic_field(self, topic: str) -> bytes:
         """TOPICLENGTH (1 byte, v1) followed by the topic's UTF-8 bytes, cached per topic."""
-        field = self._topic_fields.get(topic)
+        field = self.topic_fields.get(topic)
         if field is None:
             raw = topic.encode()
             if len(raw) > 127:
                 raise ValueError(f"topic {topic!r} is over 127 bytes; v1 records cannot hold it")
-            field = self._topic_fields[topic] = bytes((len(raw),)) + raw
+            field = self.topic_fields[topic] = bytes((len(raw),)) + raw
         return field
 
     # -- writing ------------------------------------------------------------------------

@@ -36,7 +36,7 @@ def new_appender(commit_log: CommitLog, queue_room: dict[tuple[str, int], int],
         return None
     return _append.Appender(
         commit_log=commit_log, files=commit_log.files, queue_offsets=commit_log.queue_offsets,
-        queue_room=queue_room, topic_fields=commit_log._topic_fields,
+        queue_room=queue_room, topic_fields=commit_log.topic_fields,
         store_host=commit_log.store_host, uniq=uniq, result_type=PutMessageResult,
         ok=PutStatus.PUT_OK, max_body=max_body, room_ahead=room_ahead,
     )
