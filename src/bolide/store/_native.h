@@ -39,28 +39,6 @@ static inline uint32_t crc32_of(const unsigned char *p, Py_ssize_t n) {
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
         a = __builtin_bswap32(a);
         b = __builtin_bswap32(b);
-/* Find "key\x01" at a pair start of an encoded properties blob (where record.property_bytes
- * finds it); [*vs, *ve) is its value, up to the next 0x02. Returns 1 when found. */
-static inline int find_prop(const unsigned char *p, Py_ssize_t n, const char *key, Py_ssize_t klen,
-                     Py_ssize_t *vs, Py_ssize_t *ve) {
-    Py_ssize_t i = 0;
-    while (i + klen < n) {
-        if ((i == 0 || p[i - 1] == 2) && memcmp(p + i, key, klen) == 0 && p[i + klen] == 1) {
-            Py_ssize_t e = i + klen + 1;
-            while (e < n && p[e] != 2)
-                e++;
-            *vs = i + klen + 1;
-            *ve = e;
-            return 1;
-        }
-        const unsigned char *nx = memchr(p + i, 2, n - i);
-        if (nx == NULL)
-            return 0;
-        i = nx - p + 1;
-    }
-    return 0;
-}
-
 #endif
         a ^= c;
         c = crc_table[7][a & 0xFF] ^ crc_table[6][(a >> 8) & 0xFF] ^
@@ -95,7 +73,7 @@ static inline void wr64(unsigned char *p, uint64_t v) {
 /* Find "key\x01" at a pair start of an encoded properties blob (where record.property_bytes
  * finds it); [*vs, *ve) is its value, up to the next 0x02. Returns 1 when found. */
 static inline int find_prop(const unsigned char *p, Py_ssize_t n, const char *key, Py_ssize_t klen,
-                     Py_ssize_t *vs, Py_ssize_t *ve) {
+                             Py_ssize_t *vs, Py_ssize_t *ve) {
     Py_ssize_t i = 0;
     while (i + klen < n) {
         if ((i == 0 || p[i - 1] == 2) && memcmp(p + i, key, klen) == 0 && p[i + klen] == 1) {

@@ -12,19 +12,14 @@ holds the CommitLog's ``put_lock``.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from bolide.common.msgid import UniqKeyGenerator
 from bolide.store.commitlog import CommitLog
+from bolide.store.compiled import load
 from bolide.store.results import PutMessageResult, PutStatus
 
-try:
-    if os.environ.get("BOLIDE_PURE_PYTHON") == "1":
-        raise ImportError("pure Python requested")
-    from bolide.store import _append
-except ImportError:
-    _append = None  # type: ignore[assignment]
+_append = load("_append")
 
 COMPILED = _append is not None
 

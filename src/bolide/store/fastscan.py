@@ -11,12 +11,12 @@ the tested fallback.
 
 from __future__ import annotations
 
-import os
 import struct
 import zlib
 from typing import Any, NamedTuple
 
 from bolide.common.hashing import java_string_hash
+from bolide.store.compiled import load
 from bolide.store.consume_queue import ENTRY
 from bolide.store.record import MAGIC_V1, property_bytes
 
@@ -106,12 +106,7 @@ def scan_runs_python(buf: memoryview | bytes, pos: int, base: int, check_crc: bo
     return pos, records, runs
 
 
-try:
-    if os.environ.get("BOLIDE_PURE_PYTHON") == "1":
-        raise ImportError("pure Python requested")
-    from bolide.store import _fastscan
-except ImportError:
-    _fastscan = None  # type: ignore[assignment]
+_fastscan = load("_fastscan")
 
 COMPILED = _fastscan is not None
 

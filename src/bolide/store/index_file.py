@@ -16,14 +16,10 @@ from pathlib import Path
 
 from bolide.common.hashing import java_string_hash
 from bolide.errors import StoreFormatError
+from bolide.store.compiled import load
 from bolide.store.fastscan import compiled_module
 
-try:
-    if os.environ.get("BOLIDE_PURE_PYTHON") == "1":
-        raise ImportError("pure Python requested")
-    from bolide.store import _index
-except ImportError:
-    _index = None  # type: ignore[assignment]
+_index = load("_index")
 
 COMPILED = _index is not None
 _NEEDS_PAGE = 3  # index_records stopped before a page whose blocks are not allocated yet

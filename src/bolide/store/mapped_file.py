@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 from bolide.errors import StoreFormatError
+from bolide.store.compiled import load
 
-try:
-    from bolide.store._append import populate_write, sync_range
-except ImportError:  # no compiled module: pages are faulted in by the writes, flushes fdatasync
-    populate_write = sync_range = None
+_append = load("_append")  # without it pages are faulted in by the writes; flushes fdatasync
+populate_write = getattr(_append, "populate_write", None)
+sync_range = getattr(_append, "sync_range", None)
 
 PAGE_SIZE = 4096
 PREFAULT_CHUNK = 4 << 20  # bytes per POSIX_FADV_WILLNEED call of MappedFile.prefault
