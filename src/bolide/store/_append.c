@@ -352,20 +352,7 @@ static void write_record(unsigned char *w, int32_t total, const RecordCommon *c,
     memcpy(p + 2, props, props_len);
 }
 
-static int as_i32(PyObject *o, int32_t *out) {
-    if (!PyLong_CheckExact(o))
-        return 0;
-    long long v = PyLong_AsLongLong(o);
-    if (v == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (v < INT32_MIN || v > INT32_MAX)
-        return 0;
-    *out = (int32_t)v;
-    return 1;
-}
-
+/* An exact int as int64 in *out; 0 when it is not one or does not fit (the general path). */
 static int as_i64(PyObject *o, int64_t *out) {
     if (!PyLong_CheckExact(o))
         return 0;
@@ -375,6 +362,14 @@ static int as_i64(PyObject *o, int64_t *out) {
         return 0;
     }
     *out = v;
+    return 1;
+}
+
+static int as_i32(PyObject *o, int32_t *out) {
+    int64_t v;
+    if (!as_i64(o, &v) || v < INT32_MIN || v > INT32_MAX)
+        return 0;
+    *out = (int32_t)v;
     return 1;
 }
 
@@ -870,33 +865,24 @@ static int Appender_init(Appender *a, PyObject *args, PyObject *kwds) {
     return read_month(a);
 }
 
+/* every object an Appender holds, for the garbage collector */
+static const size_t held_objects[] = {
+    offsetof(Appender, commit_log), offsetof(Appender, files), offsetof(Appender, queue_offsets),
+    offsetof(Appender, queue_room), offsetof(Appender, topic_fields),
+    offsetof(Appender, store_host), offsetof(Appender, uniq), offsetof(Appender, counter),
+    offsetof(Appender, result_type), offsetof(Appender, ok), offsetof(Appender, kw_single),
+    offsetof(Appender, kw_batch), offsetof(Appender, empty)};
+#define HELD(a, i) (*(PyObject **)((char *)(a) + held_objects[i]))
+
 static int Appender_traverse(Appender *a, visitproc visit, void *arg) {
-    Py_VISIT(a->commit_log);
-    Py_VISIT(a->files);
-    Py_VISIT(a->queue_offsets);
-    Py_VISIT(a->queue_room);
-    Py_VISIT(a->topic_fields);
-    Py_VISIT(a->uniq);
-    Py_VISIT(a->counter);
-    Py_VISIT(a->result_type);
-    Py_VISIT(a->ok);
+    for (size_t i = 0; i < sizeof(held_objects) / sizeof(held_objects[0]); i++)
+        Py_VISIT(HELD(a, i));
     return 0;
 }
 
 static int Appender_clear(Appender *a) {
-    Py_CLEAR(a->commit_log);
-    Py_CLEAR(a->files);
-    Py_CLEAR(a->queue_offsets);
-    Py_CLEAR(a->queue_room);
-    Py_CLEAR(a->topic_fields);
-    Py_CLEAR(a->store_host);
-    Py_CLEAR(a->uniq);
-    Py_CLEAR(a->counter);
-    Py_CLEAR(a->result_type);
-    Py_CLEAR(a->ok);
-    Py_CLEAR(a->kw_single);
-    Py_CLEAR(a->kw_batch);
-    Py_CLEAR(a->empty);
+    for (size_t i = 0; i < sizeof(held_objects) / sizeof(held_objects[0]); i++)
+        Py_CLEAR(HELD(a, i));
     return 0;
 }
 
@@ -935,53 +921,54 @@ static PyTypeObject AppenderType = {
 #define MADV_POPULATE_WRITE 23
 #endif
 
-/* populate_write(buffer, start, length) -> bool: map the pages of a writable shared mapping
- * for writing now (MADV_POPULATE_WRITE, Linux 5.14+), with the GIL released, so that the
- * writer does not take a page fault at its first touch of each page; False when the kernel
- * cannot (the pages are then faulted in by the writes, as before). */
-static PyObject *populate_write(PyObject *self, PyObject *args) {
+enum { PAGES_POPULATE, PAGES_SYNC };
+
+/* madvise(MADV_POPULATE_WRITE) or msync(MS_SYNC) of the pages of a writable mapping (args:
+ * buffer, start, length) that hold [start, start + length), with the GIL released. Returns
+ * -1 with a Python error, 0 when there was nothing to do, 1 done, 2 when the call failed
+ * (errno in *err). */
+static int on_pages(PyObject *args, int op, int *err) {
     Py_buffer view;
     Py_ssize_t start, length;
     if (!PyArg_ParseTuple(args, "w*nn", &view, &start, &length))
-        return NULL;
+        return -1;
     long page = sysconf(_SC_PAGESIZE);
-    int ok = 0;
+    int rc = 0;
     if (page > 0 && start >= 0 && length > 0 && start < view.len) {
         if (length > view.len - start)
             length = view.len - start;
         uintptr_t from = (uintptr_t)view.buf + start, to = from + length;
         from -= from % (uintptr_t)page;
         Py_BEGIN_ALLOW_THREADS
-        ok = madvise((void *)from, to - from, MADV_POPULATE_WRITE) == 0;
+        int failed = op == PAGES_POPULATE
+                         ? madvise((void *)from, to - from, MADV_POPULATE_WRITE) != 0
+                         : msync((void *)from, to - from, MS_SYNC) != 0;
+        *err = errno;
+        rc = failed ? 2 : 1;
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&view);
-    return PyBool_FromLong(ok);
+    return rc;
+}
+
+/* populate_write(buffer, start, length) -> bool: map the pages of a writable shared mapping
+ * for writing now (MADV_POPULATE_WRITE, Linux 5.14+), so that the writer does not take a page
+ * fault at its first touch of each page; False when the kernel cannot (the pages are then
+ * faulted in by the writes, as before). */
+static PyObject *populate_write(PyObject *self, PyObject *args) {
+    int err = 0, rc = on_pages(args, PAGES_POPULATE, &err);
+    return rc < 0 ? NULL : PyBool_FromLong(rc == 1);
 }
 
 /* sync_range(buffer, start, length): msync(MS_SYNC) of the pages of a shared file mapping that
- * hold [start, start + length), with the GIL released: a range-limited fdatasync (the kernel
- * writes those pages and the metadata their data needs, and nothing else of the file, such as
- * pages mapped ahead of the writer). Raises OSError. */
+ * hold [start, start + length): a range-limited fdatasync (the kernel writes those pages and
+ * the metadata their data needs, and nothing else of the file, such as pages mapped ahead of
+ * the writer). Raises OSError. */
 static PyObject *sync_range(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    Py_ssize_t start, length;
-    if (!PyArg_ParseTuple(args, "w*nn", &view, &start, &length))
+    int err = 0, rc = on_pages(args, PAGES_SYNC, &err);
+    if (rc < 0)
         return NULL;
-    long page = sysconf(_SC_PAGESIZE);
-    int rc = 0, err = 0;
-    if (page > 0 && start >= 0 && length > 0 && start < view.len) {
-        if (length > view.len - start)
-            length = view.len - start;
-        uintptr_t from = (uintptr_t)view.buf + start, to = from + length;
-        from -= from % (uintptr_t)page;
-        Py_BEGIN_ALLOW_THREADS
-        rc = msync((void *)from, to - from, MS_SYNC);
-        err = errno;
-        Py_END_ALLOW_THREADS
-    }
-    PyBuffer_Release(&view);
-    if (rc != 0) {
+    if (rc == 2) {
         errno = err;
         return PyErr_SetFromErrno(PyExc_OSError);
     }
