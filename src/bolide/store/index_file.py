@@ -192,8 +192,8 @@ class IndexFile:
         """Index the records of the CommitLog bytes ``buf[pos:end]`` with the compiled loop
         (``bolide.store._index``, which writes what :meth:`put` writes, with the GIL
         released) as far as it takes them. Returns ``(pos, last_indexed, records)``: the
-        record at ``pos``, if before ``end``, needs the Python path (or the next file).
-        Raises OSError when a page cannot be allocated (a full disk)."""
+        record at ``pos``, if before ``end``, needs the Python path (the next file, or a page
+        that could not be allocated: a full disk, which that path reports)."""
         view = self._view if self._view is not None else self._writable_view()
         if _index is None or view is None:
             return pos, last_indexed, 0
@@ -210,7 +210,10 @@ class IndexFile:
             done += records
             if reason != _NEEDS_PAGE:
                 return pos, last_indexed, done
-            self._allocate(need_at)
+            try:
+                self._allocate(need_at)
+            except OSError:  # a full disk: the Python path reports it for this record
+                return pos, last_indexed, done
 
     def is_time_matched(self, begin: int, end: int) -> bool:
         return begin <= self.begin_timestamp <= end or begin <= self.end_timestamp <= end or (

@@ -142,12 +142,8 @@ class IndexService:
         with self._lock:
             if not self.files or self.files[-1].is_full():
                 return pos  # build() makes the file when a record has keys to index
-            f = self.files[-1]
-            try:
-                after, last, records = f.put_records(buf, pos, end, self._last_indexed,
-                                                     _CHECK_EVERY)
-            except OSError:
-                return pos  # build() reports it and skips the message
+            after, last, records = self.files[-1].put_records(buf, pos, end, self._last_indexed,
+                                                              _CHECK_EVERY)
             self._until_check -= records
             if last != self._last_indexed:
                 self._last_indexed = last

@@ -524,25 +524,26 @@ class MessageStore:
         RocketMQ's CommitLog encodes a batch body itself). None when that path cannot take
         it (no compiled path, a body that does not parse, a member it does not handle): then
         decode the members and call :meth:`put_batch_encoded`, which says what is wrong."""
+        return self._fast_batch(topic, queue_id, body, born_timestamp, born_host, wait_store,
+                                batch_properties)
+
+    def _fast_batch(self, topic: str, queue_id: int, members: Sequence[Any] | bytes | memoryview,
+                    born_timestamp: int, born_host: str | None, wait_store: bool,
+                    batch_properties: bytes | None = None) -> PutMessageResult | None:
+        """A batch through the compiled path (see fast_put): a list of members, or with
+        ``batch_properties`` a SEND_BATCH_MESSAGE body; None when it cannot take it."""
         appender = self._appender
         if appender is None or not self._writable:
             return None
-        with self.commit_log.put_lock:
-            result = appender.append_batch_body(topic, queue_id, body, batch_properties,
-                                                born_timestamp, self._born_bytes(born_host))
-        if result is not None:
-            self._after_append(result, wait_store)
-        return result
-
-    def _fast_batch(self, topic: str, queue_id: int, members: Sequence[Any], born_timestamp: int,
-                    born_host: str | None, wait_store: bool) -> PutMessageResult | None:
-        """A batch through the compiled path (see fast_put); None when it cannot take it."""
-        appender = self._appender
-        if appender is None or not self._writable or type(members) is not list:
+        if batch_properties is not None:
+            append, extra = appender.append_batch_body, batch_properties
+        elif type(members) is list:
+            append, extra = appender.append_batch, b""
+        else:
             return None
         with self.commit_log.put_lock:
-            result = appender.append_batch(topic, queue_id, members, b"", born_timestamp,
-                                           self._born_bytes(born_host))
+            result = append(topic, queue_id, members, extra, born_timestamp,
+                            self._born_bytes(born_host))
         if result is not None:
             self._after_append(result, wait_store)
         return result

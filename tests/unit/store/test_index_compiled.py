@@ -79,3 +79,34 @@ def test_queries_find_what_the_compiled_build_indexed(tmp_path: Path) -> None:
                 f"m{i}".encode()]
             assert store.query_message("T", ids[i], 4, 0, 1 << 62)[0].body == f"m{i}".encode()
         assert len(store.query_message("T", "all", 32, 0, 1 << 62)) == 32
+
+
+@pytest.mark.skipif(not COMPILED, reason="the compiled index build")
+def test_a_page_that_cannot_be_allocated_skips_one_message_and_indexes_the_rest_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk when the compiled loop needs a page: that message stays unindexed (as in
+    the Python path), the ones before and after are indexed exactly once."""
+    from bolide.store.index_file import IndexFile
+
+    real = IndexFile._allocate
+    calls = [0]
+
+    def allocate_failing_once(self: IndexFile, offset: int) -> None:
+        calls[0] += 1
+        if calls[0] == 5:  # fault injection: ENOSPC on one allocation, within the loop
+            raise OSError(28, "No space left on device")
+        real(self, offset)
+
+    monkeypatch.setattr(IndexFile, "_allocate", allocate_failing_once)
+    n = 40_000  # 80,000 entries: several allocations of entry pages
+    with MessageStore(small_config(tmp_path, mapped_file_size_commit_log=64 << 20,
+                                   max_hash_slot_num=1024, max_index_num=100_000)) as store:
+        for i in range(n):
+            assert store.put_message(Message("T", b"m", keys=[f"k{i}"]), 0).ok
+        assert store.wait_dispatched(timeout=60)
+        hits = [len(store.query_message("T", f"k{i}", 4, 0, 1 << 62)) for i in range(n)]
+        assert store.index is not None
+        entries = sum(f.index_count - 1 for f in store.index.files)
+    assert calls[0] > 5
+    assert entries == 2 * (n - 1)  # UNIQ_KEY and key of every message but one, no entry twice
+    assert set(hits) <= {0, 1} and hits.count(0) == 1, hits.count(0)
