@@ -39,8 +39,6 @@ typedef struct {
     PyObject *counter;       /* its shared counter (itertools.count) */
     PyObject *result_type;   /* PutMessageResult */
     PyObject *ok;            /* PutStatus.PUT_OK */
-    PyObject *kw_single;     /* ("store_host",) */
-    PyObject *kw_batch;      /* ("store_host", "record_sizes") */
     PyObject *empty;         /* "" */
     Py_ssize_t slots[RESULT_FIELDS]; /* offsets of PutMessageResult's slots (0: call it) */
     char prefix[64];         /* the UNIQ_KEY prefix, hex */
@@ -401,15 +399,8 @@ static int prepare_common(Appender *a, PyObject *topic, PyObject *queue_id, PyOb
 /* A PutMessageResult of these field values (new references are taken), built by filling its
  * slots when they were found at init, else by calling the class. */
 static PyObject *new_result(Appender *a, PyObject **values) {
-    if (a->slots[0] == 0) {
-        PyObject *kw = values[7] == Py_None ? a->kw_single : a->kw_batch;
-        PyObject *args[RESULT_FIELDS];
-        Py_ssize_t n = values[7] == Py_None ? 6 : 8;
-        memcpy(args, values, n * sizeof(PyObject *));
-        args[n] = values[9];
-        args[n + 1] = values[10];
-        return PyObject_Vectorcall(a->result_type, args, n, kw);
-    }
+    if (a->slots[0] == 0) /* the fields, in their declaration order */
+        return PyObject_Vectorcall(a->result_type, values, RESULT_FIELDS, NULL);
     PyTypeObject *type = (PyTypeObject *)a->result_type;
     PyObject *r = type->tp_alloc(type, 0);
     if (r == NULL)
@@ -853,10 +844,8 @@ static int Appender_init(Appender *a, PyObject *args, PyObject *kwds) {
         Py_INCREF(objs[i]);
         Py_XSETREF(*slots[i], objs[i]);
     }
-    Py_XSETREF(a->kw_single, Py_BuildValue("(ss)", "store_host", "record_sizes"));
-    Py_XSETREF(a->kw_batch, Py_BuildValue("(ss)", "store_host", "record_sizes"));
     Py_XSETREF(a->empty, PyUnicode_FromString(""));
-    if (a->kw_single == NULL || a->kw_batch == NULL || a->empty == NULL)
+    if (a->empty == NULL)
         return -1;
     if (find_slots(a) < 0)
         return -1;
@@ -870,8 +859,7 @@ static const size_t held_objects[] = {
     offsetof(Appender, commit_log), offsetof(Appender, files), offsetof(Appender, queue_offsets),
     offsetof(Appender, queue_room), offsetof(Appender, topic_fields),
     offsetof(Appender, store_host), offsetof(Appender, uniq), offsetof(Appender, counter),
-    offsetof(Appender, result_type), offsetof(Appender, ok), offsetof(Appender, kw_single),
-    offsetof(Appender, kw_batch), offsetof(Appender, empty)};
+    offsetof(Appender, result_type), offsetof(Appender, ok), offsetof(Appender, empty)};
 #define HELD(a, i) (*(PyObject **)((char *)(a) + held_objects[i]))
 
 static int Appender_traverse(Appender *a, visitproc visit, void *arg) {

@@ -62,9 +62,11 @@ class PutMessageResult:
         """Broker-side ids of every message written (one for a single put)."""
         if self.wrote_offset < 0 or not self.store_host:
             return []
+        if self.record_sizes is None:  # a single put: the common case of every send
+            return [create_offset_msg_id(self.store_host, self.wrote_offset)]
         offset = self.wrote_offset
         ids = []
-        for size in self.record_sizes or (self.wrote_bytes,):
+        for size in self.record_sizes:
             ids.append(create_offset_msg_id(self.store_host, offset))
             offset += size
         return ids

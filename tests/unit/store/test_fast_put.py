@@ -252,3 +252,33 @@ def test_a_batch_body_is_stored_member_by_member(tmp_path: Path) -> None:
             (b"a", 3, "c"), (b"b", 0, "c")]
         assert got[0].tags == "x" and got[1].keys == ["k"]
         assert got[0].properties["UNIQ_KEY"] == r.msg_ids[0]
+
+
+@compiled_only
+def test_results_of_a_class_without_slots_are_made_by_calling_it(tmp_path: Path) -> None:
+    """The compiled path fills PutMessageResult's slots; any other result class is called with
+    the fields in order, and gives the same values."""
+    import dataclasses
+
+    from bolide.store import _append  # type: ignore[attr-defined]
+    from bolide.store.results import PutMessageResult
+
+    Plain = dataclasses.make_dataclass(
+        "Plain", [(f.name, f.type, dataclasses.field(default=None))
+                  for f in dataclasses.fields(PutMessageResult)])
+    with MessageStore(small_config(tmp_path)) as store:
+        assert store.put_message(Message("T", b"seed"), 0).ok
+        cl = store.commit_log
+        store._appender = _append.Appender(
+            commit_log=cl, files=cl.files, queue_offsets=cl.queue_offsets,
+            queue_room=store._queue_room, topic_fields=cl.topic_fields,
+            store_host=cl.store_host, uniq=store._uniq, result_type=Plain, ok=PutStatus.PUT_OK,
+            max_body=1 << 20, room_ahead=32)
+        one = store.put_message(Message("T", b"one", properties={"UNIQ_KEY": "U1"}), 0)
+        two = store.put_messages([Message("T", b"a"), Message("T", b"b")], 0)
+    assert type(one) is Plain and type(two) is Plain
+    assert (one.status, one.queue_offset, one.msg_id, one.msg_num, one.batch_ids,
+            one.record_sizes, one.store_host) == (PutStatus.PUT_OK, 1, "U1", 1, None, None,
+                                                   cl.store_host)
+    assert (two.queue_offset, two.msg_num, len(two.batch_ids), two.wrote_bytes) == (
+        2, 2, 2, sum(two.record_sizes))

@@ -11,7 +11,6 @@ from bolide.broker.topic_config import NOT_SENDABLE, PERM_WRITE
 from bolide.broker.transaction import is_half_message
 from bolide.common import properties as P
 from bolide.common.hosts import encode_host
-from bolide.common.msgid import create_offset_msg_id
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX, validate_topic
 from bolide.protocol.bodies.batch import batch_members
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -209,9 +208,6 @@ class SendProcessor:
         if code not in _STORED:
             return request.make_response(code, f"{result.status.value}: {result.remark}")
         self.broker.stats.on_put(result.msg_num)
-        if result.record_sizes is None and result.store_host and result.wrote_offset >= 0:
-            msg_id = create_offset_msg_id(result.store_host, result.wrote_offset)
-        else:
-            msg_id = ",".join(result.offset_msg_ids)  # a batch's ids, comma-separated
+        msg_id = ",".join(result.offset_msg_ids)  # a batch's ids, comma-separated
         return request.make_response_ext(
             code, send_response_ext(msg_id, queue_id, result.queue_offset), result.remark or None)
