@@ -54,6 +54,7 @@ from bolide.remoting import RemotingClient
 from bolide.store.record import decode_record, read_total_size
 from bolide.store.topic_config import SubscriptionGroupManager as GroupFile
 from bolide.testing.servers import Servers, running_servers
+from conftest import wait_until
 
 TIMEOUT = 20.0
 TOPIC = "AdminTopic"
@@ -267,16 +268,9 @@ def test_runtime_info_reports_how_late_the_event_loop_ran(tmp_path: Path) -> Non
     async def test(s: Servers, client: RemotingClient) -> None:
         monitor = s.broker.loop_lag
 
-        async def ticked() -> bool:
-            return sum(monitor.counts) > 0
-
-        await wait_until(ticked)
+        await wait_until(lambda: sum(monitor.counts) > 0, 10)
         time.sleep(0.12)  # the fault injected: the loop is blocked, not waiting for anything
-
-        async def recorded() -> bool:
-            return monitor.max_ms >= 100
-
-        await wait_until(recorded)
+        await wait_until(lambda: monitor.max_ms >= 100, 10)
         r = await call(client, s.broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
         table = KVTable.decode(r.body_bytes()).table
         assert float(table["bolideLoopLagMaxMs"]) >= 100
@@ -287,12 +281,6 @@ def test_runtime_info_reports_how_late_the_event_loop_ran(tmp_path: Path) -> Non
         assert int(buckets["<=1ms"]) + int(buckets["1~5ms"]) >= 1
 
     run(tmp_path, test)
-
-
-async def wait_until(predicate: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not await predicate():
-            await asyncio.sleep(0.01)
 
 
 def _pull_header(topic: str = TOPIC, group: str = "cg") -> object:
