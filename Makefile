@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py $(wildcard src/bolide/store/*.c src/bolide/store/*.h)
+$(STAMP): pyproject.toml setup.py $(wildcard src/bolide/store/*.c src/bolide/store/*.h src/bolide/protocol/*.c)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'

@@ -12,6 +12,7 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple, NoReturn, TypeAlias
 
+from bolide.common.compiled import load
 from bolide.errors import ProtocolError
 
 MAX_FRAME_SIZE = 16 * 1024 * 1024  # Java's default, counting the 4 length bytes
@@ -23,6 +24,7 @@ BodyLike: TypeAlias = Buffer | Sequence[Buffer]
 
 _PREFIX = struct.Struct(">ii")
 _I32 = struct.Struct(">i")
+_compiled = load("bolide.protocol._codec")
 
 
 class Frame(NamedTuple):
@@ -117,12 +119,14 @@ class FrameDecoder:
             src: Buffer = buf
         else:
             src = data
-        frames: list[Frame] = []
         with memoryview(src) as view:
             view = view.cast("B") if view.format != "B" or view.ndim != 1 else view
             n = view.nbytes
-            pos = 0
             limit = self.max_frame_size
+            if _compiled is not None:  # the complete, valid frames; the loop below does the rest
+                frames, pos = _compiled.split_frames(view, limit, Frame)
+            else:
+                frames, pos = [], 0
             while n - pos >= 4:
                 length = _I32.unpack_from(view, pos)[0]
                 if length < 4 or length > limit - 4:

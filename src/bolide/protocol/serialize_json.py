@@ -10,6 +10,9 @@ Bolide writes exactly that shape (extFields keys sorted too, and left out when e
 On input it accepts what Java, Go and ali-ons send: fields in any order or missing, the
 language as a name or a number, and extFields values that are numbers or booleans (ali-ons),
 which become the strings Java would read (``true``/``false``, decimal digits).
+
+The common headers go through the compiled twins in :mod:`bolide.protocol._codec` when it is
+built (standard JSON, int32 numbers, string extFields); anything else takes the code below.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from bolide.common.compiled import load
 from bolide.errors import ProtocolError
 from bolide.protocol import fastjson
 from bolide.protocol.codes import LanguageCode, SerializeType
@@ -32,6 +36,10 @@ _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
 _LANGUAGES = {member.name: member for member in LanguageCode}
 _JSON = SerializeType.JSON
+_compiled = load("bolide.protocol._codec")
+if _compiled is not None:
+    _compiled.configure(RemotingCommand, _LANGUAGES, {m: m.name for m in LanguageCode},
+                        LanguageCode.JAVA, LanguageCode.OTHER, _JSON)
 
 
 def ext_value(value: object) -> str | None:
@@ -66,6 +74,13 @@ def string_map(ext: Mapping[Any, object]) -> dict[str, str]:
 
 def encode_json_header(cmd: RemotingCommand) -> bytes:
     """The JSON header of ``cmd``, byte for byte what a Java process writes."""
+    if _compiled is not None and (header := _compiled.encode_json_header(cmd)) is not None:
+        return header
+    return encode_json_header_pure(cmd)
+
+
+def encode_json_header_pure(cmd: RemotingCommand) -> bytes:
+    """:func:`encode_json_header` in Python: every command (the compiled twin takes most)."""
     obj: dict[str, Any] = {"code": int(cmd.code)}
     if cmd.ext_fields:
         obj["extFields"] = string_map(cmd.ext_fields)
@@ -92,6 +107,13 @@ def _int32(obj: dict[str, Any], name: str, default: int) -> int:
 
 def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
     """Decode a JSON header into a command without body; raises ProtocolError."""
+    if _compiled is not None and (cmd := _compiled.decode_json_header(data)) is not None:
+        return cmd
+    return decode_json_header_pure(data)
+
+
+def decode_json_header_pure(data: bytes | bytearray | memoryview) -> RemotingCommand:
+    """:func:`decode_json_header` in Python: every header, and the errors naming the fault."""
     try:
         obj = fastjson.loads_strict(data)
     except (ValueError, RecursionError):
