@@ -180,7 +180,7 @@ def test_pulls_in_flight_leave_no_gap_and_no_duplicate(small_pulls: ServerThread
         r = reader(small_pulls.namesrv, topic="Windows", **options)
         (part,) = r.partitions()
         batches = list(r.read(part))
-        assert all(b.num_rows <= int(options.get("readBatchSize", 4096)) for b in batches)
+        assert all(b.num_rows <= int(options.get("readBatchSize", 65536)) for b in batches)
         got = [row["queueOffset"] for b in batches for row in b.to_pylist()]
         assert [bytes(row["body"])[:4] for b in batches for row in b.to_pylist()] == [
             b"w%03d" % i for i in got]

@@ -71,7 +71,7 @@ class Cluster:
         """The first offset of each queue stored at or after ``timestamp_ms``."""
         return {k: self.admin.search_offset(MessageQueue(*k), self._addr(k), timestamp_ms) for k in keys}
 
-    def read_batches(self, part: QueueRange, *, expression: str = "*", batch_size: int = 4096,
+    def read_batches(self, part: QueueRange, *, expression: str = "*", batch_size: int = 65536,
                      pull_batch: int = PULL_BATCH, fail_on_data_loss: bool = True,
                      columns: tuple[str, ...] | None = None) -> Iterator[pa.RecordBatch]:
         """The rows of ``part`` matching the tag expression as Arrow batches of at most

@@ -130,7 +130,7 @@ class ReadOptions:
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60_000
     consumer_group: str | None = None
-    read_batch_size: int = 4096
+    read_batch_size: int = 65536  # rows per Arrow batch at most (the decoder stops at 8 MiB too)
     pull_batch_size: int = 32  # messages asked for per pull; the broker caps it
     timeout_ms: int = 10_000
 
@@ -186,7 +186,7 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         min_offsets_per_trigger=_int(options, "minOffsetsPerTrigger", minimum=1),
         max_trigger_delay_ms=_duration_ms(options, "maxTriggerDelay", 15 * 60_000),
         consumer_group=_get(options, "consumerGroup"),
-        read_batch_size=_int(options, "readBatchSize", minimum=1) or 4096,
+        read_batch_size=_int(options, "readBatchSize", minimum=1) or 65536,
         pull_batch_size=_int(options, "pullBatchSize", minimum=1) or 32,
         timeout_ms=_int(options, "timeoutMs", minimum=1) or 10_000,
     )

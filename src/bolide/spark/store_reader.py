@@ -40,7 +40,7 @@ FORMAT = "rocketmq-store"
 OPTIONS = {"path", "topic", "brokername", "mappedfilesizecommitlog", "readbatchsize",
            "maxpartitionbytes", "minpartitions", "startoffset", "endoffset"}
 DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024
-DEFAULT_READ_BATCH = 4096  # rows per Arrow batch: fewer per-batch costs, still a few MiB
+DEFAULT_READ_BATCH = 65536  # rows per Arrow batch: fewer per-batch costs; CHUNK_BYTES caps it
 _ZERO_END = "end of data (zero bytes)"
 CHUNK_BYTES = 8 * 1024 * 1024  # the most record bytes decoded into one Arrow batch
 

@@ -381,8 +381,8 @@ static int record_tags(const unsigned char *rec, int64_t size, const unsigned ch
  * ``seg_start`` to ``seg_end``). ``codes``: tuple of accepted tag codes or None; ``tags``:
  * tuple of accepted tags (UTF-8) or None; ``limits``: (cl_max, memory_limit, mem_count,
  * mem_bytes, disk_count, disk_bytes); ``state``: (offset, scanned, total_bytes, max_phy).
- * Slices of ``seg`` and queue offsets of accepted records are appended to ``buffers`` and
- * ``qoffsets``. stop: 0 all entries done, 1 a transfer limit was reached (get_message stops),
+ * Queue offsets of accepted records are appended to ``qoffsets``, and to ``buffers`` a slice
+ * of ``seg`` per record, or (``buffers`` a bytearray) the record's bytes. stop: 0 all entries done, 1 a transfer limit was reached (get_message stops),
  * 2 entry i needs the pure-Python step (record outside ``seg``, or tags it cannot compare). */
 static PyObject *select_entries(PyObject *self, PyObject *args) {
     Py_buffer ent;
@@ -391,11 +391,17 @@ static PyObject *select_entries(PyObject *self, PyObject *args) {
     long long offset, total_bytes, max_phy;
     Py_ssize_t scanned;
     PyObject *seg, *codes, *tags, *buffers, *qoffsets;
-    if (!PyArg_ParseTuple(args, "y*nnOLLOO(LLnLnL)O!O!(LnLL)", &ent, &i, &n, &seg, &seg_start,
+    if (!PyArg_ParseTuple(args, "y*nnOLLOO(LLnLnL)OO!(LnLL)", &ent, &i, &n, &seg, &seg_start,
                           &seg_end, &codes, &tags, &cl_max, &memory_limit, &mem_count, &mem_bytes,
-                          &disk_count, &disk_bytes, &PyList_Type, &buffers, &PyList_Type,
+                          &disk_count, &disk_bytes, &buffers, &PyList_Type,
                           &qoffsets, &offset, &scanned, &total_bytes, &max_phy))
         return NULL;
+    int joined = PyByteArray_CheckExact(buffers);
+    if (!joined && !PyList_CheckExact(buffers)) {
+        PyBuffer_Release(&ent);
+        PyErr_SetString(PyExc_TypeError, "buffers must be a list or a bytearray");
+        return NULL;
+    }
     Py_buffer sv;
     if (PyObject_GetBuffer(seg, &sv, PyBUF_SIMPLE) < 0) {
         PyBuffer_Release(&ent);
@@ -421,7 +427,7 @@ static PyObject *select_entries(PyObject *self, PyObject *args) {
     }
     const unsigned char *e = ent.buf;
     Py_ssize_t limit_n = ent.len / 20 < n ? ent.len / 20 : n;
-    Py_ssize_t accepted = PyList_GET_SIZE(buffers);
+    Py_ssize_t accepted = PyList_GET_SIZE(qoffsets);
     const unsigned char *base = sv.buf;
     int stop = 0;
     if (ncodes == -2) {
@@ -486,14 +492,22 @@ static PyObject *select_entries(PyObject *self, PyObject *args) {
         scanned++;
         if (!wanted || !tag_ok)
             continue;
-        PyObject *slice = PySequence_GetSlice(seg, (Py_ssize_t)(phys - seg_start),
-                                              (Py_ssize_t)(phys - seg_start + size));
-        if (slice == NULL)
-            goto fail;
-        int rc = PyList_Append(buffers, slice);
-        Py_DECREF(slice);
-        if (rc < 0)
-            goto fail;
+        int rc;
+        if (joined) { /* the record's bytes onto the get's one buffer */
+            Py_ssize_t at = PyByteArray_GET_SIZE(buffers);
+            if (PyByteArray_Resize(buffers, at + size) < 0)
+                goto fail;
+            memcpy(PyByteArray_AS_STRING(buffers) + at, base + (phys - seg_start), (size_t)size);
+        } else {
+            PyObject *slice = PySequence_GetSlice(seg, (Py_ssize_t)(phys - seg_start),
+                                                  (Py_ssize_t)(phys - seg_start + size));
+            if (slice == NULL)
+                goto fail;
+            rc = PyList_Append(buffers, slice);
+            Py_DECREF(slice);
+            if (rc < 0)
+                goto fail;
+        }
         PyObject *qoff = PyLong_FromLongLong(offset + (long long)scanned - 1);
         if (qoff == NULL)
             goto fail;

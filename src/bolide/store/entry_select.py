@@ -63,8 +63,9 @@ def record_tags(rec: memoryview | bytes) -> bytes | None:
 
 def select_entries_python(entries: memoryview | bytes, i: int, n: int, seg: memoryview,
                           seg_start: int, seg_end: int, codes: tuple[int, ...] | None,
-                          tags: tuple[bytes, ...] | None, limits: Limits, buffers: list[memoryview],
-                          qoffsets: list[int], state: State) -> tuple[int, int, int, int, int]:
+                          tags: tuple[bytes, ...] | None, limits: Limits,
+                          buffers: list[memoryview] | bytearray, qoffsets: list[int], state: State,
+                          ) -> tuple[int, int, int, int, int]:
     """The pure-Python loop (see :func:`select_entries`)."""
     offset, scanned, total_bytes, max_phy = state
     cl_max, memory_limit, mem_count, mem_bytes, disk_count, disk_bytes = limits
@@ -94,17 +95,20 @@ def select_entries_python(entries: memoryview | bytes, i: int, n: int, seg: memo
                     break
                 wanted = value in tag_set
         max_phy = phys
-        if buffers:
+        if qoffsets:
             if cl_max - phys > memory_limit:
-                if total_bytes + size > disk_bytes or len(buffers) >= disk_count:
+                if total_bytes + size > disk_bytes or len(qoffsets) >= disk_count:
                     stop = LIMIT_REACHED
                     break
-            elif total_bytes + size > mem_bytes or len(buffers) >= mem_count:
+            elif total_bytes + size > mem_bytes or len(qoffsets) >= mem_count:
                 stop = LIMIT_REACHED
                 break
         scanned += 1
         if wanted:
-            buffers.append(seg[phys - seg_start : phys - seg_start + size])
+            if type(buffers) is bytearray:
+                buffers += seg[phys - seg_start : phys - seg_start + size]
+            else:
+                buffers.append(seg[phys - seg_start : phys - seg_start + size])
             qoffsets.append(offset + scanned - 1)
             total_bytes += size
     i += scanned - first_scanned
@@ -117,12 +121,13 @@ COMPILED = _compiled is not None
 
 def select_entries(entries: memoryview | bytes, i: int, n: int, seg: memoryview, seg_start: int,
                    seg_end: int, codes: tuple[int, ...] | None, tags: tuple[bytes, ...] | None,
-                   limits: Limits, buffers: list[memoryview], qoffsets: list[int],
+                   limits: Limits, buffers: list[memoryview] | bytearray, qoffsets: list[int],
                    state: State) -> tuple[int, int, int, int, int]:
     """Select from ConsumeQueue entries ``i .. n-1`` (``entries``: 20 bytes each) the records
     to return, in the CommitLog segment ``seg`` that holds the global offsets ``seg_start`` up
     to ``seg_end``. ``codes``: accepted tag codes (at most :data:`MAX_CODES`) or None for all;
-    ``tags``: accepted tags, UTF-8, or None. Appends to ``buffers`` and ``qoffsets``; returns
+    ``tags``: accepted tags, UTF-8, or None. Appends to ``qoffsets`` and to ``buffers``: a slice
+    of ``seg`` per record, or when ``buffers`` is a bytearray the record's bytes; returns
     ``(i, scanned, total_bytes, max_phy, stop)`` with ``stop`` one of DONE, LIMIT_REACHED or
     DEFERRED (entry ``i`` needs the caller's general step)."""
     if _compiled is not None:

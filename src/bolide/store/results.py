@@ -97,7 +97,8 @@ class PutMessageResult:
 
 @dataclass(slots=True)
 class GetMessageResult:
-    """Outcome of a get: raw record slices, decoded on demand through :attr:`messages`."""
+    """Outcome of a get: raw record slices (or, ``joined``, one buffer holding the records back
+    to back), decoded on demand through :attr:`messages`."""
 
     status: GetStatus
     next_begin_offset: int
@@ -108,24 +109,40 @@ class GetMessageResult:
     buffer_total_size: int = 0
     suggest_pulling_from_slave: bool = False
     _messages: list[MessageExt] | None = None
+    joined: bool = False
 
     @property
     def message_count(self) -> int:
-        return len(self.buffers)
+        return len(self.queue_offsets)
+
+    @property
+    def body(self) -> bytes | bytearray:
+        """The records back to back, as a pull answer carries them."""
+        if self.joined:
+            return self.buffers[0] if self.buffers else b""  # type: ignore[return-value]
+        return b"".join(self.buffers)
 
     @property
     def messages(self) -> list[MessageExt]:
         """The records decoded into :class:`MessageExt` objects (bodies copied)."""
         if self._messages is None:
-            from bolide.store.record import decode_record
+            from bolide.store.record import decode_record, read_total_size
 
-            self._messages = [decode_record(buf, 0) for buf in self.buffers]
+            if self.joined:
+                data, pos, msgs = self.body, 0, []
+                while pos < len(data):
+                    msgs.append(decode_record(data, pos))
+                    pos += read_total_size(data, pos)
+                self._messages = msgs
+            else:
+                self._messages = [decode_record(buf, 0) for buf in self.buffers]
         return self._messages
 
     def release(self) -> None:
         """Drop the views into the mapped files (lets segments be closed sooner)."""
-        for buf in self.buffers:
-            buf.release()
+        if not self.joined:
+            for buf in self.buffers:
+                buf.release()
         self.buffers = []
 
 

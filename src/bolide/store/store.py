@@ -831,8 +831,11 @@ class MessageStore:
             raise StoreError(f"the store at {self.root} is not open; call open() first")
 
     def get_message(self, group: str, topic: str, queue_id: int, offset: int,
-                    max_count: int = 32, tags: Iterable[str] | None = None) -> GetMessageResult:
-        """Read up to ``max_count`` messages from ``offset``; ``tags`` filters by exact tag."""
+                    max_count: int = 32, tags: Iterable[str] | None = None, *,
+                    joined: bool = False) -> GetMessageResult:
+        """Read up to ``max_count`` messages from ``offset``; ``tags`` filters by exact tag.
+        ``joined``: the records copied back to back into one buffer (a pull's body) instead of
+        a view per record."""
         self._require_open()
         cq = self._queues.get((topic, queue_id))
         fix = self._next_offset_correction
@@ -867,7 +870,7 @@ class MessageStore:
         cl_max = cl.max_offset
         memory_limit = ((cfg.total_physical_memory_bytes or _TOTAL_RAM)
                         * cfg.access_message_in_memory_max_ratio // 100)
-        buffers: list[memoryview] = []
+        buffers: list[memoryview] | bytearray = bytearray() if joined else []
         qoffsets: list[int] = []
         total_bytes = 0
         scanned = 0
@@ -899,11 +902,11 @@ class MessageStore:
                 scanned += 1
                 continue
             max_phy = phys
-            if buffers:
+            if qoffsets:
                 if cl_max - phys > memory_limit:  # old data, likely on disk: smaller batches
-                    if total_bytes + size > disk_bytes or len(buffers) >= disk_count:
+                    if total_bytes + size > disk_bytes or len(qoffsets) >= disk_count:
                         break
-                elif total_bytes + size > mem_bytes or len(buffers) >= mem_count:
+                elif total_bytes + size > mem_bytes or len(qoffsets) >= mem_count:
                     break
             scanned += 1
             if codes is not None and code not in codes:
@@ -919,18 +922,22 @@ class MessageStore:
                 buf = seg_view[phys - seg_start : phys - seg_start + size]
             if tag_set is not None and record_property(buf, b"TAGS\x01") not in tag_set:
                 continue
-            buffers.append(buf)
+            if joined:
+                buffers += buf  # type: ignore[operator]
+            else:
+                buffers.append(buf)  # type: ignore[union-attr]
             qoffsets.append(offset + scanned - 1)
             total_bytes += size
-        if buffers:
+        if qoffsets:
             status = GetStatus.FOUND
         elif removed:
             status = GetStatus.MESSAGE_WAS_REMOVING
         else:
             status = GetStatus.NO_MATCHED_MESSAGE
         return GetMessageResult(
-            status, offset + scanned, min_offset, max_offset, buffers, qoffsets, total_bytes,
-            cl_max - max_phy > memory_limit,
+            status, offset + scanned, min_offset, max_offset,
+            ([buffers] if qoffsets else []) if joined else buffers,  # type: ignore[list-item]
+            qoffsets, total_bytes, cl_max - max_phy > memory_limit, joined=joined,
         )
 
     def _next_offset_correction(self, offset: int, corrected: int) -> int:

@@ -66,6 +66,7 @@ def test_compiled_and_pure_loops_agree(specs: list[tuple[str | None, str, int]],
                                        tag_filter: tuple[str, ...] | None, by_code_only: bool,
                                        start: int, limits: tuple[int, int, int, int, int, int],
                                        accepted_before: int) -> None:
+    """Both loops, each with a view per record and with the records joined into one buffer."""
     if not entry_select.COMPILED:
         pytest.skip("the compiled loop is not built (BOLIDE_PURE_PYTHON=1)")
     from bolide.store import _fastscan  # type: ignore[attr-defined]
@@ -89,12 +90,16 @@ def test_compiled_and_pure_loops_agree(specs: list[tuple[str | None, str, int]],
     state = (100, i, 7 * accepted_before, base)
     outputs = []
     for loop in (_fastscan.select_entries, entry_select.select_entries_python):
-        buffers = [memoryview(b"x" * 7)] * accepted_before
-        qoffsets = [0] * accepted_before
-        result = loop(bytes(entries), i, n, seg, base, base + len(seg_bytes), codes, tags,
-                      (base + limits[0], *limits[1:]), buffers, qoffsets, state)
-        outputs.append((result, [bytes(b) for b in buffers], qoffsets))
-    assert outputs[0] == outputs[1]
+        for joined in (False, True):
+            buffers: list[memoryview] | bytearray = (
+                bytearray(b"x" * 7 * accepted_before) if joined
+                else [memoryview(b"x" * 7)] * accepted_before)
+            qoffsets = [0] * accepted_before
+            result = loop(bytes(entries), i, n, seg, base, base + len(seg_bytes), codes, tags,
+                          (base + limits[0], *limits[1:]), buffers, qoffsets, state)
+            body = bytes(buffers) if joined else b"".join(buffers)  # type: ignore[arg-type]
+            outputs.append((result, body, qoffsets))
+    assert outputs[0] == outputs[1] == outputs[2] == outputs[3]
 
 
 def _store(root: Path) -> MessageStore:
@@ -117,11 +122,18 @@ GETS = [(q, offset, max_count, tags) for q in (0, 1) for offset in (0, 3, 17, 40
 
 
 def _answers(store: MessageStore) -> list[tuple[object, ...]]:
+    """Every get of GETS, read with a view per record and joined (a pull's body): both must
+    give the same records."""
     out = []
     for q, offset, max_count, tags in GETS:
         r = store.get_message("g", "T", q, offset, max_count, tags)
-        out.append((r.status, r.next_begin_offset, r.queue_offsets, [bytes(b) for b in r.buffers],
-                    r.buffer_total_size))
+        joined = store.get_message("g", "T", q, offset, max_count, tags, joined=True)
+        answer = (r.status, r.next_begin_offset, r.queue_offsets, r.buffer_total_size, r.body)
+        assert (joined.status, joined.next_begin_offset, joined.queue_offsets,
+                joined.buffer_total_size, bytes(joined.body)) == answer
+        assert joined.message_count == r.message_count == len(r.buffers)
+        assert [m.body for m in joined.messages] == [m.body for m in r.messages]
+        out.append(answer)
     return out
 
 

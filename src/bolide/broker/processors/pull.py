@@ -30,7 +30,7 @@ def pull_code(result: GetMessageResult, offset: int) -> int:
     """The response code of a get result, as the Java broker maps it (spec 3.5 step 3)."""
     status = result.status
     if status is GetStatus.FOUND:
-        return ResponseCode.SUCCESS if result.buffers else ResponseCode.PULL_RETRY_IMMEDIATELY
+        return ResponseCode.SUCCESS if result.queue_offsets else ResponseCode.PULL_RETRY_IMMEDIATELY
     if status in _RETRY:
         return ResponseCode.PULL_RETRY_IMMEDIATELY
     if status in _MOVED:
@@ -149,7 +149,8 @@ class PullProcessor:
               tags: list[str] | None) -> RemotingCommand:
         broker = self.broker
         result = broker.store.get_message(header.consumer_group, header.topic, header.queue_id,
-                                          header.queue_offset, header.max_msg_nums, tags)
+                                          header.queue_offset, header.max_msg_nums, tags,
+                                          joined=True)
         code = pull_code(result, header.queue_offset)
         suggest = (self._suggest(header.consumer_group, result) if broker.config.slave_read_enable
                    else MASTER_ID)
@@ -160,11 +161,12 @@ class PullProcessor:
         answer = PullMessageResponseHeader(next_begin_offset=result.next_begin_offset,
                                            min_offset=result.min_offset, max_offset=result.max_offset,
                                            suggest_which_broker_id=suggest)
-        # one copy of the records into one buffer costs less than writing them as separate
-        # buffers (a pull's body is at most maxTransferBytesOnMessageInMemory, 256 KiB)
+        # the store copies the records into one buffer as it selects them: one copy costs less
+        # than a view per record written as separate buffers (a pull's body is at most
+        # maxTransferBytesOnMessageInMemory, 256 KiB)
         found = code == ResponseCode.SUCCESS
-        body = b"".join(result.buffers) if found else b""
-        broker.stats.on_get(len(result.buffers) if found else 0)
+        body = result.body if found else b""
+        broker.stats.on_get(result.message_count if found else 0)
         return request.make_response(code, result.status.value, answer, body)
 
     def _suggest(self, group: str, result: GetMessageResult) -> int:
