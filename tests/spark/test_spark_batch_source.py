@@ -15,8 +15,11 @@ import pytest
 from pyspark.sql.datasource import DataSource
 from spark_cluster import ServerThread, create_topic, produce
 
+from bolide.client.blocking import Admin
+from bolide.spark import cluster as cluster_module
 from bolide.spark import register
-from bolide.spark.offsets import DataLossError
+from bolide.spark.cluster import Cluster
+from bolide.spark.offsets import DataLossError, QueueRange
 from bolide.spark.options import SparkOptionError
 from bolide.spark.source import RocketMQDataSource
 
@@ -192,3 +195,28 @@ def test_pulls_in_flight_leave_no_gap_and_no_duplicate(small_pulls: ServerThread
     assert offsets(subExpression="rare") == list(range(0, 230, 7))
     assert offsets(subExpression="common", startingOffsets='{"Windows": {"0": 100}}') == [
         i for i in range(100, 230) if i % 7]
+
+
+def test_the_next_round_of_pulls_goes_out_before_a_round_is_decoded(
+        small_pulls: ServerThread, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When a round's answers are in and the range goes on, the next round is sent before the
+    rows are decoded and handed over: its answers travel while Spark takes the batch."""
+    sent: list[int] = []
+    real = Admin.pull_records_later
+
+    def recording(self: Admin, mq: Any, offsets: Any, **kwargs: Any) -> Any:  # observes only
+        sent.append(offsets[0])
+        return real(self, mq, offsets, **kwargs)
+
+    monkeypatch.setattr(Admin, "pull_records_later", recording)
+    monkeypatch.setattr(cluster_module, "PULLS_IN_FLIGHT", (1, 1))  # a round: one pull of 5
+    with Cluster(small_pulls.namesrv) as cl:
+        (key,) = [k for k in cl.queues(["Windows"])]
+        lo, hi = cl.bounds([key])[key]
+        batches = cl.read_batches(QueueRange(*key, lo, hi), batch_size=5, pull_batch=5)
+        first = next(batches)
+        assert first.num_rows == 5
+        assert sent == [0, 5]  # the second round went out before the first was handed over
+        rows = first.num_rows + sum(b.num_rows for b in batches)
+    assert rows == 230
+    assert sent == list(range(0, 230, 5))  # each round once, in queue order

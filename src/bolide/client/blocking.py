@@ -463,6 +463,12 @@ class Admin(_Blocking[_admin.Admin]):
                      **kwargs: Any) -> list[tuple[PullResult, bytes]]:
         return self._run(lambda c: c.pull_records(mq, offsets, **kwargs))
 
+    def pull_records_later(self, mq: MessageQueue, offsets: Sequence[int], **kwargs: Any,
+                           ) -> concurrent.futures.Future[list[tuple[PullResult, bytes]]]:
+        """:meth:`pull_records` sent now, its answers in the future returned: the caller works
+        on while the pulls are in flight."""
+        return self._runner.submit(self._core.pull_records(mq, offsets, **kwargs))
+
     def min_max_offset(self, mq: MessageQueue, addr: str) -> tuple[int, int]:
         return self._run(lambda c: c.min_max_offset(mq, addr))
 

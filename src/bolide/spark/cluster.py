@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future
 
 import pyarrow as pa
 
 from bolide.client import MessageQueue, PullConsumer
 from bolide.client.blocking import Admin, LoopThread
 from bolide.client.filtering import subscription
-from bolide.client.results import PullStatus
+from bolide.client.results import PullResult, PullStatus
 from bolide.spark.offsets import Bounds, Offsets, QueueKey, QueueRange, clamp_start
 from bolide.spark.pulled_rows import pulled_batches
 
@@ -79,18 +80,27 @@ class Cluster:
         together (about :data:`MESSAGES_IN_FLIGHT` messages' worth, within
         :data:`PULLS_IN_FLIGHT`), at consecutive windows of the queue; the window
         follows what the broker returns per pull (its maxTransferCount/Bytes limits). The
+        next round goes out as soon as a round's answers are in, before they are decoded. The
         records are decoded without a Python object per message, only ``columns`` when
         given. Deleted messages fail the read (DataLossError) or are skipped with a warning."""
         mq = MessageQueue(part.topic, part.broker_name, part.queue_id)
         sub = subscription(part.topic, expression)
         bodies: list[tuple[bytes, int]] = []
         held = rows = 0  # bytes in bodies, and at most that many messages
-        cursor, stride = part.start, pull_batch
-        while cursor < part.end:
+
+        def send_round(cursor: int, stride: int) -> tuple[range, Future[list[tuple[PullResult, bytes]]]]:
             pulls = max(PULLS_IN_FLIGHT[0], min(PULLS_IN_FLIGHT[1], MESSAGES_IN_FLIGHT // stride))
             windows = range(cursor, min(part.end, cursor + pulls * stride), stride)
-            answers = self.admin.pull_records(mq, list(windows), max_nums=pull_batch,
-                                              expression=expression)
+            return windows, self.admin.pull_records_later(mq, list(windows), max_nums=pull_batch,
+                                                          expression=expression)
+
+        cursor, stride = part.start, pull_batch
+        ahead: tuple[range, Future[list[tuple[PullResult, bytes]]]] | None = None
+        while cursor < part.end:
+            if ahead is None or ahead[0].start != cursor or ahead[0].step != stride:
+                ahead = send_round(cursor, stride)
+            windows, future = ahead
+            answers, ahead = future.result(), None
             reached, stopped, spans = cursor, False, []
             for start, (result, body) in zip(windows, answers, strict=True):
                 if start > reached:  # an earlier answer stopped short of this window
@@ -106,6 +116,8 @@ class Cluster:
             rows += reached - cursor
             if spans:  # answers shorter than the window: narrow it; longer: widen it
                 stride = max(1, min(pull_batch, min(spans)))
+            if reached > cursor and not stopped and reached < part.end:
+                ahead = send_round(reached, stride)  # out before this round is decoded
             if held >= FLUSH_BYTES or rows >= batch_size:
                 yield from _sliced(pulled_batches(bodies, part.end, sub, part.broker_name, columns),
                                    batch_size)
