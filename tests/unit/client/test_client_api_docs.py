@@ -14,7 +14,7 @@ from bolide.client import blocking
 
 TWINS = ["Admin", "Producer", "PullConsumer", "PushConsumer", "TransactionProducer"]
 # what only the blocking classes have: their thread, and futures of batch sends
-BLOCKING_EXTRAS = {"loop_thread", "send_batch_async"}
+BLOCKING_EXTRAS = {"loop_thread", "send_batch_async", "pull_records_later"}
 
 
 def public_members(cls: type) -> dict[str, object]:
