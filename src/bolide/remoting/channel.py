@@ -209,7 +209,7 @@ class Channel(asyncio.Protocol):
         frames = encode_command(cmd, self._max_frame_size)
         out = self._out
         if not out:  # the first frame of this loop iteration: write them all at its end
-            cast(asyncio.AbstractEventLoop, self._loop).call_soon(self._write_out)
+            self._loop.call_soon(self._write_out)  # type: ignore[union-attr]
         out.extend(frames)
         self._out_bytes += sum(map(len, frames))
         if self._out_bytes >= WRITE_COALESCE_BYTES:  # enough to be worth a write of its own
@@ -365,7 +365,8 @@ class Channel(asyncio.Protocol):
             self._reply(request, response)
 
     def _reply(self, request: RemotingCommand, response: RemotingCommand) -> None:
-        if not self.is_active:
+        transport = self._transport
+        if transport is None or transport.is_closing():  # not self.is_active
             return
         try:
             self.send(response)

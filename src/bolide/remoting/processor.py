@@ -154,19 +154,25 @@ class ProcessorTable:
         now = self._immediate.get(request.code)
         if now is None:
             return NOT_NOW
-        remote = ctx.channel.remote_address
         hooks = self.hooks
+        flag = request.flag
+        oneway = flag & ONEWAY_FLAG and not flag & RESPONSE_FLAG
         try:
             for hook in hooks:
-                hook.before_request(remote, request)
+                hook.before_request(ctx.channel.remote_address, request)
             response = now(ctx, request)
             if response is NOT_NOW:
                 return NOT_NOW  # dispatch() runs the before hooks again: they must allow that
-            if response is not None and not request.is_oneway:
-                self._answers(remote, request, response)  # type: ignore[arg-type]
+            if response is not None and not oneway:
+                if hooks:
+                    self._answers(ctx.channel.remote_address, request, response)  # type: ignore[arg-type]
+                else:  # _fit, inline on the hot path
+                    response.opaque = request.opaque  # type: ignore[union-attr]
+                    response.serialize_type = request.serialize_type  # type: ignore[union-attr]
+                    response.flag = (response.flag | RESPONSE_FLAG) & ~ONEWAY_FLAG  # type: ignore[union-attr]
         except Exception as exc:
-            response = self._failed(remote, request, exc)
-        if request.is_oneway:
+            response = self._failed(ctx.channel.remote_address, request, exc)
+        if oneway:
             return None
         return response
 
