@@ -117,6 +117,21 @@ static int grow(Parser *ps, Py_ssize_t need) {
     return OK;
 }
 
+/* The UTF-8 bytes s[:n] as a str in *out, the parser moved on to ``next``; invalid UTF-8
+ * falls back (the Python code names the error). */
+static int utf8_string(Parser *ps, const char *s, Py_ssize_t n, const unsigned char *next,
+                       PyObject **out) {
+    *out = PyUnicode_DecodeUTF8(s, n, NULL);
+    if (*out == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+            return ERROR;
+        PyErr_Clear();
+        return FALLBACK;
+    }
+    ps->p = next;
+    return OK;
+}
+
 /* A string at ps->p (on its opening quote) as a str in *out. */
 static int parse_string(Parser *ps, PyObject **out) {
     const unsigned char *p = ps->p + 1, *end = ps->end;
@@ -125,17 +140,8 @@ static int parse_string(Parser *ps, PyObject **out) {
         p++;
     if (p >= end || *p < 0x20)
         return FALLBACK;
-    if (*p == '"') {
-        *out = PyUnicode_DecodeUTF8((const char *)start, p - start, NULL);
-        if (*out == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
-                return ERROR;
-            PyErr_Clear();
-            return FALLBACK;
-        }
-        ps->p = p + 1;
-        return OK;
-    }
+    if (*p == '"')
+        return utf8_string(ps, (const char *)start, p - start, p + 1, out);
     /* escapes: copy into the scratch buffer (never longer than the source) */
     if (grow(ps, end - start) < 0)
         return ERROR;
@@ -192,15 +198,7 @@ static int parse_string(Parser *ps, PyObject **out) {
     }
     if (p >= end)
         return FALLBACK;
-    *out = PyUnicode_DecodeUTF8(ps->scratch, w - ps->scratch, NULL);
-    if (*out == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
-            return ERROR;
-        PyErr_Clear();
-        return FALLBACK;
-    }
-    ps->p = p + 1;
-    return OK;
+    return utf8_string(ps, ps->scratch, w - ps->scratch, p + 1, out);
 }
 
 /* An integer without fraction or exponent, at most 18 digits. */
