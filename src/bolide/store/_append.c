@@ -963,7 +963,62 @@ static PyObject *sync_range(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* offset_msg_ids(store_host, offset, sizes) -> list[str]: the offsetMsgId of each record of a
+ * batch written back to back from CommitLog ``offset`` with ``sizes``: the store host bytes
+ * and the record's offset (int64, big-endian) in upper-case hex, as
+ * bolide.common.msgid.create_offset_msg_id writes one. */
+static PyObject *offset_msg_ids(PyObject *self, PyObject *args) {
+    static const char hex[] = "0123456789ABCDEF";
+    Py_buffer host;
+    long long offset;
+    PyObject *sizes;
+    if (!PyArg_ParseTuple(args, "y*LO!", &host, &offset, &PyList_Type, &sizes))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(sizes), hn = host.len;
+    PyObject *ids = NULL;
+    if (hn > 64) {
+        PyErr_SetString(PyExc_ValueError, "a store host is at most 64 bytes");
+        goto done;
+    }
+    char head[128];
+    for (Py_ssize_t k = 0; k < hn; k++) {
+        unsigned char c = ((const unsigned char *)host.buf)[k];
+        head[2 * k] = hex[c >> 4];
+        head[2 * k + 1] = hex[c & 15];
+    }
+    if ((ids = PyList_New(n)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *id = PyUnicode_New(2 * hn + 16, 127);
+        if (id == NULL) {
+            Py_CLEAR(ids);
+            goto done;
+        }
+        char *w = (char *)PyUnicode_DATA(id);
+        memcpy(w, head, 2 * hn);
+        uint64_t v = (uint64_t)offset;
+        for (int k = 15; k >= 0; k--, v >>= 4)
+            w[2 * hn + k] = hex[v & 15];
+        PyList_SET_ITEM(ids, i, id);
+        long long size = PyLong_AsLongLong(PyList_GET_ITEM(sizes, i));
+        if (size == -1 && PyErr_Occurred()) {
+            Py_CLEAR(ids);
+            goto done;
+        }
+        if (__builtin_add_overflow(offset, size, &offset) && i + 1 < n) {
+            PyErr_SetString(PyExc_OverflowError, "CommitLog offset past int64");
+            Py_CLEAR(ids);
+            goto done;
+        }
+    }
+done:
+    PyBuffer_Release(&host);
+    return ids;
+}
+
 static PyMethodDef module_methods[] = {
+    {"offset_msg_ids", offset_msg_ids, METH_VARARGS,
+     "offset_msg_ids(store_host, offset, sizes) -> the offsetMsgIds of a batch's records."},
     {"populate_write", populate_write, METH_VARARGS,
      "Map the pages of a writable mapping for writing, the GIL released."},
     {"sync_range", sync_range, METH_VARARGS,
