@@ -7,7 +7,13 @@ from bolide.protocol.codes import SerializeType
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.frame import MAX_FRAME_SIZE, Buffer, Frame, FrameDecoder, encode_frame
 from bolide.protocol.serialize_binary import decode_binary_header, encode_binary_header
-from bolide.protocol.serialize_json import _compiled, decode_json_header, encode_json_header
+from bolide.protocol.serialize_json import (
+    _compiled,
+    decode_json_header,
+    decode_json_header_pure,
+    encode_json_header,
+    encode_json_header_pure,
+)
 
 _JSON, _ROCKETMQ = int(SerializeType.JSON), int(SerializeType.ROCKETMQ)
 # the compiled JSON header twins, called here directly on the hot path (None: not built, or
@@ -20,9 +26,10 @@ def encode_header(cmd: RemotingCommand) -> bytes:
     """The header of ``cmd`` in its own codec (``cmd.serialize_type``)."""
     if cmd.serialize_type == _ROCKETMQ:
         return encode_binary_header(cmd)
-    if _encode_json_fast is not None and (header := _encode_json_fast(cmd)) is not None:
-        return header  # type: ignore[no-any-return]
-    return encode_json_header(cmd)
+    if _encode_json_fast is None:
+        return encode_json_header(cmd)
+    header = _encode_json_fast(cmd)
+    return encode_json_header_pure(cmd) if header is None else header  # type: ignore[no-any-return]
 
 
 def encode_command(cmd: RemotingCommand, max_frame_size: int = MAX_FRAME_SIZE) -> list[Buffer]:
@@ -38,9 +45,10 @@ def encode_command_bytes(cmd: RemotingCommand, max_frame_size: int = MAX_FRAME_S
 def decode_command(frame: Frame) -> RemotingCommand:
     """Decode a frame's header in the codec it names and attach the body."""
     if frame.serialize_type == _JSON:
-        cmd = _decode_json_fast(frame.header) if _decode_json_fast is not None else None
-        if cmd is None:
+        if _decode_json_fast is None:
             cmd = decode_json_header(frame.header)
+        elif (cmd := _decode_json_fast(frame.header)) is None:  # uncommon: Python, once
+            cmd = decode_json_header_pure(frame.header)
     elif frame.serialize_type == _ROCKETMQ:
         cmd = decode_binary_header(frame.header)
     else:

@@ -164,12 +164,9 @@ class ProcessorTable:
             if response is NOT_NOW:
                 return NOT_NOW  # dispatch() runs the before hooks again: they must allow that
             if response is not None and not oneway:
-                if hooks:
-                    self._answers(ctx.channel.remote_address, request, response)  # type: ignore[arg-type]
-                else:  # _fit, inline on the hot path
-                    response.opaque = request.opaque  # type: ignore[union-attr]
-                    response.serialize_type = request.serialize_type  # type: ignore[union-attr]
-                    response.flag = (response.flag | RESPONSE_FLAG) & ~ONEWAY_FLAG  # type: ignore[union-attr]
+                _fit(request, response)  # type: ignore[arg-type]
+                for hook in hooks:
+                    hook.after_response(ctx.channel.remote_address, request, response)  # type: ignore[arg-type]
         except Exception as exc:
             response = self._failed(ctx.channel.remote_address, request, exc)
         if oneway:
