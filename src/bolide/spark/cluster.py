@@ -97,7 +97,7 @@ class Cluster:
         cursor, stride = part.start, pull_batch
         ahead: tuple[range, Future[list[tuple[PullResult, bytes]]]] | None = None
         while cursor < part.end:
-            if ahead is None or ahead[0].start != cursor or ahead[0].step != stride:
+            if ahead is None:  # (a round sent ahead starts at this cursor, with this stride)
                 ahead = send_round(cursor, stride)
             windows, future = ahead
             answers, ahead = future.result(), None
