@@ -132,14 +132,11 @@ class GetMessageResult:
     def messages(self) -> list[MessageExt]:
         """The records decoded into :class:`MessageExt` objects (bodies copied)."""
         if self._messages is None:
-            from bolide.store.record import decode_record, read_total_size
+            from bolide.common.records import decode_records
+            from bolide.store.record import decode_record
 
             if self.joined:
-                data, pos, msgs = self.body, 0, []
-                while pos < len(data):
-                    msgs.append(decode_record(data, pos))
-                    pos += read_total_size(data, pos)
-                self._messages = msgs
+                self._messages = decode_records(self.body)  # type: ignore[arg-type]
             else:
                 self._messages = [decode_record(buf, 0) for buf in self.buffers]
         return self._messages
