@@ -10,6 +10,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,10 +23,11 @@ from bolide.common.sysflag import COMPRESSED
 from bolide.errors import ProtocolError
 from bolide.protocol.bodies.client import SubscriptionData
 from bolide.spark.pulled_rows import pulled_batches
-from bolide.spark.record_columns import RecordBuffer
+from bolide.spark.record_columns import BODY, PROPERTIES, TOPIC, RecordBuffer, _Properties
 from bolide.spark.schema import to_record_batch
 from bolide.spark.store_reader import StoreOptions, read_range
 from bolide.spark.store_splits import ReadRange
+from bolide.store.fastscan import compiled_module
 from bolide.store.record import encode_record, write_blank
 
 pytestmark = pytest.mark.spark
@@ -263,3 +265,105 @@ def test_compiled_walk_matches_the_python_walk(sizes: list[int], pos: int, stop:
     starts, after = buf.walk(pos, stop, max_rows)
     py_starts, py_after = buf.walk_python(pos, stop, max_rows)
     assert starts.tolist() == py_starts.tolist() and after == py_after
+
+
+compiled = pytest.mark.skipif(compiled_module() is None,
+                              reason="bolide.store._fastscan is not built (BOLIDE_PURE_PYTHON)")
+
+
+@compiled
+@settings(max_examples=200, deadline=None)
+@given(st.lists(record_args, min_size=1, max_size=8),
+       st.lists(st.tuples(st.integers(0, 2000), st.integers(0, 255)), max_size=6),
+       st.lists(st.integers(-3, 2100), max_size=4), st.integers(0, 40))
+def test_compiled_classify_matches_the_numpy_classify(many: list[dict[str, Any]],
+                                                      flips: list[tuple[int, int]],
+                                                      extra: list[int], cut: int) -> None:
+    """On records with flipped bytes, cut short, and at starts that are not records, the
+    compiled classify and the numpy one take the same records with the same fields."""
+    data, starts = records(many)
+    raw = bytearray(data[:max(0, len(data) - cut)])
+    for at, value in flips:
+        if at < len(raw):
+            raw[at] = value
+    buf = RecordBuffer(bytes(raw))
+    pos = np.array(starts + extra, np.int64)
+    ok, recs = buf.classify(pos)
+    py_ok, py_recs = buf.classify_python(pos)
+    assert ok.tolist() == py_ok.tolist()
+    assert recs.head.tobytes() == py_recs.head.tobytes()
+
+
+@compiled
+@settings(max_examples=100, deadline=None)
+@given(st.lists(record_args, min_size=1, max_size=10))
+def test_compiled_pieces_match_the_arrow_takes(many: list[dict[str, Any]]) -> None:
+    """Body, topic and properties of each record: gathered in C, as Arrow's take gives them."""
+    data, starts = records(many)
+    buf = RecordBuffer(data)
+    ok, recs = buf.classify(np.array(starts, np.int64))
+    chosen = recs.select(ok)
+    for which in (BODY, TOPIC, PROPERTIES):
+        taken = buf._pieces(chosen).take(np.arange(2 * which, 6 * len(chosen), 6)) if len(chosen) else None
+        assert buf.part(chosen, which).to_pylist() == (taken.to_pylist() if taken is not None else [])
+
+
+@compiled
+@settings(max_examples=300, deadline=None)
+@given(st.lists(raw_props, max_size=8), st.sampled_from([(), ("UNIQ_KEY",), ("a", "b", "")]))
+def test_compiled_property_split_matches_numpy(blobs: list[bytes], drop: tuple[str, ...]) -> None:
+    """Properties blobs (anything ending with 0x02, repeated keys, bad UTF-8) split in C as in
+    numpy: the same pairs, key ids, values, and the same None or error."""
+    array = pa.array(blobs, pa.binary())
+
+    def split(parse: Any) -> Any:
+        try:
+            props = parse(array, len(blobs), drop)
+        except pa.ArrowInvalid:
+            return "not UTF-8"
+        if props is None:
+            return None
+        return (props.map.to_pylist(), props.rec.tolist(), props.key_ids.tolist(), props.names,
+                [props.column(name).to_pylist() for name in props.names])
+
+    assert split(_Properties.parse_compiled) == split(_Properties.parse_numpy)
+
+
+def test_many_distinct_property_keys_split() -> None:
+    """More distinct keys than the compiled key table starts with (it grows)."""
+    blobs = [b"".join(f"k{i}_{j}\x01v{j}\x02".encode() for j in range(40)) for i in range(30)]
+    array = pa.array(blobs, pa.binary())
+    props = _Properties.parse(array, len(blobs), ())
+    assert props is not None and len(props.names) == 1200
+    assert props.map.to_pylist()[29][39] == ("k29_39", "v39")
+    assert props.column("k3_7").to_pylist()[3] == "v7"
+
+
+def test_classify_turns_away_each_kind_of_odd_record() -> None:
+    """Each rule of the fast path, broken once: both classify twins refuse the record."""
+    args = {**plain(3), "properties": b"KEYS\x01k\x02"}
+    good = record(args, 0)
+    body_end = 88 + len(args["body"])
+    topic_len = good[body_end]
+
+    def edited(at: int, value: bytes) -> bytes:
+        return good[:at] + value + good[at + len(value):]
+
+    odd = [
+        edited(body_end + 1, b"\x00"),  # a topic starting with a zero byte
+        edited(len(good) - 1, b"\x03"),  # properties not ending with 0x02
+        edited(body_end + 1 + topic_len, (len(good) - body_end - 2 - topic_len).to_bytes(2, "big")),
+        edited(body_end, b"\x80"),  # a topic longer than 127 bytes
+        edited(4, MAGIC_V2.to_bytes(4, "big", signed=True)),
+        edited(36, COMPRESSED.to_bytes(4, "big")),
+        edited(52, (70000).to_bytes(4, "big")),  # born port
+        edited(68, (70000).to_bytes(4, "big")),  # store port
+        edited(84, (len(good)).to_bytes(4, "big")),  # a body longer than the record
+        edited(0, (len(good) + 1).to_bytes(4, "big")),  # TOTALSIZE past the end
+    ]
+    for data in odd:
+        buf = RecordBuffer(data)
+        for classify in (buf.classify, buf.classify_python):
+            ok, _ = classify(np.array([0], np.int64))
+            assert not ok[0], data
+    assert RecordBuffer(good).classify(np.array([0], np.int64))[0][0]

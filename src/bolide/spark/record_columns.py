@@ -48,6 +48,10 @@ _SLOW_FLAGS = BORNHOST_V6 | STOREHOST_V6 | COMPRESSED
 _HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
 _EMPTY = np.empty(0, np.int64)
 _walk_compiled = getattr(compiled_module(), "walk_records", None)
+_classify_compiled = getattr(compiled_module(), "classify_records", None)
+_gather_compiled = getattr(compiled_module(), "gather_spans", None)
+_split_compiled = getattr(compiled_module(), "split_properties", None)
+BODY, TOPIC, PROPERTIES = 0, 1, 2  # pieces of a record (RecordBuffer.part)
 
 
 def _overlapping(u8: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -60,22 +64,42 @@ def _overlapping(u8: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return view
 
 
+# Header fields of a record, native byte order: what classify_records (C) writes per record
+FIELDS = np.dtype({
+    "names": ["total", "queue_offset", "phys", "born_ts", "store_ts", "born_host", "store_host",
+              "body_len", "topic_len", "queue_id", "sys_flag", "reconsume", "magic", "ok"],
+    "formats": ["i8", "i8", "i8", "i8", "i8", "u8", "u8", "i8", "i8", "i4", "i4", "i4", "i4", "u1"],
+    "offsets": [0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 76, 80, 84, 88],
+    "itemsize": 96,
+})
+
+
 @dataclass(slots=True)
 class Records:
-    """Records that passed :meth:`RecordBuffer.classify`: positions, header fields, lengths."""
+    """Records and their header fields (:data:`FIELDS`, meaningful where classified True)."""
 
     pos: np.ndarray  # int64 start of each record in the buffer
-    head: np.ndarray  # _HEADER of each
-    total: np.ndarray  # int64 TOTALSIZE
-    body_len: np.ndarray  # int64
-    topic_len: np.ndarray  # int64
+    head: np.ndarray  # FIELDS of each
 
     def __len__(self) -> int:
         return len(self.pos)
 
+    @property
+    def total(self) -> np.ndarray:
+        return self.head["total"]
+
+    @property
+    def body_len(self) -> np.ndarray:
+        return self.head["body_len"]
+
+    @property
+    def topic_len(self) -> np.ndarray:
+        return self.head["topic_len"]
+
     def select(self, which: np.ndarray | slice) -> Records:
-        return Records(self.pos[which], self.head[which], self.total[which], self.body_len[which],
-                       self.topic_len[which])
+        if isinstance(which, np.ndarray) and which.dtype == np.bool_ and which.all():
+            return self
+        return Records(self.pos[which], self.head[which])
 
 
 class RecordBuffer:
@@ -86,8 +110,6 @@ class RecordBuffer:
         self.size = self.buf.size
         self.mv = memoryview(self.buf)  # for the walk and the per-message decoder
         self.u8 = np.frombuffer(self.buf, np.uint8)
-        self._head = _overlapping(self.u8, _HEADER)
-        self._u16 = _overlapping(self.u8, np.dtype(">u2"))
 
     # -- finding records -----------------------------------------------------------------------
     def walk(self, pos: int, stop: int, max_rows: int) -> tuple[np.ndarray, int]:
@@ -119,27 +141,42 @@ class RecordBuffer:
     def classify(self, pos: np.ndarray) -> tuple[np.ndarray, Records]:
         """Which records at ``pos`` the fast path decodes (a bool per record), and their
         fields (meaningful where True). Each record is judged on its own bytes only."""
+        if _classify_compiled is None:
+            return self.classify_python(pos)
+        starts = np.ascontiguousarray(pos, np.int64)
+        head = np.frombuffer(_classify_compiled(self.mv, starts), FIELDS)
+        return head["ok"].view(np.bool_), Records(starts, head)
+
+    def classify_python(self, pos: np.ndarray) -> tuple[np.ndarray, Records]:
+        """The numpy :meth:`classify` (the fallback; tests compare the two)."""
         size = self.size
-        inside = pos <= size - HEAD
+        inside = (pos >= 0) & (pos <= size - HEAD)
         safe = np.where(inside, pos, 0)
-        head = self._head[safe] if len(self._head) else np.zeros(len(pos), _HEADER)
-        total = head["total"].astype(np.int64)
-        body_len = head["body_len"].astype(np.int64)
+        raw = _overlapping(self.u8, _HEADER)
+        head = np.zeros(len(pos), FIELDS)
+        if len(raw):
+            for name in _HEADER.names:
+                head[name] = raw[name][safe]
+        total, body_len = head["total"], head["body_len"]
         ok = (inside & (head["magic"] == MAGIC_V1) & (total >= MIN_RECORD) & (pos + total <= size)
               & ((head["sys_flag"] & _SLOW_FLAGS) == 0) & (body_len >= 0)
               & (body_len <= total - MIN_RECORD)
               & ((head["born_host"] & 0xFFFFFFFF) <= 65535) & ((head["store_host"] & 0xFFFFFFFF) <= 65535))
         topic_at = np.where(ok, pos + HEAD + body_len, 0)
-        topic_len = self.u8[topic_at].astype(np.int64)
+        topic_len = self.u8[topic_at].astype(np.int64) if size else np.zeros(len(pos), np.int64)
         ok &= (topic_len <= 127) & (MIN_RECORD + body_len + topic_len <= total)
+        u16 = _overlapping(self.u8, np.dtype(">u2"))
         props_at = np.where(ok, topic_at + 1 + topic_len, 0)
-        props_len = self._u16[np.minimum(props_at, len(self._u16) - 1)].astype(np.int64)
+        props_len = (u16[np.minimum(props_at, len(u16) - 1)].astype(np.int64) if len(u16)
+                     else np.zeros(len(pos), np.int64))
         ok &= MIN_RECORD + body_len + topic_len + props_len == total
         last = np.where(ok, pos + total - 1, 0)
         first_topic = np.where(ok, topic_at + 1, 0)
         ok &= (topic_len == 0) | (self.u8[first_topic] != 0)
         ok &= (props_len == 0) | (self.u8[last] == 2)
-        return ok, Records(pos, head, total, body_len, topic_len)
+        head["topic_len"] = np.where(ok, topic_len, 0)
+        head["ok"] = ok
+        return ok, Records(np.asarray(pos, np.int64), head)
 
     # -- columns -------------------------------------------------------------------------------
     def _pieces(self, recs: Records) -> pa.Array:
@@ -160,9 +197,26 @@ class RecordBuffer:
         return pa.Array.from_buffers(pa.binary(), len(offsets) - 1,
                                      [None, pa.py_buffer(offsets), self.buf.slice(base, end - base)])
 
+    def part(self, recs: Records, which: int) -> pa.Array:
+        """One piece of each record as a binary array: BODY, TOPIC or PROPERTIES."""
+        if _gather_compiled is None:
+            return self._pieces(recs).take(np.arange(2 * which, 6 * len(recs), 6))
+        head = recs.head
+        if which == BODY:
+            starts, lengths = recs.pos + HEAD, head["body_len"]
+        elif which == TOPIC:
+            starts, lengths = recs.pos + (HEAD + 1) + head["body_len"], head["topic_len"]
+        else:
+            before = head["body_len"] + head["topic_len"]
+            starts, lengths = recs.pos + MIN_RECORD + before, head["total"] - MIN_RECORD - before
+        offsets, data = _gather_compiled(self.mv, np.ascontiguousarray(starts, np.int64),
+                                         np.ascontiguousarray(lengths, np.int64))
+        return pa.Array.from_buffers(pa.binary(), len(recs), [None, pa.py_buffer(offsets),
+                                                              pa.py_buffer(data)])
+
     def topics(self, recs: Records) -> pa.Array:
         """The topic of each record (raises ArrowInvalid when one is not UTF-8)."""
-        return self._pieces(recs).take(np.arange(2, 6 * len(recs), 6)).cast(pa.string())
+        return self.part(recs, TOPIC).cast(pa.string())
 
     def decode(self, recs: Records, broker_name: str, drop_properties: Collection[str] = (),
                columns: Collection[str] | None = None) -> pa.RecordBatch | None:
@@ -173,14 +227,12 @@ class RecordBuffer:
         n = len(recs)
         schema = arrow_schema()
         names = schema.names if columns is None else list(columns)
-        pieces = self._pieces(recs)
-        step = np.arange(0, 6 * n, 6)
         head = recs.head
         props = None
         try:
-            topic = pieces.take(step + 2).cast(pa.string()) if "topic" in names else None
+            topic = self.topics(recs) if "topic" in names else None
             if not {"msgId", "keys", "tags", "properties"}.isdisjoint(names):
-                props = _Properties.parse(pieces.take(step + 4), n, drop_properties)
+                props = _Properties.parse(self.part(recs, PROPERTIES), n, drop_properties)
                 if props is None:
                     return None
         except pa.ArrowInvalid:  # not UTF-8: the per-message decoder replaces or raises
@@ -194,14 +246,14 @@ class RecordBuffer:
 
         build = {
             "topic": lambda: topic,
-            "brokerName": lambda: pa.repeat(pa.scalar(broker_name, pa.string()), n),
+            "brokerName": lambda: _repeated(broker_name, n),
             "queueId": lambda: pa.array(head["queue_id"].astype(np.int32)),
             "queueOffset": lambda: pa.array(head["queue_offset"].astype(np.int64)),
             "commitLogOffset": lambda: pa.array(head["phys"].astype(np.int64)),
             "msgId": msg_id,
             "keys": lambda: props.column(P.KEYS),
             "tags": lambda: props.column(P.TAGS),
-            "body": lambda: pieces.take(step),
+            "body": lambda: self.part(recs, BODY),
             "properties": lambda: props.map,
             "bornTimestamp": lambda: pa.array(head["born_ts"].astype(np.int64) * 1000, type=ts),
             "storeTimestamp": lambda: pa.array(head["store_ts"].astype(np.int64) * 1000, type=ts),
@@ -235,7 +287,15 @@ class _Properties:
     def parse(cls, blobs: pa.Array, n: int, drop: Collection[str]) -> _Properties | None:
         """As :func:`bolide.common.properties.decode_properties` per record: pairs end with
         0x02 (every non-empty blob here does), key and value split at the first 0x01, pairs
-        with an empty key or value dropped. None when a record repeats a key."""
+        with an empty key or value dropped. None when a record repeats a key; raises
+        ArrowInvalid for text that is not UTF-8."""
+        if _split_compiled is not None:
+            return cls.parse_compiled(blobs, n, drop)
+        return cls.parse_numpy(blobs, n, drop)
+
+    @classmethod
+    def parse_numpy(cls, blobs: pa.Array, n: int, drop: Collection[str]) -> _Properties | None:
+        """:meth:`parse` in numpy (the fallback; tests compare the two)."""
         offs = np.frombuffer(blobs.buffers()[1], np.int32, n + 1)
         total = int(offs[-1])
         data = np.frombuffer(blobs.buffers()[2], np.uint8, total) if total else np.empty(0, np.uint8)
@@ -268,12 +328,37 @@ class _Properties:
         key_ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         if _repeats_a_key(rec, key_ids, len(names)):
             return None
+        return cls._dropping(n, rec, keys, values, key_ids, names, drop)
+
+    @classmethod
+    def _dropping(cls, n: int, rec: np.ndarray, keys: pa.Array, values: pa.Array,
+                  key_ids: np.ndarray, names: list[str], drop: Collection[str]) -> _Properties:
         dropped = [i for i, name in enumerate(names) if name in drop]
         if dropped:
             kept = ~np.isin(key_ids, dropped)
             rec, key_ids = rec[kept], key_ids[kept]
             keys, values = keys.filter(kept), values.filter(kept)
         return cls(n, rec, keys, values, key_ids, names)
+
+    @classmethod
+    def parse_compiled(cls, blobs: pa.Array, n: int, drop: Collection[str]) -> _Properties | None:
+        """:meth:`parse` by split_properties (C)."""
+        offsets, data = blobs.buffers()[1:]
+        split = _split_compiled(offsets.slice(blobs.offset * 4, (n + 1) * 4), data or b"")
+        if split is None:
+            return None
+        rec, key_ids, raw_names, key_offsets, key_data, value_offsets, value_data = split
+        try:
+            names = [name.decode() for name in raw_names]
+        except UnicodeDecodeError:
+            raise pa.ArrowInvalid("a property key is not UTF-8") from None
+        pairs = len(rec) // 4
+        keys = pa.Array.from_buffers(pa.string(), pairs, [None, pa.py_buffer(key_offsets),
+                                                          pa.py_buffer(key_data)])
+        values = pa.Array.from_buffers(pa.binary(), pairs, [None, pa.py_buffer(value_offsets),
+                                                            pa.py_buffer(value_data)]).cast(pa.string())
+        return cls._dropping(n, np.frombuffer(rec, np.int32), keys, values,
+                             np.frombuffer(key_ids, np.int32), names, drop)
 
     def column(self, name: str) -> pa.Array:
         """The value of property ``name`` per record (null where absent)."""
@@ -305,18 +390,25 @@ def _hosts(raw: np.ndarray) -> pa.Array:
     if not len(values):
         return pa.array([], pa.string())
     if (values == values[0]).all():
-        return pa.repeat(pa.scalar(decode_host(int(values[0]).to_bytes(8, "big")), pa.string()), len(values))
+        return _repeated(decode_host(int(values[0]).to_bytes(8, "big")), len(values))
     distinct, index = np.unique(values, return_inverse=True)
     names = pa.array([decode_host(int(v).to_bytes(8, "big")) for v in distinct], pa.string())
     return names.take(index)
+
+
+def _repeated(text: str, n: int) -> pa.Array:
+    """``text`` ``n`` times as a string array (pa.repeat builds strings one by one)."""
+    raw = text.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
 
 
 def _offset_msg_ids(head: np.ndarray) -> pa.Array:
     """offsetMsgId of each record: hex of store host and CommitLog offset, uppercase."""
     n = len(head)
     raw = np.empty((n, 16), np.uint8)
-    raw[:, :8] = np.ascontiguousarray(head["store_host"]).view(np.uint8).reshape(n, 8)
-    raw[:, 8:] = np.ascontiguousarray(head["phys"]).view(np.uint8).reshape(n, 8)
+    raw[:, :8] = head["store_host"].astype(">u8").view(np.uint8).reshape(n, 8)
+    raw[:, 8:] = head["phys"].astype(">i8").view(np.uint8).reshape(n, 8)
     text = np.empty((n, 32), np.uint8)
     text[:, 0::2] = _HEX[raw >> 4]
     text[:, 1::2] = _HEX[raw & 15]

@@ -600,6 +600,322 @@ static PyObject *walk_records(PyObject *self, PyObject *args) {
     return Py_BuildValue("(Nn)", out, pos);
 }
 
+/* One record's header fields as classify_records lays them out: native byte order, 96 bytes
+   (record_columns.FIELDS is the numpy dtype of this struct). */
+typedef struct {
+    int64_t total, queue_offset, phys, born_ts, store_ts;
+    uint64_t born_host, store_host;
+    int64_t body_len, topic_len;
+    int32_t queue_id, sys_flag, reconsume, magic;
+    uint8_t ok;
+    uint8_t pad[7];
+} record_fields;
+_Static_assert(sizeof(record_fields) == 96, "record_fields must match record_columns.FIELDS");
+
+#define SLOW_FLAGS (0x10 | 0x20 | 0x1) /* BORNHOST_V6 | STOREHOST_V6 | COMPRESSED */
+#define MAGIC_V1 (-626843481)
+
+/* classify_records(buf, starts) -> bytes of one record_fields per native int64 start: the
+   header fields (of the record at byte 0 for a start too close to the end, as the numpy
+   twin) and ok = 1 when the columnar decoder takes the record: v1, IPv4 hosts with ports
+   below 65536, uncompressed, lengths that add up to TOTALSIZE, a topic not starting with a
+   zero byte, properties ending with 0x02. */
+static PyObject *classify_records(PyObject *self, PyObject *args) {
+    Py_buffer view, starts;
+    if (!PyArg_ParseTuple(args, "y*y*", &view, &starts))
+        return NULL;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t size = view.len, n = starts.len / 8;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(record_fields));
+    if (out == NULL)
+        goto done;
+    record_fields *rec = (record_fields *)PyBytes_AS_STRING(out);
+    const int64_t *pos = starts.buf;
+    for (Py_ssize_t i = 0; i < n; i++, rec++) {
+        memset(rec, 0, sizeof(*rec));
+        int64_t at = pos[i];
+        int inside = at >= 0 && at <= size - 88;
+        if (!inside) {
+            if (size < 88)
+                continue;
+            at = 0;
+        }
+        const unsigned char *r = buf + at;
+        rec->total = rd32(r);
+        rec->magic = rd32(r + 4);
+        rec->queue_id = rd32(r + 12);
+        rec->queue_offset = rd64(r + 20);
+        rec->phys = rd64(r + 28);
+        rec->sys_flag = rd32(r + 36);
+        rec->born_ts = rd64(r + 40);
+        rec->born_host = (uint64_t)rd64(r + 48);
+        rec->store_ts = rd64(r + 56);
+        rec->store_host = (uint64_t)rd64(r + 64);
+        rec->reconsume = rd32(r + 72);
+        rec->body_len = rd32(r + 84);
+        if (!inside || rec->magic != MAGIC_V1 || rec->total < 91 || at + rec->total > size
+            || (rec->sys_flag & SLOW_FLAGS) || rec->body_len < 0 || rec->body_len > rec->total - 91
+            || (rec->born_host & 0xFFFFFFFFu) > 65535 || (rec->store_host & 0xFFFFFFFFu) > 65535)
+            continue;
+        const unsigned char *topic = r + 88 + rec->body_len;
+        int64_t topic_len = topic[0];
+        if (topic_len > 127 || 91 + rec->body_len + topic_len > rec->total)
+            continue;
+        const unsigned char *props = topic + 1 + topic_len;
+        int64_t props_len = ((int64_t)props[0] << 8) | props[1];
+        if (91 + rec->body_len + topic_len + props_len != rec->total)
+            continue;
+        if (topic_len && topic[1] == 0)
+            continue;
+        if (props_len && r[rec->total - 1] != 2)
+            continue;
+        rec->topic_len = topic_len; /* 0 where the record is not taken, as the numpy twin */
+        rec->ok = 1;
+    }
+done:
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&starts);
+    return out;
+}
+
+/* gather_spans(buf, starts, lengths) -> (int32 offsets bytes, data bytes): the byte spans
+   [starts[i], starts[i] + lengths[i]) of buf (native int64 each) copied back to back, with
+   the n + 1 offsets of an Arrow binary array over them. ValueError for a span outside buf or
+   more than 2 GiB in all. */
+static PyObject *gather_spans(PyObject *self, PyObject *args) {
+    Py_buffer view, st, ln;
+    PyObject *offsets = NULL, *data = NULL, *out = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &view, &st, &ln))
+        return NULL;
+    Py_ssize_t n = st.len / 8;
+    const int64_t *starts = st.buf, *lengths = ln.buf;
+    int64_t total = 0;
+    if (ln.len != st.len) {
+        PyErr_SetString(PyExc_ValueError, "starts and lengths differ in length");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (starts[i] < 0 || lengths[i] < 0 || starts[i] > view.len - lengths[i]) {
+            PyErr_Format(PyExc_ValueError, "span %zd is outside the buffer", i);
+            goto done;
+        }
+        total += lengths[i];
+        if (total > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "spans of more than 2 GiB");
+            goto done;
+        }
+    }
+    offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * 4);
+    data = PyBytes_FromStringAndSize(NULL, total);
+    if (offsets == NULL || data == NULL)
+        goto done;
+    int32_t *off = (int32_t *)PyBytes_AS_STRING(offsets);
+    char *dst = PyBytes_AS_STRING(data);
+    const char *src = view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    int32_t at = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        off[i] = at;
+        memcpy(dst + at, src + starts[i], (size_t)lengths[i]);
+        at += (int32_t)lengths[i];
+    }
+    off[n] = at;
+    Py_END_ALLOW_THREADS
+    out = PyTuple_Pack(2, offsets, data);
+done:
+    Py_XDECREF(offsets);
+    Py_XDECREF(data);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&st);
+    PyBuffer_Release(&ln);
+    return out;
+}
+
+/* Interned property keys of split_properties: open addressing over (start, length) spans of
+   the data, ids in first-seen order. */
+typedef struct {
+    const unsigned char *data;
+    int32_t *slots; /* id + 1, 0 = empty */
+    Py_ssize_t mask;
+    int32_t *start, *len, *last_rec;
+    int32_t count, cap;
+} key_table;
+
+static uint32_t span_hash(const unsigned char *p, Py_ssize_t n) {
+    uint32_t h = 2166136261u;
+    for (Py_ssize_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+static int table_grow(key_table *t) {
+    Py_ssize_t size = (t->mask + 1) * 2;
+    int32_t *slots = PyMem_Calloc((size_t)size, sizeof(int32_t));
+    int32_t cap = t->cap * 2;
+    int32_t *start = PyMem_Realloc(t->start, (size_t)cap * sizeof(int32_t));
+    if (start != NULL)
+        t->start = start;
+    int32_t *len = PyMem_Realloc(t->len, (size_t)cap * sizeof(int32_t));
+    if (len != NULL)
+        t->len = len;
+    int32_t *last = PyMem_Realloc(t->last_rec, (size_t)cap * sizeof(int32_t));
+    if (last != NULL)
+        t->last_rec = last;
+    if (slots == NULL || start == NULL || len == NULL || last == NULL) {
+        PyMem_Free(slots);
+        return -1;
+    }
+    t->cap = cap;
+    for (int32_t id = 0; id < t->count; id++) {
+        Py_ssize_t at = span_hash(t->data + t->start[id], t->len[id]) & (size - 1);
+        while (slots[at])
+            at = (at + 1) & (size - 1);
+        slots[at] = id + 1;
+    }
+    PyMem_Free(t->slots);
+    t->slots = slots;
+    t->mask = size - 1;
+    return 0;
+}
+
+/* The id of the key data[start, start + len), added when new; -1 when out of memory. */
+static int32_t table_id(key_table *t, int32_t start, int32_t len) {
+    const unsigned char *key = t->data + start;
+    Py_ssize_t at = span_hash(key, len) & t->mask;
+    while (t->slots[at]) {
+        int32_t id = t->slots[at] - 1;
+        if (t->len[id] == len && memcmp(t->data + t->start[id], key, (size_t)len) == 0)
+            return id;
+        at = (at + 1) & t->mask;
+    }
+    if (t->count == t->cap || (t->count + 1) * 2 > t->mask + 1) {
+        if (table_grow(t) < 0)
+            return -1;
+        return table_id(t, start, len);
+    }
+    int32_t id = t->count++;
+    t->start[id] = start;
+    t->len[id] = len;
+    t->last_rec[id] = -1;
+    t->slots[at] = id + 1;
+    return id;
+}
+
+/* split_properties(offsets, data) -> (rec, key_ids, names, key_offsets, key_data,
+   value_offsets, value_data) or None: the properties blobs of an Arrow binary array (int32
+   offsets, n + 1 of them, and its data) split as record_columns does in numpy: pairs end
+   with 0x02, key and value split at the first 0x01, pairs with an empty key or value
+   dropped. rec and key_ids are native int32 per kept pair (ids index names, the distinct
+   keys as bytes in first-seen order); keys and values are copied back to back with int32
+   Arrow offsets. None when a record holds a key twice. */
+static PyObject *split_properties(PyObject *self, PyObject *args) {
+    Py_buffer ob, db;
+    PyObject *out = NULL, *rec_b = NULL, *kid_b = NULL, *koff_b = NULL, *kdat_b = NULL,
+             *voff_b = NULL, *vdat_b = NULL, *names = NULL;
+    key_table t = {0};
+    if (!PyArg_ParseTuple(args, "y*y*", &ob, &db))
+        return NULL;
+    const unsigned char *d = db.buf;
+    const int32_t *offs = ob.buf;
+    Py_ssize_t n = ob.len / 4 - 1;
+    if (n < 0 || offs[0] < 0 || offs[n] > db.len) {
+        PyErr_SetString(PyExc_ValueError, "offsets outside the data");
+        goto done;
+    }
+    Py_ssize_t pairs = 0;
+    for (Py_ssize_t i = offs[0]; i < offs[n]; i++)
+        pairs += d[i] == 2;
+    Py_ssize_t bytes = offs[n] - offs[0];
+    rec_b = PyBytes_FromStringAndSize(NULL, pairs * 4);
+    kid_b = PyBytes_FromStringAndSize(NULL, pairs * 4);
+    koff_b = PyBytes_FromStringAndSize(NULL, (pairs + 1) * 4);
+    voff_b = PyBytes_FromStringAndSize(NULL, (pairs + 1) * 4);
+    kdat_b = PyBytes_FromStringAndSize(NULL, bytes);
+    vdat_b = PyBytes_FromStringAndSize(NULL, bytes);
+    t.data = d;
+    t.mask = 15;
+    t.cap = 8;
+    t.slots = PyMem_Calloc(16, sizeof(int32_t));
+    t.start = PyMem_Malloc(8 * sizeof(int32_t));
+    t.len = PyMem_Malloc(8 * sizeof(int32_t));
+    t.last_rec = PyMem_Malloc(8 * sizeof(int32_t));
+    if (!rec_b || !kid_b || !koff_b || !voff_b || !kdat_b || !vdat_b || !t.slots || !t.start
+        || !t.len || !t.last_rec) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int32_t *rec = (int32_t *)PyBytes_AS_STRING(rec_b), *kid = (int32_t *)PyBytes_AS_STRING(kid_b);
+    int32_t *koff = (int32_t *)PyBytes_AS_STRING(koff_b), *voff = (int32_t *)PyBytes_AS_STRING(voff_b);
+    char *kdat = PyBytes_AS_STRING(kdat_b), *vdat = PyBytes_AS_STRING(vdat_b);
+    Py_ssize_t kept = 0;
+    int32_t kat = 0, vat = 0;
+    for (Py_ssize_t r = 0; r < n; r++) {
+        int32_t p = offs[r], e = offs[r + 1];
+        while (p < e) {
+            const unsigned char *end = memchr(d + p, 2, (size_t)(e - p));
+            if (end == NULL)
+                break;
+            int32_t q = (int32_t)(end - d);
+            const unsigned char *sep = memchr(d + p, 1, (size_t)(q - p));
+            if (sep != NULL && sep - d > p && sep - d < q - 1) {
+                int32_t s = (int32_t)(sep - d);
+                int32_t id = table_id(&t, p, s - p);
+                if (id < 0) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                if (t.last_rec[id] == r) { /* a key given twice: the per-message decoder */
+                    out = Py_NewRef(Py_None);
+                    goto done;
+                }
+                t.last_rec[id] = (int32_t)r;
+                rec[kept] = (int32_t)r;
+                kid[kept] = id;
+                koff[kept] = kat;
+                voff[kept] = vat;
+                memcpy(kdat + kat, d + p, (size_t)(s - p));
+                kat += s - p;
+                memcpy(vdat + vat, d + s + 1, (size_t)(q - s - 1));
+                vat += q - s - 1;
+                kept++;
+            }
+            p = q + 1;
+        }
+    }
+    koff[kept] = kat;
+    voff[kept] = vat;
+    names = PyList_New(t.count);
+    if (names == NULL)
+        goto done;
+    for (int32_t id = 0; id < t.count; id++) {
+        PyObject *name = PyBytes_FromStringAndSize((const char *)d + t.start[id], t.len[id]);
+        if (name == NULL)
+            goto done;
+        PyList_SET_ITEM(names, id, name);
+    }
+    if (_PyBytes_Resize(&rec_b, kept * 4) < 0 || _PyBytes_Resize(&kid_b, kept * 4) < 0
+        || _PyBytes_Resize(&koff_b, (kept + 1) * 4) < 0
+        || _PyBytes_Resize(&voff_b, (kept + 1) * 4) < 0 || _PyBytes_Resize(&kdat_b, kat) < 0
+        || _PyBytes_Resize(&vdat_b, vat) < 0)
+        goto done;
+    out = PyTuple_Pack(7, rec_b, kid_b, names, koff_b, kdat_b, voff_b, vdat_b);
+done:
+    Py_XDECREF(rec_b);
+    Py_XDECREF(kid_b);
+    Py_XDECREF(koff_b);
+    Py_XDECREF(kdat_b);
+    Py_XDECREF(voff_b);
+    Py_XDECREF(vdat_b);
+    Py_XDECREF(names);
+    PyMem_Free(t.slots);
+    PyMem_Free(t.start);
+    PyMem_Free(t.len);
+    PyMem_Free(t.last_rec);
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&db);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"walk_records", walk_records, METH_VARARGS,
      "Record starts found by following TOTALSIZE prefixes."},
@@ -607,6 +923,12 @@ static PyMethodDef methods[] = {
     {"check_index_entries", check_index_entries, METH_VARARGS,
      "The entry loop of the index check of verify."},
     {"java_hash", java_hash, METH_O, "Java's String.hashCode() of a str."},
+    {"classify_records", classify_records, METH_VARARGS,
+     "Header fields of records and whether the columnar decoder takes each."},
+    {"gather_spans", gather_spans, METH_VARARGS,
+     "Byte spans of a buffer copied back to back, with Arrow binary offsets."},
+    {"split_properties", split_properties, METH_VARARGS,
+     "Properties blobs split into keys and values, as the columnar decoder does."},
     {"select_entries", select_entries, METH_VARARGS,
      "The entry loop of MessageStore.get_message within one CommitLog segment."},
     {NULL, NULL, 0, NULL},
