@@ -807,6 +807,56 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* properties_without(text, keys, tail) -> bytes | None: a property string (k\x01v\x02 pairs)
+   as UTF-8 without the pairs whose key starts them with one of keys (each "NAME\x01"), its
+   last pair terminated, then tail. None when text, a key or tail is not ASCII (the Python
+   code decides). */
+static PyObject *properties_without(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyUnicode_Check(args[0]) || !PyTuple_Check(args[1])
+        || !PyUnicode_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "properties_without(text: str, keys: tuple, tail: str)");
+        return NULL;
+    }
+    PyObject *text = args[0], *keys = args[1], *tail = args[2];
+    Py_ssize_t nkeys = PyTuple_GET_SIZE(keys);
+    if (!PyUnicode_IS_ASCII(text) || !PyUnicode_IS_ASCII(tail) || nkeys > 8)
+        Py_RETURN_NONE;
+    const char *key[8];
+    Py_ssize_t key_len[8];
+    for (Py_ssize_t k = 0; k < nkeys; k++) {
+        PyObject *item = PyTuple_GET_ITEM(keys, k);
+        if (!PyUnicode_Check(item) || !PyUnicode_IS_ASCII(item) || PyUnicode_GET_LENGTH(item) == 0)
+            Py_RETURN_NONE;
+        key[k] = (const char *)PyUnicode_DATA(item);
+        key_len[k] = PyUnicode_GET_LENGTH(item);
+    }
+    const char *src = (const char *)PyUnicode_DATA(text);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(text), tail_len = PyUnicode_GET_LENGTH(tail);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, len + 1 + tail_len);
+    if (out == NULL)
+        return NULL;
+    char *dst = PyBytes_AS_STRING(out), *at = dst;
+    Py_ssize_t pos = 0;
+    while (pos < len) {
+        const char *end = memchr(src + pos, 2, (size_t)(len - pos));
+        Py_ssize_t stop = end ? end - src : len;
+        int dropped = 0;
+        for (Py_ssize_t k = 0; k < nkeys && !dropped; k++)
+            dropped = key_len[k] <= stop - pos && memcmp(src + pos, key[k], (size_t)key_len[k]) == 0;
+        if (!dropped) {
+            memcpy(at, src + pos, (size_t)(stop - pos));
+            at += stop - pos;
+            *at++ = 2;
+        }
+        pos = stop + 1;
+    }
+    memcpy(at, PyUnicode_DATA(tail), (size_t)tail_len);
+    at += tail_len;
+    if (_PyBytes_Resize(&out, at - dst) < 0)
+        return NULL;
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS, "Set the classes and tables the decoder builds with."},
     {"split_frames", split_frames, METH_VARARGS,
@@ -816,6 +866,8 @@ static PyMethodDef methods[] = {
     {"encode_json_header", encode_json_header, METH_O, "encode_json_header(cmd) -> bytes | None"},
     {"header_from_ext", (PyCFunction)(void (*)(void))header_from_ext, METH_FASTCALL,
      "header_from_ext(cls, ext, specs) -> header | None"},
+    {"properties_without", (PyCFunction)(void (*)(void))properties_without, METH_FASTCALL,
+     "properties_without(text, keys, tail) -> bytes | None"},
     {NULL, NULL, 0, NULL},
 };
 

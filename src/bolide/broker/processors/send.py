@@ -10,6 +10,7 @@ from bolide.broker.retry import dlq_topic, group_of_retry_topic, max_reconsume_t
 from bolide.broker.topic_config import NOT_SENDABLE, PERM_WRITE
 from bolide.broker.transaction import is_half_message
 from bolide.common import properties as P
+from bolide.common.compiled import load
 from bolide.common.hosts import encode_host
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX, validate_topic
 from bolide.protocol.bodies.batch import batch_members
@@ -43,10 +44,24 @@ _DROPPED = ("WAIT\x01", "CLUSTER\x01")
 _DROPPED_DEAD = (*_DROPPED, "DELAY\x01")  # a dead letter is stored at once
 
 
+_properties_without = getattr(load("bolide.protocol._codec"), "properties_without", None)
+
+
 def stored_properties(header_properties: str | None, cluster: str, *, dead: bool = False) -> bytes:
     """The send header's property string as the Java broker stores it: ``WAIT`` dropped,
     ``CLUSTER`` set to this broker's cluster (spec 3.4 step 5), ``DELAY`` dropped from a
     message redirected to a dead letter queue; the rest is not decoded."""
+    if _properties_without is not None:  # the compiled twin (ASCII text; None otherwise)
+        out = _properties_without(header_properties or "", _DROPPED_DEAD if dead else _DROPPED,
+                                  f"CLUSTER\x01{cluster}\x02")
+        if out is not None:
+            return out
+    return stored_properties_pure(header_properties, cluster, dead=dead)
+
+
+def stored_properties_pure(header_properties: str | None, cluster: str, *,
+                           dead: bool = False) -> bytes:
+    """:func:`stored_properties` in Python (the fallback; tests compare the two)."""
     text = header_properties or ""
     for key in _DROPPED_DEAD if dead else _DROPPED:
         if key in text:
