@@ -33,7 +33,7 @@ from bolide.protocol import MAX_FRAME_SIZE, ONEWAY_FLAG, RemotingCommand, Respon
 from bolide.protocol.codec import decode_command, encode_command
 from bolide.protocol.codes import code_name
 from bolide.protocol.command import next_opaque
-from bolide.protocol.frame import FrameDecoder
+from bolide.protocol.frame import Buffer, FrameDecoder
 from bolide.remoting.processor import NOT_NOW, ProcessorTable, RequestContext, error_remark
 
 log = logging.getLogger(__name__)
@@ -206,7 +206,10 @@ class Channel(asyncio.Protocol):
             raise RemotingSendError(
                 f"connection to {self.remote_address} is closed: {code_name(cmd.code, cmd.is_response)} "
                 "was not sent; retry (clients reconnect on demand)")
-        frames = encode_command(cmd, self._max_frame_size)
+        self._queue_frames(encode_command(cmd, self._max_frame_size))
+
+    def _queue_frames(self, frames: list[Buffer]) -> None:
+        """Write ``frames`` with the others of this loop iteration (see :meth:`_write_out`)."""
         out = self._out
         if not out:  # the first frame of this loop iteration: write them all at its end
             self._loop.call_soon(self._write_out)  # type: ignore[union-attr]
@@ -333,6 +336,10 @@ class Channel(asyncio.Protocol):
             response = self._processors.dispatch_now(self._ctx, cmd)
             if response is NOT_NOW:
                 self._start(cmd)
+            elif type(response) is bytes:  # an encoded response frame
+                transport = self._transport
+                if transport is not None and not transport.is_closing():
+                    self._queue_frames([response])
             elif response is not None:
                 self._reply(cmd, response)  # type: ignore[arg-type]
             return

@@ -8,7 +8,9 @@ and ``ctx.channel.oneway(cmd)``. Returning None sends nothing.
 An object may also have a plain ``process_now(ctx, request)``, tried first: it answers at once
 (a response, or None for nothing) or returns :data:`NOT_NOW`, and then ``process`` runs as a
 task. Requests that need no waiting (a send under ASYNC_FLUSH, a pull that finds messages) so
-skip the cost of a task each.
+skip the cost of a task each. A ``process_now_frame(ctx, request)`` beside it may also answer
+with the response's whole encoded frame (``bytes``, already fitted to the request); it is used
+instead of ``process_now`` while no RPC hook is registered (hooks see response objects).
 
 :meth:`ProcessorTable.dispatch` applies the Java server's rules (spec 1.5): unknown codes get
 REQUEST_CODE_NOT_SUPPORTED, an exception becomes SYSTEM_ERROR with the exception text as
@@ -61,6 +63,7 @@ class NotNow:
 
 NOT_NOW = NotNow()
 ImmediateFn: TypeAlias = Callable[[RequestContext, RemotingCommand], "RemotingCommand | NotNow | None"]
+FrameFn: TypeAlias = Callable[[RequestContext, RemotingCommand], "RemotingCommand | bytes | NotNow | None"]
 
 
 class RequestProcessor(Protocol):
@@ -100,11 +103,12 @@ class ProcessorTable:
     One table may serve several servers (e.g. a broker's main and VIP ports).
     """
 
-    __slots__ = ("_default", "_immediate", "_processors", "hooks")
+    __slots__ = ("_default", "_frames", "_immediate", "_processors", "hooks")
 
     def __init__(self, hooks: Iterable[RPCHook] = ()) -> None:
         self._processors: dict[int, ProcessFn] = {}
         self._immediate: dict[int, ImmediateFn] = {}
+        self._frames: dict[int, FrameFn] = {}
         self._default: ProcessFn = not_supported
         self.hooks: list[RPCHook] = list(hooks)
 
@@ -116,6 +120,11 @@ class ProcessorTable:
             self._immediate[int(code)] = now
         else:
             self._immediate.pop(int(code), None)
+        framed = getattr(processor, "process_now_frame", None) if now is not None else None
+        if framed is not None:
+            self._frames[int(code)] = framed
+        else:
+            self._frames.pop(int(code), None)
 
     def register_default(self, processor: Processor) -> None:
         """Answer codes without a processor of their own by ``processor``."""
@@ -148,13 +157,15 @@ class ProcessorTable:
             return None
         return response
 
-    def dispatch_now(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | NotNow | None:
+    def dispatch_now(self, ctx: RequestContext, request: RemotingCommand,
+                     ) -> RemotingCommand | bytes | NotNow | None:
         """:meth:`dispatch` for a processor that can answer at once (``process_now``); NOT_NOW
-        when it cannot, or has no ``process_now``: then :meth:`dispatch` must run."""
-        now = self._immediate.get(request.code)
-        if now is None:
-            return NOT_NOW
+        when it cannot, or has no ``process_now``: then :meth:`dispatch` must run. The answer
+        may be an encoded frame (``bytes``, from ``process_now_frame``) to write as it is."""
         hooks = self.hooks
+        now = None if hooks else self._frames.get(request.code)
+        if now is None and (now := self._immediate.get(request.code)) is None:
+            return NOT_NOW
         flag = request.flag
         oneway = flag & ONEWAY_FLAG and not flag & RESPONSE_FLAG
         try:
@@ -163,6 +174,8 @@ class ProcessorTable:
             response = now(ctx, request)
             if response is NOT_NOW:
                 return NOT_NOW  # dispatch() runs the before hooks again: they must allow that
+            if type(response) is bytes:
+                return None if oneway else response
             if response is not None and not oneway:
                 _fit(request, response)  # type: ignore[arg-type]
                 for hook in hooks:

@@ -142,3 +142,17 @@ def test_send_response_ext_is_the_response_headers_ext_fields(queue_id: int, off
     header = H.SendMessageResponseHeader(msg_id="7F00000100002A9F0000000000000000",
                                          queue_id=queue_id, queue_offset=offset)
     assert send_response_ext(header.msg_id, queue_id, offset) == header.to_ext_fields()
+
+
+@settings(max_examples=300)
+@given(st.integers(-2**31, 2**31 - 1), st.lists(st.text("0123456789ABCDEF", min_size=32, max_size=32),
+                                                 min_size=0, max_size=3).map(",".join),
+       st.integers(0, 2**31 - 1), st.integers(-1, 2**63 - 1))
+def test_send_ok_frame_is_the_encoded_response(opaque: int, msg_id: str, queue_id: int, offset: int) -> None:
+    """The hot path's ready frame stays the bytes of the response command, encoded."""
+    from bolide.protocol import RemotingCommand, encode_command_bytes
+    from bolide.protocol.headers.send import send_ok_frame, send_response_ext
+
+    request = RemotingCommand.request(310, opaque=opaque)
+    response = request.make_response_ext(0, send_response_ext(msg_id, queue_id, offset))
+    assert send_ok_frame(opaque, msg_id, queue_id, offset) == encode_command_bytes(response)

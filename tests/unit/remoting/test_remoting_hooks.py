@@ -3,12 +3,14 @@ signed call verified by the server."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from remoting_kit import ECHO, LOOPS, run, serving
 
 from bolide.errors import AclError
 from bolide.protocol import RemotingCommand, ResponseCode
-from bolide.remoting import AclClientRPCHook, AclVerifyRPCHook, RPCHook, acl_signature
+from bolide.remoting import AclClientRPCHook, AclVerifyRPCHook, RequestContext, RPCHook, acl_signature
 from bolide.remoting.hooks import verify_signature
 
 # Computed with javax.crypto.Mac("HmacSHA1") over a java.util.TreeMap's values + body, as
@@ -76,5 +78,54 @@ def test_signed_calls_pass_the_server_hook_and_bad_secrets_get_system_error(loop
             response = await client.invoke(addr, RemotingCommand.request(ECHO), 2000)
             assert response.code == ResponseCode.SYSTEM_ERROR
             assert response.remark is not None and "check signature failed" in response.remark
+
+    run(loop, scenario())
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_ready_frame_answers_while_no_hook_is_registered(loop: str) -> None:
+    """A processor's process_now_frame answers with encoded frames while the table has no
+    hooks; with a hook, process_now answers (the hook sees the response object); a oneway
+    request gets no answer either way."""
+    from bolide.protocol import encode_command_bytes
+
+    class Framed:
+        def __init__(self) -> None:
+            self.used: list[str] = []
+
+        async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+            raise AssertionError("process_now answers")
+
+        def process_now(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+            self.used.append("object")
+            return request.make_response(0, "object")
+
+        def process_now_frame(self, ctx: RequestContext, request: RemotingCommand) -> bytes:
+            self.used.append("frame")
+            return encode_command_bytes(request.make_response(0, "frame"))
+
+    class Recorder(RPCHook):
+        def __init__(self) -> None:
+            self.remarks: list[str | None] = []
+
+        def after_response(self, remote_addr: str, request: RemotingCommand,
+                           response: RemotingCommand) -> None:
+            self.remarks.append(response.remark)
+
+    async def scenario() -> None:
+        processor = Framed()
+        async with serving() as (server, client, addr):
+            server.register(ECHO + 1, processor)
+            response = await client.invoke(addr, RemotingCommand.request(ECHO + 1), 2000)
+            assert response.remark == "frame" and response.is_response
+            await client.invoke_oneway(addr, RemotingCommand.request(ECHO + 1), 2000)
+            async with asyncio.timeout(5):  # the oneway request served before the hook comes
+                while len(processor.used) < 2:
+                    await asyncio.sleep(0.01)
+            recorder = Recorder()
+            server.processors.add_hook(recorder)
+            response = await client.invoke(addr, RemotingCommand.request(ECHO + 1), 2000)
+            assert response.remark == "object" and recorder.remarks == ["object"]
+        assert processor.used == ["frame", "frame", "object"]
 
     run(loop, scenario())

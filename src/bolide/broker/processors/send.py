@@ -14,9 +14,9 @@ from bolide.common.compiled import load
 from bolide.common.hosts import encode_host
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX, validate_topic
 from bolide.protocol.bodies.batch import batch_members
-from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.codes import RequestCode, ResponseCode, SerializeType
 from bolide.protocol.command import RemotingCommand
-from bolide.protocol.headers.send import decode_send_request_header, send_response_ext
+from bolide.protocol.headers.send import decode_send_request_header, send_ok_frame, send_response_ext
 from bolide.remoting import NOT_NOW, NotNow, RequestContext
 from bolide.store import PutStatus
 from bolide.store.results import PutMessageResult
@@ -38,6 +38,7 @@ PUT_STATUS_CODES = {
 }
 
 
+_JSON = SerializeType.JSON
 _STORED = frozenset((ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
                      ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE))
 _DROPPED = ("WAIT\x01", "CLUSTER\x01")
@@ -124,6 +125,22 @@ class SendProcessor:
             return NOT_NOW
         put = self._put(ctx, request)
         return put if type(put) is RemotingCommand else self._answer(request, *put)  # type: ignore[misc]
+
+    def process_now_frame(self, ctx: RequestContext, request: RemotingCommand,
+                          ) -> RemotingCommand | bytes | NotNow:
+        """:meth:`process_now` answering a stored JSON send with its encoded response frame
+        (no RPC hook looks at it; see ProcessorTable.dispatch_now)."""
+        if self._sync_flush:
+            return NOT_NOW
+        put = self._put(ctx, request)
+        if type(put) is RemotingCommand:
+            return put
+        result, queue_id = put  # type: ignore[misc]
+        if result.status is not PutStatus.PUT_OK or result.remark or request.serialize_type is not _JSON:
+            return self._answer(request, result, queue_id)
+        self.broker.stats.on_put(result.msg_num)
+        return send_ok_frame(request.opaque, ",".join(result.offset_msg_ids), queue_id,
+                             result.queue_offset)
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         put = self._put(ctx, request)

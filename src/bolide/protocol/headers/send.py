@@ -3,12 +3,13 @@ response, END_TRANSACTION (37) and CHECK_TRANSACTION_STATE (39)."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from typing import ClassVar, NoReturn
 
 from bolide.common import sysflag
 from bolide.errors import HeaderFieldError
-from bolide.protocol.codes import RequestCode
+from bolide.protocol.codes import DEFAULT_VERSION, RequestCode
 from bolide.protocol.headers.base import Header, header, renamed
 
 # commitOrRollback values of END_TRANSACTION
@@ -132,6 +133,23 @@ def send_response_ext(msg_id: str, queue_id: int, queue_offset: int) -> dict[str
     return {"msgId": msg_id, "queueId": int.__repr__(queue_id),
             "queueOffset": int.__repr__(queue_offset), "MSG_REGION": "DefaultRegion",
             "TRACE_ON": "true"}
+
+
+# The JSON header of a successful send's response, as encode_command writes it (sorted keys)
+_SEND_OK = ('{"code":0,"extFields":{"MSG_REGION":"DefaultRegion","TRACE_ON":"true","msgId":"%s",'
+            '"queueId":"%d","queueOffset":"%d"},"flag":1,"language":"JAVA","opaque":%d,'
+            '"serializeTypeCurrentRPC":"JSON","version":' + str(int(DEFAULT_VERSION)) + '}')
+_LENGTHS = struct.Struct(">ii")
+
+
+def send_ok_frame(opaque: int, msg_id: str, queue_id: int, queue_offset: int) -> bytes:
+    """The whole frame of a successful send's response to a JSON request (no remark): the bytes
+    ``encode_command`` gives for ``request.make_response_ext(SUCCESS, send_response_ext(...))``,
+    without building the command (the hot path). ``msg_id`` holds offsetMsgIds (hex digits
+    and commas): nothing in it needs escaping."""
+    header = (_SEND_OK % (msg_id, queue_id, queue_offset, opaque)).encode()
+    size = len(header)
+    return _LENGTHS.pack(size + 4, size) + header
 
 
 @header
