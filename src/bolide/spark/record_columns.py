@@ -287,8 +287,8 @@ class _Properties:
     def parse(cls, blobs: pa.Array, n: int, drop: Collection[str]) -> _Properties | None:
         """As :func:`bolide.common.properties.decode_properties` per record: pairs end with
         0x02 (every non-empty blob here does), key and value split at the first 0x01, pairs
-        with an empty key or value dropped. None when a record repeats a key; raises
-        ArrowInvalid for text that is not UTF-8."""
+        with an empty key or value dropped. None when the per-message decoder must decide: a
+        record repeats a key, or a key or value is not UTF-8."""
         if _split_compiled is not None:
             return cls.parse_compiled(blobs, n, drop)
         return cls.parse_numpy(blobs, n, drop)
@@ -296,6 +296,13 @@ class _Properties:
     @classmethod
     def parse_numpy(cls, blobs: pa.Array, n: int, drop: Collection[str]) -> _Properties | None:
         """:meth:`parse` in numpy (the fallback; tests compare the two)."""
+        try:
+            return cls._split_numpy(blobs, n, drop)
+        except pa.ArrowInvalid:  # not UTF-8
+            return None
+
+    @classmethod
+    def _split_numpy(cls, blobs: pa.Array, n: int, drop: Collection[str]) -> _Properties | None:
         offs = np.frombuffer(blobs.buffers()[1], np.int32, n + 1)
         total = int(offs[-1])
         data = np.frombuffer(blobs.buffers()[2], np.uint8, total) if total else np.empty(0, np.uint8)
@@ -348,15 +355,15 @@ class _Properties:
         if split is None:
             return None
         rec, key_ids, raw_names, key_offsets, key_data, value_offsets, value_data = split
+        pairs = len(rec) // 4
         try:
             names = [name.decode() for name in raw_names]
-        except UnicodeDecodeError:
-            raise pa.ArrowInvalid("a property key is not UTF-8") from None
-        pairs = len(rec) // 4
+            values = pa.Array.from_buffers(pa.binary(), pairs, [None, pa.py_buffer(value_offsets),
+                                                                pa.py_buffer(value_data)]).cast(pa.string())
+        except (UnicodeDecodeError, pa.ArrowInvalid):  # not UTF-8
+            return None
         keys = pa.Array.from_buffers(pa.string(), pairs, [None, pa.py_buffer(key_offsets),
                                                           pa.py_buffer(key_data)])
-        values = pa.Array.from_buffers(pa.binary(), pairs, [None, pa.py_buffer(value_offsets),
-                                                            pa.py_buffer(value_data)]).cast(pa.string())
         return cls._dropping(n, np.frombuffer(rec, np.int32), keys, values,
                              np.frombuffer(key_ids, np.int32), names, drop)
 
