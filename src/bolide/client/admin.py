@@ -14,7 +14,6 @@ knows. Every method starts the client on first use; ``close()`` releases the con
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 from typing import Self
@@ -30,7 +29,7 @@ from bolide.client.errors import (
 )
 from bolide.client.filtering import subscription
 from bolide.client.instance import ClientInstance
-from bolide.client.pulling import decompress, pull, pull_raw
+from bolide.client.pulling import decompress, pull, pull_raw_many
 from bolide.client.results import PullResult, PullStatus
 from bolide.common import properties as P
 from bolide.common.message import MessageExt
@@ -426,11 +425,9 @@ class Admin:
         result and the records as the broker sent them (not decoded, decompressed or filtered
         by tag; see :func:`bolide.client.pulling.pull_raw`). Nothing is committed."""
         await self._instance.start()
-        sub = subscription(mq.topic, expression)
-        timeout = self.config.api_timeout_ms
-        return list(await asyncio.gather(*(
-            pull_raw(self._instance, TOOLS_GROUP, mq, offset, sub, max_nums=max_nums, suspend_ms=0,
-                     timeout_ms=timeout) for offset in offsets)))
+        return await pull_raw_many(self._instance, TOOLS_GROUP, mq, offsets,
+                                   subscription(mq.topic, expression), max_nums=max_nums,
+                                   timeout_ms=self.config.api_timeout_ms)
 
     async def min_max_offset(self, mq: MessageQueue, addr: str) -> tuple[int, int]:
         """The lowest offset still stored in ``mq`` on the broker at ``addr`` and the next offset

@@ -4,6 +4,7 @@ headers in, typed results out, error answers turned into :mod:`bolide.client.err
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from bolide.client.errors import error_for_response
 from bolide.errors import RemotingError
@@ -36,8 +37,14 @@ from bolide.remoting import RemotingClient
 log = logging.getLogger(__name__)
 
 
-def request(code: int, header: Header | None = None, body: bytes = b"") -> RemotingCommand:
-    cmd = RemotingCommand.request(code, header, body)
+# the PULL_MESSAGE answers that are outcomes, not errors (found, none new, none matching, moved)
+_PULL_OUTCOMES = (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND,
+                  ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_OFFSET_MOVED)
+
+
+def request(code: int, header: Header | None = None, body: bytes = b"",
+            ext_fields: dict[str, str] | None = None) -> RemotingCommand:
+    cmd = RemotingCommand.request(code, header, body, ext_fields=ext_fields)
     cmd.language = LanguageCode.PYTHON
     return cmd
 
@@ -58,6 +65,16 @@ class ClientAPI:
         if response.code not in ok:
             raise error_for_response(response, what, addr)
         return response
+
+    async def call_many(self, addr: str, cmds: list[RemotingCommand], what: str,
+                        timeout_ms: int | None = None,
+                        ok: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> list[RemotingCommand]:
+        """:meth:`call` for several requests written together; their answers in order."""
+        responses = await self.remoting.invoke_many(addr, cmds, timeout_ms or self.timeout_ms)
+        for response in responses:
+            if response.code not in ok:
+                raise error_for_response(response, what, addr)
+        return responses
 
     # -- NameServer -----------------------------------------------------------------------
     async def get_route(self, topic: str) -> TopicRouteData | None:
@@ -141,8 +158,19 @@ class ClientAPI:
     async def pull(self, addr: str, header: PullMessageRequestHeader, timeout_ms: int) -> RemotingCommand:
         """The raw pull answer (codes 0, 19, 20, 21 are normal outcomes; others raise)."""
         return await self.call(addr, request(RequestCode.PULL_MESSAGE, header), "PULL_MESSAGE", timeout_ms,
-                               ok=(ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND,
-                                   ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_OFFSET_MOVED))
+                               ok=_PULL_OUTCOMES)
+
+    async def pull_many(self, addr: str, header: PullMessageRequestHeader, offsets: Sequence[int],
+                        timeout_ms: int) -> list[RemotingCommand]:
+        """:meth:`pull` of ``header`` from each of ``offsets`` (its queueOffset replaced), the
+        requests written together; the answers in order."""
+        ext = header.to_ext_fields()
+        cmds = []
+        for offset in offsets:
+            fields = dict(ext)
+            fields["queueOffset"] = str(offset)
+            cmds.append(request(RequestCode.PULL_MESSAGE, None, b"", fields))
+        return await self.call_many(addr, cmds, "PULL_MESSAGE", timeout_ms, ok=_PULL_OUTCOMES)
 
     async def send_back(self, addr: str, header: ConsumerSendMsgBackRequestHeader) -> None:
         await self.call(addr, request(RequestCode.CONSUMER_SEND_MSG_BACK, header), "CONSUMER_SEND_MSG_BACK")

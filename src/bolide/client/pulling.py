@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import zlib
+from collections.abc import Sequence
 
 from bolide.client.errors import NoRouteError
 from bolide.client.filtering import matches
@@ -20,7 +21,7 @@ from bolide.common.message import MessageExt
 from bolide.common.records import RecordFormatError, decode_records
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
 from bolide.errors import ProtocolError
-from bolide.protocol import ResponseCode
+from bolide.protocol import RemotingCommand, ResponseCode
 from bolide.protocol.bodies.client import MessageQueue, SubscriptionData
 from bolide.protocol.bodies.route import MASTER_ID
 from bolide.protocol.headers.consumer import (
@@ -65,15 +66,7 @@ async def pull_raw(instance: ClientInstance, group: str, mq: MessageQueue, offse
     ``commit_offset`` rides along to a master (slaves do not store it). Returns the result
     (no messages) and the records as the broker sent them (empty unless FOUND): they are
     not decoded, decompressed or filtered by tag."""
-    broker_id = instance.pull_from_which_node.get(mq, MASTER_ID)
-    route = await instance.route(mq.topic)
-    found = route.subscribe_addr(mq.broker_name, broker_id) if route is not None else None
-    if found is None:
-        found = instance.subscribe_addr(mq.broker_name, broker_id)
-    if found is None:
-        raise NoRouteError(f"no address for broker {mq.broker_name!r} of topic {mq.topic!r}: "
-                           "wait for the broker to register with the NameServer")
-    addr, slave = found
+    addr, slave = await _pull_address(instance, mq)
     sys_flag = PULL_SUBSCRIPTION
     if suspend_ms > 0:
         sys_flag |= PULL_SUSPEND
@@ -85,7 +78,42 @@ async def pull_raw(instance: ClientInstance, group: str, mq: MessageQueue, offse
         commit_offset=commit_offset if commit_offset is not None and sys_flag & PULL_COMMIT_OFFSET else 0,
         suspend_timeout_millis=suspend_ms, subscription=sub.sub_string, sub_version=sub.sub_version,
         expression_type=sub.expression_type, bname=mq.broker_name)
-    response = await instance.api.pull(addr, header, timeout_ms)
+    return _raw_result(instance, mq, offset, await instance.api.pull(addr, header, timeout_ms))
+
+
+async def pull_raw_many(instance: ClientInstance, group: str, mq: MessageQueue,
+                        offsets: Sequence[int], sub: SubscriptionData, *, max_nums: int,
+                        timeout_ms: int) -> list[tuple[PullResult, bytes]]:
+    """:func:`pull_raw` from each of ``offsets`` (no suspension, no commit): the requests are
+    written together and answered in order, without a task each."""
+    if not offsets:
+        return []
+    addr, _ = await _pull_address(instance, mq)
+    header = PullMessageRequestHeader(
+        consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offsets[0],
+        max_msg_nums=max_nums, sys_flag=PULL_SUBSCRIPTION, commit_offset=0,
+        suspend_timeout_millis=0, subscription=sub.sub_string, sub_version=sub.sub_version,
+        expression_type=sub.expression_type, bname=mq.broker_name)
+    responses = await instance.api.pull_many(addr, header, offsets, timeout_ms)
+    return [_raw_result(instance, mq, offset, response)
+            for offset, response in zip(offsets, responses, strict=True)]
+
+
+async def _pull_address(instance: ClientInstance, mq: MessageQueue) -> tuple[str, bool]:
+    """Where to pull ``mq`` from (the node the broker last suggested), and whether a slave."""
+    broker_id = instance.pull_from_which_node.get(mq, MASTER_ID)
+    route = await instance.route(mq.topic)
+    found = route.subscribe_addr(mq.broker_name, broker_id) if route is not None else None
+    if found is None:
+        found = instance.subscribe_addr(mq.broker_name, broker_id)
+    if found is None:
+        raise NoRouteError(f"no address for broker {mq.broker_name!r} of topic {mq.topic!r}: "
+                           "wait for the broker to register with the NameServer")
+    return found
+
+
+def _raw_result(instance: ClientInstance, mq: MessageQueue, offset: int,
+                response: RemotingCommand) -> tuple[PullResult, bytes]:
     ext = response.ext_fields
     instance.pull_from_which_node[mq] = int(ext.get("suggestWhichBrokerId", MASTER_ID))
     result = PullResult(_STATUS[response.code], int(ext.get("nextBeginOffset", offset)),

@@ -276,6 +276,45 @@ class Channel(asyncio.Protocol):
             if entry is not None and entry[0] is fut:
                 del self._pending[opaque]
 
+    async def invoke_many(self, cmds: list[RemotingCommand], timeout_ms: int = 3000, *,
+                          deadline: float | None = None) -> list[RemotingCommand]:
+        """:meth:`invoke` for several requests at once: all written in one go (one system
+        call), their responses in the order of ``cmds``, within one timeout. The first error
+        (a timeout, the connection closing) is raised; the other requests are then dropped."""
+        if self._loop is None:
+            raise RemotingSendError("the channel is not connected yet: wait for the connection")
+        if deadline is None:
+            deadline = self._loop.time() + timeout_ms / 1000
+        futs: list[asyncio.Future[RemotingCommand]] = []
+        pending = self._pending
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self.drain()
+                for cmd in cmds:
+                    while cmd.opaque in pending:
+                        cmd.opaque = next_opaque()
+                    fut: asyncio.Future[RemotingCommand] = self._loop.create_future()
+                    pending[cmd.opaque] = (fut, cmd.code)
+                    futs.append(fut)
+                    self.send(cmd)
+                return list(await asyncio.gather(*futs))
+        except TimeoutError:
+            waiting = [cmd for cmd, fut in zip(cmds, futs, strict=False)  # (gather cancels them)
+                       if not fut.done() or fut.cancelled()]
+            first = waiting[0] if waiting else cmds[0]
+            raise RemotingTimeoutError(
+                f"no response to {code_name(first.code, False)} (opaque {first.opaque}) and "
+                f"{max(0, len(waiting) - 1)} other requests from {self.remote_address} within "
+                f"{timeout_ms} ms: the peer is overloaded or unreachable; retry, or raise the "
+                "timeout") from None
+        finally:
+            for cmd, fut in zip(cmds, futs, strict=False):
+                entry = pending.get(cmd.opaque)
+                if entry is not None and entry[0] is fut:
+                    del pending[cmd.opaque]
+                if not fut.done():
+                    fut.cancel()
+
     # -- closing ----------------------------------------------------------------------------
     def close(self) -> None:
         """Close after the buffered writes are sent."""

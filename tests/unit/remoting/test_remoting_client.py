@@ -224,3 +224,30 @@ def test_run_prefers_uvloop_when_installed() -> None:
 
     expected = "uvloop" if "uvloop" in LOOPS else "asyncio"
     assert run_main(loop_module()).startswith(expected)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_invoke_many_answers_in_order_and_times_out_as_one(loop: str) -> None:
+    """Requests written together come back in their order; when some are never answered, one
+    RemotingTimeoutError names them and no pending entry is left behind."""
+    silent = 901
+
+    async def never(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def scenario() -> None:
+        async with serving() as (server, client, addr):
+            server.register(silent, never)
+            cmds = [RemotingCommand.request(ECHO, body=b"%d" % i) for i in range(6)]
+            responses = await client.invoke_many(addr, cmds, 2000)
+            assert [r.body for r in responses] == [b"%d" % i for i in range(6)]
+            assert [r.opaque for r in responses] == [c.opaque for c in cmds]
+            mixed = [RemotingCommand.request(ECHO), RemotingCommand.request(silent),
+                     RemotingCommand.request(silent)]
+            with pytest.raises(RemotingTimeoutError, match="and 1 other requests"):
+                await client.invoke_many(addr, mixed, 300)
+            channel = await client._channel_within(addr, 1000)
+            assert channel._pending == {}
+
+    run(loop, scenario())
