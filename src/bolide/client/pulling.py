@@ -72,12 +72,9 @@ async def pull_raw(instance: ClientInstance, group: str, mq: MessageQueue, offse
         sys_flag |= PULL_SUSPEND
     if commit_offset is not None and commit_offset > 0 and not slave:
         sys_flag |= PULL_COMMIT_OFFSET
-    header = PullMessageRequestHeader(
-        consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
-        max_msg_nums=max_nums, sys_flag=sys_flag,
-        commit_offset=commit_offset if commit_offset is not None and sys_flag & PULL_COMMIT_OFFSET else 0,
-        suspend_timeout_millis=suspend_ms, subscription=sub.sub_string, sub_version=sub.sub_version,
-        expression_type=sub.expression_type, bname=mq.broker_name)
+    header = _pull_header(group, mq, offset, sub, max_nums, sys_flag,
+                          commit_offset if commit_offset is not None and sys_flag & PULL_COMMIT_OFFSET else 0,
+                          suspend_ms)
     return _raw_result(instance, mq, offset, await instance.api.pull(addr, header, timeout_ms))
 
 
@@ -89,14 +86,19 @@ async def pull_raw_many(instance: ClientInstance, group: str, mq: MessageQueue,
     if not offsets:
         return []
     addr, _ = await _pull_address(instance, mq)
-    header = PullMessageRequestHeader(
-        consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offsets[0],
-        max_msg_nums=max_nums, sys_flag=PULL_SUBSCRIPTION, commit_offset=0,
-        suspend_timeout_millis=0, subscription=sub.sub_string, sub_version=sub.sub_version,
-        expression_type=sub.expression_type, bname=mq.broker_name)
+    header = _pull_header(group, mq, offsets[0], sub, max_nums, PULL_SUBSCRIPTION, 0, 0)
     responses = await instance.api.pull_many(addr, header, offsets, timeout_ms)
     return [_raw_result(instance, mq, offset, response)
             for offset, response in zip(offsets, responses, strict=True)]
+
+
+def _pull_header(group: str, mq: MessageQueue, offset: int, sub: SubscriptionData, max_nums: int,
+                 sys_flag: int, commit_offset: int, suspend_ms: int) -> PullMessageRequestHeader:
+    return PullMessageRequestHeader(
+        consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
+        max_msg_nums=max_nums, sys_flag=sys_flag, commit_offset=commit_offset,
+        suspend_timeout_millis=suspend_ms, subscription=sub.sub_string, sub_version=sub.sub_version,
+        expression_type=sub.expression_type, bname=mq.broker_name)
 
 
 async def _pull_address(instance: ClientInstance, mq: MessageQueue) -> tuple[str, bool]:

@@ -255,26 +255,21 @@ class Channel(asyncio.Protocol):
             raise RemotingSendError("the channel is not connected yet: wait for the connection")
         if deadline is None:
             deadline = self._loop.time() + timeout_ms / 1000
-        fut: asyncio.Future[RemotingCommand] = self._loop.create_future()
-        opaque = cmd.opaque
+        fut: asyncio.Future[RemotingCommand] | None = None
         try:
             async with asyncio.timeout_at(deadline):
                 await self.drain()
-                while cmd.opaque in self._pending:
-                    cmd.opaque = next_opaque()
-                opaque = cmd.opaque
-                self._pending[opaque] = (fut, cmd.code)
+                fut = self._expect(cmd)
                 self.send(cmd)
                 return await fut
         except TimeoutError:
             raise RemotingTimeoutError(
-                f"no response to {code_name(cmd.code, False)} (opaque {opaque}) from "
+                f"no response to {code_name(cmd.code, False)} (opaque {cmd.opaque}) from "
                 f"{self.remote_address} within {timeout_ms} ms: the peer is overloaded or "
                 "unreachable; retry, or raise the timeout") from None
         finally:
-            entry = self._pending.get(opaque)
-            if entry is not None and entry[0] is fut:
-                del self._pending[opaque]
+            if fut is not None:
+                self._forget(cmd, fut)
 
     async def invoke_many(self, cmds: list[RemotingCommand], timeout_ms: int = 3000, *,
                           deadline: float | None = None) -> list[RemotingCommand]:
@@ -286,16 +281,11 @@ class Channel(asyncio.Protocol):
         if deadline is None:
             deadline = self._loop.time() + timeout_ms / 1000
         futs: list[asyncio.Future[RemotingCommand]] = []
-        pending = self._pending
         try:
             async with asyncio.timeout_at(deadline):
                 await self.drain()
                 for cmd in cmds:
-                    while cmd.opaque in pending:
-                        cmd.opaque = next_opaque()
-                    fut: asyncio.Future[RemotingCommand] = self._loop.create_future()
-                    pending[cmd.opaque] = (fut, cmd.code)
-                    futs.append(fut)
+                    futs.append(self._expect(cmd))
                     self.send(cmd)
                 return list(await asyncio.gather(*futs))
         except TimeoutError:
@@ -309,11 +299,24 @@ class Channel(asyncio.Protocol):
                 "timeout") from None
         finally:
             for cmd, fut in zip(cmds, futs, strict=False):
-                entry = pending.get(cmd.opaque)
-                if entry is not None and entry[0] is fut:
-                    del pending[cmd.opaque]
+                self._forget(cmd, fut)
                 if not fut.done():
                     fut.cancel()
+
+    def _expect(self, cmd: RemotingCommand) -> asyncio.Future[RemotingCommand]:
+        """A future for the response to ``cmd``, kept by its opaque (a fresh one when the
+        opaque already awaits a response here)."""
+        while cmd.opaque in self._pending:
+            cmd.opaque = next_opaque()
+        fut: asyncio.Future[RemotingCommand] = self._loop.create_future()  # type: ignore[union-attr]
+        self._pending[cmd.opaque] = (fut, cmd.code)
+        return fut
+
+    def _forget(self, cmd: RemotingCommand, fut: asyncio.Future[RemotingCommand]) -> None:
+        """Stop waiting for ``cmd``'s response (unless its opaque went to another request)."""
+        entry = self._pending.get(cmd.opaque)
+        if entry is not None and entry[0] is fut:
+            del self._pending[cmd.opaque]
 
     # -- closing ----------------------------------------------------------------------------
     def close(self) -> None:

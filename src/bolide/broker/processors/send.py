@@ -119,28 +119,22 @@ class SendProcessor:
         # created once the store is open; SYNC_FLUSH and SYNC_MASTER sends wait
         self._sync_flush = broker.store.config.sync_flush or broker.sync_master is not None
 
-    def process_now(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | NotNow:
-        """The whole send under ASYNC_FLUSH, where nothing is waited for."""
-        if self._sync_flush:
-            return NOT_NOW
-        put = self._put(ctx, request)
-        return put if type(put) is RemotingCommand else self._answer(request, *put)  # type: ignore[misc]
-
-    def process_now_frame(self, ctx: RequestContext, request: RemotingCommand,
-                          ) -> RemotingCommand | bytes | NotNow:
-        """:meth:`process_now` answering a stored JSON send with its encoded response frame
-        (no RPC hook looks at it; see ProcessorTable.dispatch_now)."""
+    def process_now(self, ctx: RequestContext, request: RemotingCommand, *, frame: bool = False,
+                    ) -> RemotingCommand | bytes | NotNow:
+        """The whole send under ASYNC_FLUSH, where nothing is waited for; with ``frame``, a
+        stored JSON send is answered with its encoded response frame."""
         if self._sync_flush:
             return NOT_NOW
         put = self._put(ctx, request)
         if type(put) is RemotingCommand:
             return put
-        result, queue_id = put  # type: ignore[misc]
-        if result.status is not PutStatus.PUT_OK or result.remark or request.serialize_type is not _JSON:
-            return self._answer(request, result, queue_id)
-        self.broker.stats.on_put(result.msg_num)
-        return send_ok_frame(request.opaque, ",".join(result.offset_msg_ids), queue_id,
-                             result.queue_offset)
+        return self._answer(request, *put, frame=frame)  # type: ignore[misc]
+
+    def process_now_frame(self, ctx: RequestContext, request: RemotingCommand,
+                          ) -> RemotingCommand | bytes | NotNow:
+        """:meth:`process_now` with ready frames (used while no RPC hook looks at responses;
+        see ProcessorTable.dispatch_now)."""
+        return self.process_now(ctx, request, frame=True)
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         put = self._put(ctx, request)
@@ -233,13 +227,16 @@ class SendProcessor:
                                        reconsume_times=header.reconsume_times or 0, wait_store=False)
         return result, queue_id
 
-    def _answer(self, request: RemotingCommand, result: PutMessageResult, queue_id: int,
-                ) -> RemotingCommand:
-        """The send response for a put result."""
+    def _answer(self, request: RemotingCommand, result: PutMessageResult, queue_id: int, *,
+                frame: bool = False) -> RemotingCommand | bytes:
+        """The send response for a put result; with ``frame``, a plain success to a JSON
+        request as its encoded frame (``send_ok_frame``)."""
         code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if code not in _STORED:
             return request.make_response(code, f"{result.status.value}: {result.remark}")
         self.broker.stats.on_put(result.msg_num)
         msg_id = ",".join(result.offset_msg_ids)  # a batch's ids, comma-separated
+        if frame and code == ResponseCode.SUCCESS and not result.remark and request.serialize_type is _JSON:
+            return send_ok_frame(request.opaque, msg_id, queue_id, result.queue_offset)
         return request.make_response_ext(
             code, send_response_ext(msg_id, queue_id, result.queue_offset), result.remark or None)
