@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from bolide.client import Message, MessageQueue, Producer
 from bolide.store import MessageStore, StoreConfig
 from bolide.store.verify import verify_store
 from bolide.testing.servers import Servers, running_servers
@@ -110,3 +111,13 @@ async def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> No
     async with asyncio.timeout(timeout):
         while not predicate():
             await asyncio.sleep(0.01)
+
+
+async def send_to_first_queue(namesrv: str, topic: str, bodies: list[bytes]) -> MessageQueue:
+    """Send ``bodies`` in order to the first queue of ``topic`` (created on first send); that
+    queue."""
+    async with Producer(namesrv, "tests_pg") as producer:
+        queue = (await producer.publish_queues(topic))[0]
+        for body in bodies:
+            await producer.send(Message(topic, body), queue=queue)
+    return queue

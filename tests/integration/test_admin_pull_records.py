@@ -5,18 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bolide.client import Admin, Message, Producer, PullStatus
+from bolide.client import Admin, PullStatus
 from bolide.common.records import decode_records
 from bolide.testing.servers import Servers
-from conftest import run_with_servers, wait_until
+from conftest import run_with_servers, send_to_first_queue, wait_until
 
 
 def test_pull_records_answers_each_window_in_order(tmp_path: Path) -> None:
     async def test(s: Servers) -> None:
-        async with Producer(s.namesrv_addr, "windows_pg") as producer:
-            queue = (await producer.publish_queues("Windows"))[0]
-            for i in range(70):
-                await producer.send(Message("Windows", b"m%d" % i), queue=queue)
+        queue = await send_to_first_queue(s.namesrv_addr, "Windows", [b"m%d" % i for i in range(70)])
         await wait_until(lambda: s.broker.store.get_max_offset_in_queue("Windows", queue.queue_id) == 70)
         async with Admin(s.namesrv_addr) as admin:
             answers = await admin.pull_records(queue, [0, 32, 64, 70, 90], max_nums=32)

@@ -32,6 +32,7 @@ from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.headers.admin import ResetOffsetRequestHeader
 from bolide.remoting import RemotingClient
 from bolide.testing.servers import Servers, running_servers
+from conftest import send_to_first_queue
 
 TIMEOUT = 20.0
 FAST = {"rebalance_interval_ms": 200, "suspend_ms": 1000, "pull_timeout_ms": 3000}
@@ -236,10 +237,7 @@ def test_broadcasting_consumers_each_get_everything(tmp_path: Path) -> None:
 
 def test_pull_consumer_offsets_seek_and_manual_commit(tmp_path: Path) -> None:
     async def test(s: Servers) -> None:
-        async with Producer(s.namesrv_addr, "pg") as producer:
-            queue = (await producer.publish_queues("Polled"))[0]
-            for i in range(10):
-                await producer.send(Message("Polled", b"%d" % i), queue=queue)
+        queue = await send_to_first_queue(s.namesrv_addr, "Polled", [b"%d" % i for i in range(10)])
         # a send is acknowledged before the dispatcher indexes it: wait for all ten in the queue
         await wait_until(lambda: s.broker.store.get_max_offset_in_queue("Polled", queue.queue_id) == 10)
         consumer = PullConsumer(s.namesrv_addr, "pc", auto_commit=False,

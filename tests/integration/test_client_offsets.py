@@ -13,27 +13,15 @@ from bolide.client import (
     ConsumeContext,
     ConsumeFrom,
     ConsumeStatus,
-    Message,
     MessageExt,
     MessageModel,
-    MessageQueue,
-    Producer,
     PullConsumer,
     PushConsumer,
 )
 from bolide.testing.servers import Servers
-from conftest import run_with_servers, wait_until
+from conftest import run_with_servers, send_to_first_queue, wait_until
 
 FAST = {"rebalance_interval_ms": 200, "suspend_ms": 1000, "pull_timeout_ms": 3000}
-
-
-async def send_to(namesrv: str, topic: str, bodies: list[bytes]) -> MessageQueue:
-    """Send ``bodies`` to the first queue of ``topic``; that queue."""
-    async with Producer(namesrv, "offsets_pg") as producer:
-        queue = (await producer.publish_queues(topic))[0]
-        for body in bodies:
-            await producer.send(Message(topic, body), queue=queue)
-    return queue
 
 
 class Collector:
@@ -51,7 +39,7 @@ def test_broadcasting_offsets_default_to_the_home_directory(tmp_path: Path,
     monkeypatch.setenv("HOME", str(home))
 
     async def test(s: Servers) -> None:
-        queue = await send_to(s.namesrv_addr, "Bulletin", [b"a", b"b", b"c"])
+        queue = await send_to_first_queue(s.namesrv_addr, "Bulletin", [b"a", b"b", b"c"])
         collector = Collector()
         consumer = PushConsumer(s.namesrv_addr, "bulletin_readers", listener=collector,
                                 message_model=MessageModel.BROADCASTING,
@@ -71,7 +59,7 @@ def test_broadcasting_offsets_default_to_the_home_directory(tmp_path: Path,
 
 def test_push_consumer_commits_while_running(tmp_path: Path) -> None:
     async def test(s: Servers) -> None:
-        queue = await send_to(s.namesrv_addr, "Ticking", [b"%d" % i for i in range(5)])
+        queue = await send_to_first_queue(s.namesrv_addr, "Ticking", [b"%d" % i for i in range(5)])
         collector = Collector()
         consumer = PushConsumer(s.namesrv_addr, "ticking_cg", listener=collector,
                                 consume_from=ConsumeFrom.FIRST_OFFSET,
@@ -86,7 +74,7 @@ def test_push_consumer_commits_while_running(tmp_path: Path) -> None:
 
 def test_pull_consumer_auto_commits_what_poll_returned(tmp_path: Path) -> None:
     async def test(s: Servers) -> None:
-        queue = await send_to(s.namesrv_addr, "Polled", [b"%d" % i for i in range(6)])
+        queue = await send_to_first_queue(s.namesrv_addr, "Polled", [b"%d" % i for i in range(6)])
         consumer = PullConsumer(s.namesrv_addr, "polled_cg", auto_commit_interval_ms=200,
                                 consume_from=ConsumeFrom.FIRST_OFFSET, pull_batch_size=4, **FAST)
         consumer.assign([queue])
@@ -102,7 +90,7 @@ def test_pull_consumer_auto_commits_what_poll_returned(tmp_path: Path) -> None:
 
 def test_pull_consumer_seek_to_end(tmp_path: Path) -> None:
     async def test(s: Servers) -> None:
-        queue = await send_to(s.namesrv_addr, "Tail", [b"old%d" % i for i in range(5)])
+        queue = await send_to_first_queue(s.namesrv_addr, "Tail", [b"old%d" % i for i in range(5)])
         await wait_until(lambda: s.broker.store.get_max_offset_in_queue("Tail", queue.queue_id) == 5)
         consumer = PullConsumer(s.namesrv_addr, "tail_cg", auto_commit=False,
                                 consume_from=ConsumeFrom.FIRST_OFFSET, **FAST)
@@ -110,7 +98,7 @@ def test_pull_consumer_seek_to_end(tmp_path: Path) -> None:
         async with consumer:
             await consumer.seek_to_end(queue)
             assert await consumer.poll(300) == []  # the five old messages are skipped
-            await send_to(s.namesrv_addr, "Tail", [b"new0", b"new1"])
+            await send_to_first_queue(s.namesrv_addr, "Tail", [b"new0", b"new1"])
             got: list[MessageExt] = []
             while len(got) < 2:
                 batch = await consumer.poll(5000)
