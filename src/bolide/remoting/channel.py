@@ -378,10 +378,6 @@ class Channel(asyncio.Protocol):
             response = self._processors.dispatch_now(self._ctx, cmd)
             if response is NOT_NOW:
                 self._start(cmd)
-            elif type(response) is bytes:  # an encoded response frame
-                transport = self._transport
-                if transport is not None and not transport.is_closing():
-                    self._queue_frames([response])
             elif response is not None:
                 self._reply(cmd, response)  # type: ignore[arg-type]
             return
@@ -413,9 +409,14 @@ class Channel(asyncio.Protocol):
         if response is not None:
             self._reply(request, response)
 
-    def _reply(self, request: RemotingCommand, response: RemotingCommand) -> None:
+    def _reply(self, request: RemotingCommand, response: RemotingCommand | bytes) -> None:
+        """Write the response to ``request`` (a command, or its encoded frame), unless the
+        connection is closed."""
         transport = self._transport
         if transport is None or transport.is_closing():  # not self.is_active
+            return
+        if type(response) is bytes:
+            self._queue_frames([response])
             return
         try:
             self.send(response)
