@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench bench-broker clean venv interop-deps
+.PHONY: run test lint bench bench-broker fuzz clean venv interop-deps
 
 venv: $(STAMP)
 
@@ -32,6 +32,16 @@ interop-deps: $(STAMP)
 
 test: lint interop-deps
 	$(BIN)/python -m pytest -q
+
+# Coverage-guided fuzzing of the wire and record decoders, FUZZ_SECONDS per target; the corpus
+# grows in fuzz-corpus/, inputs that fail are saved in fuzz-findings/.
+FUZZ_SECONDS ?= 300
+fuzz: $(STAMP)
+	mkdir -p fuzz-findings
+	for t in $$($(BIN)/python -m bolide.testing.fuzz --list); do \
+		$(BIN)/python -m bolide.testing.fuzz $$t -max_total_time=$(FUZZ_SECONDS) \
+			-artifact_prefix=fuzz-findings/$$t- fuzz-corpus/$$t || exit 1; \
+	done
 
 bench: $(STAMP)
 	$(BIN)/bolide bench store

@@ -365,3 +365,13 @@ def test_classify_turns_away_each_kind_of_odd_record() -> None:
             ok, _ = classify(np.array([0], np.int64))
             assert not ok[0], data
     assert RecordBuffer(good).classify(np.array([0], np.int64))[0][0]
+
+
+@pytest.mark.parametrize("data", [b"", b"\x00" * 10, b"\xff" * 87])
+def test_classify_takes_nothing_from_a_buffer_too_short_for_a_record(data: bytes) -> None:
+    """Found by the fuzzer: the numpy twin indexed an empty buffer."""
+    buf = RecordBuffer(data)
+    starts = np.array([0, len(data), 5], np.int64)
+    for classify in (buf.classify, buf.classify_python):
+        ok, recs = classify(starts)
+        assert not ok.any() and len(recs.head) == 3

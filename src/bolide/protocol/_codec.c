@@ -276,6 +276,7 @@ static int parse_ext(Parser *ps, PyObject **out) {
     }
     for (;;) {
         PyObject *key = NULL, *value = NULL;
+        r = FALLBACK; /* the last pair's OK must not leave a malformed one as success */
         skip_ws(ps);
         if (ps->p >= ps->end || *ps->p != '"')
             goto done;

@@ -150,6 +150,9 @@ class RecordBuffer:
     def classify_python(self, pos: np.ndarray) -> tuple[np.ndarray, Records]:
         """The numpy :meth:`classify` (the fallback; tests compare the two)."""
         size = self.size
+        if size < HEAD:  # no record fits: nothing to index below
+            head = np.zeros(len(pos), FIELDS)
+            return head["ok"].view(np.bool_), Records(np.asarray(pos, np.int64), head)
         inside = (pos >= 0) & (pos <= size - HEAD)
         safe = np.where(inside, pos, 0)
         raw = _overlapping(self.u8, _HEADER)

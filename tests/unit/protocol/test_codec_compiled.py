@@ -147,6 +147,21 @@ def test_decode_steps_aside_on_garbage(raw: bytes) -> None:
 
 
 @compiled_only
+@pytest.mark.parametrize("raw", [
+    # found by the fuzzer: extFields never closed, a bad pair after a good one; the decoder
+    # took its later keys for the header's own
+    b'{"code":11,"extFields":{"a":"5","b":"x",,"language":"JA[A","opaque":8,"version":410}',
+    b'{"code":11,"extFields":{"a":"5","b"}}',
+    b'{"code":11,"extFields":{"a":"5" "b":"6"}}',
+    b'{"code":11,"extFields":{"a":"5",}}',  # fastjson's trailing comma: Python takes it
+])
+def test_decode_steps_aside_on_a_bad_pair_after_a_good_one(raw: bytes) -> None:
+    assert codec is not None
+    assert codec.decode_json_header(raw) is None  # Python's decoder answers
+    same_decode(raw)
+
+
+@compiled_only
 def test_decode_cases() -> None:
     """Cases the generators may miss: each is decoded by the compiled path when it can be."""
     taken = [b'{"code":1}', b' {"code" : -2147483648 , "opaque":2147483647} ',

@@ -1,0 +1,280 @@
+"""Coverage-guided fuzzing (atheris, libFuzzer) of the decoders that read bytes from outside:
+the frame splitter, both header codecs, the command decoder, the broker's property rewrite,
+the CommitLog scan of recovery and dispatch, and the Spark readers' record decoder. The
+compiled twins (``bolide.protocol._codec``, ``bolide.store._fastscan``) run beside their
+Python versions on every input, so a crash in C ends the run with the input that caused it,
+and any difference between the two is a failure.
+
+    python -m bolide.testing.fuzz TARGET [libFuzzer options] [CORPUS_DIR ...]
+    python -m bolide.testing.fuzz frames -max_total_time=300 fuzz-corpus/frames
+    python -m bolide.testing.fuzz --list
+
+An empty (or new) corpus directory starts with the target's seeds, valid inputs built here;
+with none, a temporary one is used. Decoders may refuse an input only with
+:class:`~bolide.errors.ProtocolError`; every other exception is a finding. ``make fuzz`` runs
+every target for a while; the tests run each for a fixed number of inputs with a fixed seed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+TargetFn = Callable[[bytes], None]
+
+
+class Mismatch(AssertionError):
+    """A compiled twin and its Python version disagree on an input."""
+
+
+# -- seeds ------------------------------------------------------------------------------------------
+def _seed_frames() -> list[bytes]:
+    from bolide.protocol.codec import encode_command_bytes
+    from bolide.protocol.codes import RequestCode, SerializeType
+    from bolide.protocol.command import RemotingCommand
+    from bolide.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader
+
+    send = SendMessageRequestHeader(
+        producer_group="g", topic="T", default_topic="TBW102", default_topic_queue_nums=4,
+        queue_id=1, sys_flag=0, born_timestamp=1795743383747, flag=0,
+        properties="TAGS\x01A\x02UNIQ_KEY\x01AC110001\x02WAIT\x01true\x02", reconsume_times=0)
+    pull = PullMessageRequestHeader(
+        consumer_group="c", topic="T", queue_id=0, queue_offset=5, max_msg_nums=32, sys_flag=2,
+        commit_offset=0, suspend_timeout_millis=15000, subscription="A || B", sub_version=1,
+        expression_type="TAG")
+    out = []
+    for codec in (SerializeType.JSON, SerializeType.ROCKETMQ):
+        out.append(encode_command_bytes(RemotingCommand.request(
+            RequestCode.SEND_MESSAGE_V2, send.to_v2(), b"hello", opaque=7, serialize_type=codec)))
+        out.append(encode_command_bytes(RemotingCommand.request(
+            RequestCode.PULL_MESSAGE, pull, opaque=8, serialize_type=codec, remark="r")))
+    return out
+
+
+def _seed_headers(codec: int) -> list[bytes]:
+    return [frame[8:8 + (struct.unpack_from(">i", frame, 4)[0] & 0xFFFFFF)]
+            for frame in _seed_frames() if frame[4] == codec]
+
+
+def _seed_records() -> list[bytes]:
+    from bolide.common.hosts import encode_host
+    from bolide.store.record import encode_record
+
+    out = b""
+    for i, (topic, body, props) in enumerate([("T", b"body", b"TAGS\x01A\x02KEYS\x01k1 k2\x02"),
+                                              ("Topic2", b"", b"")]):
+        out += encode_record(topic, i, body, props, born_timestamp=1,
+                             born_host=encode_host("127.0.0.1:5000"), store_timestamp=2,
+                             store_host=encode_host("127.0.0.1:10911"), queue_offset=i,
+                             physical_offset=len(out))
+    return [out]
+
+
+def _seed_properties() -> list[bytes]:
+    return [b"TAGS\x01A\x02WAIT\x01true\x02CLUSTER\x01c\x02", b"WAIT\x01false", b""]
+
+
+# -- targets ----------------------------------------------------------------------------------------
+def _frames() -> TargetFn:
+    import atheris
+
+    from bolide.errors import ProtocolError
+    from bolide.protocol import frame as frame_module
+    from bolide.protocol.codec import decode_command
+
+    compiled = frame_module._compiled
+
+    def feed(data: bytes, cuts: list[int], use_compiled: bool) -> tuple[list[Any], bool]:
+        frame_module._compiled = compiled if use_compiled else None
+        try:
+            decoder, frames = frame_module.FrameDecoder(4096), []
+            for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True):
+                try:
+                    frames += decoder.feed(data[a:b])
+                except ProtocolError:
+                    return frames, True
+            return frames, False
+        finally:
+            frame_module._compiled = compiled
+
+    def target(raw: bytes) -> None:
+        fdp = atheris.FuzzedDataProvider(raw)
+        cuts = sorted({fdp.ConsumeIntInRange(0, 64) for _ in range(fdp.ConsumeIntInRange(0, 3))})
+        data = fdp.ConsumeBytes(fdp.remaining_bytes())
+        cuts = [c for c in cuts if c <= len(data)]
+        found = feed(data, cuts, True)
+        if compiled is not None and found != feed(data, cuts, False):
+            raise Mismatch(f"compiled and Python frame splitting differ on {data!r} cut at {cuts}")
+        for frame in found[0]:
+            with contextlib.suppress(ProtocolError):
+                decode_command(frame)
+
+    return target
+
+
+def _json_header() -> TargetFn:
+    from bolide.errors import ProtocolError
+    from bolide.protocol import serialize_json as sj
+
+    def target(data: bytes) -> None:
+        try:
+            expected: Any = sj.decode_json_header_pure(data)
+        except ProtocolError as exc:
+            expected = exc
+        compiled = sj._compiled.decode_json_header(data) if sj._compiled is not None else None
+        if compiled is not None and compiled != expected:
+            raise Mismatch(f"compiled JSON header decode gives {compiled!r}, Python {expected!r}")
+        if not isinstance(expected, ProtocolError):
+            with contextlib.suppress(ProtocolError):
+                sj.encode_json_header(expected)
+
+    return target
+
+
+def _binary_header() -> TargetFn:
+    from bolide.errors import ProtocolError
+    from bolide.protocol.serialize_binary import decode_binary_header, encode_binary_header
+
+    def target(data: bytes) -> None:
+        try:
+            cmd = decode_binary_header(data)
+        except ProtocolError:
+            return
+        with contextlib.suppress(ProtocolError):
+            encode_binary_header(cmd)
+
+    return target
+
+
+def _properties() -> TargetFn:
+    from bolide.broker.processors import send
+
+    def target(data: bytes) -> None:
+        text = data.decode("latin-1")
+        for dead in (False, True):
+            expected = send.stored_properties_pure(text, "c", dead=dead)
+            if send.stored_properties(text, "c", dead=dead) != expected:
+                raise Mismatch(f"compiled property rewrite differs on {text!r} (dead={dead})")
+
+    return target
+
+
+def _records() -> TargetFn:
+    import numpy as np
+
+    from bolide.spark import record_columns as rc
+
+    def target(data: bytes) -> None:
+        buf = rc.RecordBuffer(data)
+        pos, got = 0, []
+        while True:  # the walk resumes past what it refuses, one byte at a time
+            starts, after = buf.walk(pos, len(data), 8)
+            py_starts, py_after = buf.walk_python(pos, len(data), 8)
+            if after != py_after or not np.array_equal(starts, py_starts):
+                raise Mismatch(f"compiled record walk differs at {pos} on {data!r}")
+            got += list(starts)
+            pos = after if after > pos else pos + 1
+            if pos >= len(data):
+                break
+        candidates = np.array(sorted(set(got) | {0, len(data) // 2, len(data)}), np.int64)
+        ok, recs = buf.classify(candidates)
+        py_ok, py_recs = buf.classify_python(candidates)
+        if not np.array_equal(ok, py_ok):
+            raise Mismatch(f"compiled record classify differs on {data!r}")
+        for name in ("total", "body_len", "topic_len", "queue_offset"):
+            if not np.array_equal(recs.head[name][ok], py_recs.head[name][ok]):
+                raise Mismatch(f"compiled record classify gives another {name} on {data!r}")
+        taken = recs.select(ok)
+        if len(taken):
+            for which in (rc.BODY, rc.TOPIC, rc.PROPERTIES):
+                if not buf.part(taken, which).equals(buf._pieces(taken).take(
+                        np.arange(2 * which, 6 * len(taken), 6))):
+                    raise Mismatch(f"compiled gather of piece {which} differs on {data!r}")
+
+    return target
+
+
+def _decoder() -> TargetFn:
+    from bolide.spark import record_columns as rc
+
+    twins = ("_walk_compiled", "_classify_compiled", "_gather_compiled", "_split_compiled")
+    compiled = {name: getattr(rc, name) for name in twins}
+
+    def decode(data: bytes, use_compiled: bool) -> Any:
+        for name in twins:
+            setattr(rc, name, compiled[name] if use_compiled else None)
+        try:
+            buf = rc.RecordBuffer(data)
+            starts, _ = buf.walk(0, len(data), 1 << 16)
+            ok, recs = buf.classify(starts)
+            taken = recs.select(ok)
+            return buf.decode(taken, "broker-a") if len(taken) else None
+        finally:
+            for name in twins:
+                setattr(rc, name, compiled[name])
+
+    def target(data: bytes) -> None:
+        got, expected = decode(data, True), decode(data, False)
+        if (got is None) != (expected is None) or (got is not None and not got.equals(expected)):
+            raise Mismatch(f"the compiled columnar decoder differs on {data!r}")
+
+    return target
+
+
+def _scan() -> TargetFn:
+    from bolide.store import fastscan
+
+    def target(data: bytes) -> None:
+        for check_crc in (False, True):
+            expected = fastscan.scan_runs_python(data, 0, 0, check_crc, 1 << 16, {})
+            if fastscan.scan_runs(data, 0, 0, check_crc) != expected:
+                raise Mismatch(f"the compiled CommitLog scan differs on {data!r} (crc={check_crc})")
+
+    return target
+
+
+TARGETS: dict[str, tuple[Callable[[], TargetFn], Callable[[], list[bytes]]]] = {
+    "frames": (_frames, _seed_frames),
+    "json-header": (_json_header, lambda: _seed_headers(0)),
+    "binary-header": (_binary_header, lambda: _seed_headers(1)),
+    "properties": (_properties, _seed_properties),
+    "records": (_records, _seed_records),
+    "decoder": (_decoder, _seed_records),
+    "scan": (_scan, _seed_records),
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "--list"):
+        print(__doc__.strip() if args[:1] != ["--list"] else "\n".join(TARGETS))
+        return
+    name = args.pop(0)
+    if name not in TARGETS:
+        sys.exit(f"unknown fuzz target {name!r}; one of: {', '.join(TARGETS)}")
+    try:
+        import atheris
+    except ImportError:
+        sys.exit("atheris is not installed: pip install atheris (make test installs it)")
+    factory, seeds = TARGETS[name]
+    with atheris.instrument_imports(include=["bolide"]):  # what the target imports: its coverage
+        target = factory()
+    corpora = [Path(a) for a in args if not a.startswith("-")]
+    if not corpora:  # no corpus given: a temporary one
+        corpora = [Path(tempfile.mkdtemp(prefix=f"bolide-fuzz-{name}-"))]
+        args.append(str(corpora[0]))
+    corpora[0].mkdir(parents=True, exist_ok=True)
+    if not any(corpora[0].iterdir()):  # an empty corpus starts from the target's seeds
+        for i, seed in enumerate(seeds()):
+            (corpora[0] / f"seed-{i}").write_bytes(seed)
+    atheris.Setup([sys.argv[0], *args], target)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()
