@@ -443,12 +443,17 @@ static PyObject *select_entries(PyObject *self, PyObject *args) {
             scanned++;
             continue;
         }
+        if (size <= 0 || phys < 0) { /* a damaged entry: the caller's general step skips it */
+            stop = 2;
+            break;
+        }
         int wanted = ncodes < 0;
         for (Py_ssize_t k = 0; k < ncodes && !wanted; k++)
             wanted = code_list[k] == code;
         int tag_ok = 1;
         if (wanted) {
-            if (!(seg_start <= phys && phys + size <= seg_end) || phys - seg_start + size > sv.len) {
+            if (phys < seg_start || phys > seg_end || size > seg_end - phys
+                || phys - seg_start + size > sv.len) {
                 stop = 2;
                 break;
             }

@@ -5,8 +5,9 @@ read, within one CommitLog segment at a time.
 holds, skipping pre-blank entries, filtering by tag code and by exact tag, applying the
 transfer limits, and appends a slice of the segment per accepted record. It stops at the first
 entry it cannot decide (its record lies outside the segment, or its tag is not ASCII, or the
-record's fields do not fit it): the caller takes that entry through its general step, which
-looks the segment up, and calls again. The compiled twin (``bolide.store._fastscan``) gives
+record's fields do not fit it, or the entry is damaged: a size or offset below zero): the
+caller takes that entry through its general step, which looks the segment up (or skips a
+damaged entry), and calls again. The compiled twin (``bolide.store._fastscan``) gives
 the same results; this module's pure-Python one is the fallback (``BOLIDE_PURE_PYTHON=1``).
 """
 
@@ -78,6 +79,9 @@ def select_entries_python(entries: memoryview | bytes, i: int, n: int, seg: memo
         if size == PRE_BLANK_SIZE:
             scanned += 1
             continue
+        if size <= 0 or phys < 0:  # a damaged entry: the caller's general step skips it
+            stop = DEFERRED
+            break
         wanted = code_set is None or code in code_set
         if wanted:
             if phys < seg_start or phys + size > seg_end:  # (seg_end is within seg)

@@ -875,6 +875,7 @@ class MessageStore:
         total_bytes = 0
         scanned = 0
         removed = False
+        damaged = 0
         max_phy = 0
         mem_count = min(max_count, cfg.max_transfer_count_on_message_in_memory)
         mem_bytes = cfg.max_transfer_bytes_on_message_in_memory
@@ -900,6 +901,11 @@ class MessageStore:
             i += 1
             if size == _PRE_BLANK_SIZE:
                 scanned += 1
+                continue
+            if size <= 0 or phys < 0:  # damaged: no record to serve; skipped and reported
+                scanned += 1
+                removed = True
+                damaged += 1
                 continue
             max_phy = phys
             if qoffsets:
@@ -928,6 +934,10 @@ class MessageStore:
                 buffers.append(buf)  # type: ignore[union-attr]
             qoffsets.append(offset + scanned - 1)
             total_bytes += size
+        if damaged:
+            log.error("ConsumeQueue %s-%d: %d damaged entries (a size or CommitLog offset below "
+                      "zero) among offsets %d-%d, skipped; check the store with `bolide store "
+                      "verify`", topic, queue_id, damaged, offset, offset + scanned - 1)
         if qoffsets:
             status = GetStatus.FOUND
         elif removed:

@@ -1,6 +1,7 @@
 """Coverage-guided fuzzing (atheris, libFuzzer) of the decoders that read bytes from outside:
 the frame splitter, both header codecs, the command decoder, the broker's property rewrite,
-the CommitLog scan of recovery and dispatch, and the Spark readers' record decoder. The
+the CommitLog scan of recovery and dispatch, the pull path's choice of ConsumeQueue entries
+and the Spark readers' record decoder. The
 compiled twins (``bolide.protocol._codec``, ``bolide.store._fastscan``) run beside their
 Python versions on every input, so a crash in C ends the run with the input that caused it,
 and any difference between the two is a failure.
@@ -238,6 +239,60 @@ def _scan() -> TargetFn:
     return target
 
 
+def _select_args(data: bytes) -> tuple[Any, ...] | None:
+    """(entries, n, seg, seg_start, codes, tags, limits, as_bytes) from a fuzz input: a flags
+    byte, an entry count, the entries, then 4 tag codes, 2 tags of 4 bytes, the 6 limits (4
+    bytes each), the segment's start and the segment's bytes."""
+    if len(data) < 2:
+        return None
+    flags, n = data[0], data[1] % 9
+    p = 2
+    entries = data[p:p + 20 * n]
+    p += 20 * n
+    fixed = data[p:p + 16 + 8 + 24 + 4]
+    if len(fixed) < 52:
+        return None
+    codes = struct.unpack_from(">4i", fixed, 0)[: 1 + (flags >> 4) % 4] if flags & 2 else None
+    tags = (fixed[16:20].rstrip(b"\x00"), fixed[20:24].rstrip(b"\x00")) if flags & 4 else None
+    limits = tuple(x % (1 << 20) for x in struct.unpack_from(">6i", fixed, 24))
+    seg_start = struct.unpack_from(">i", fixed, 48)[0] % 4096
+    return entries, n, data[p + 52:], seg_start, codes, tags, limits, bool(flags & 1)
+
+
+def _select() -> TargetFn:
+    from bolide.store import entry_select as es
+
+    def run(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
+        entries, n, seg, seg_start, codes, tags, limits, as_bytes = args
+        buffers: Any = bytearray() if as_bytes else []
+        qoffsets: list[int] = []
+        view = memoryview(seg)
+        out = fn(entries, 0, n, view, seg_start, seg_start + len(seg), codes, tags, limits,
+                 buffers, qoffsets, (100, 0, 0, 0))
+        return out, bytes(buffers) if as_bytes else [bytes(b) for b in buffers], qoffsets
+
+    def target(data: bytes) -> None:
+        args = _select_args(data)
+        if args is None or es._compiled is None:
+            return
+        if run(es._compiled, args) != run(es.select_entries_python, args):
+            raise Mismatch(f"the compiled ConsumeQueue entry selection differs on {data!r}")
+
+    return target
+
+
+def _seed_select() -> list[bytes]:
+    from bolide.common.hashing import java_string_hash
+
+    seg = _seed_records()[0]
+    first = struct.unpack_from(">i", seg, 0)[0]
+    entries = (struct.pack(">qiq", 0, first, java_string_hash("A"))
+               + struct.pack(">qiq", first, len(seg) - first, 0))
+    fixed = (struct.pack(">4i", java_string_hash("A"), 0, 1, 2) + b"A\x00\x00\x00" + b"B\x00\x00\x00"
+             + struct.pack(">6i", 1 << 19, 1 << 18, 32, 1 << 16, 8, 1 << 15) + struct.pack(">i", 0))
+    return [bytes([flags, 2]) + entries + fixed + seg for flags in (0, 1, 2, 6, 7)]
+
+
 TARGETS: dict[str, tuple[Callable[[], TargetFn], Callable[[], list[bytes]]]] = {
     "frames": (_frames, _seed_frames),
     "json-header": (_json_header, lambda: _seed_headers(0)),
@@ -246,6 +301,7 @@ TARGETS: dict[str, tuple[Callable[[], TargetFn], Callable[[], list[bytes]]]] = {
     "records": (_records, _seed_records),
     "decoder": (_decoder, _seed_records),
     "scan": (_scan, _seed_records),
+    "select": (_select, _seed_select),
 }
 
 

@@ -50,7 +50,8 @@ def _segment(specs: list[tuple[str | None, str, int]], base: int) -> tuple[bytes
     return bytes(out), entries
 
 
-entry_kind = st.sampled_from(["record"] * 6 + ["pre_blank", "outside"])
+entry_kind = st.sampled_from(["record"] * 6 + ["pre_blank", "outside", "negative_size",
+                                              "negative_offset"])
 spec = st.tuples(st.sampled_from(TAGS), st.sampled_from(["v1"] * 6 + ["v2", "ipv6", "cut"]),
                  st.integers(0, 300))
 
@@ -81,6 +82,10 @@ def test_compiled_and_pure_loops_agree(specs: list[tuple[str | None, str, int]],
             entries += ENTRY.pack(0, entry_select.PRE_BLANK_SIZE, 0)
         elif kind == "outside":
             entries += ENTRY.pack(base + len(seg_bytes) + 100, size, code)
+        elif kind == "negative_size":  # damaged entries (found by the fuzzer)
+            entries += ENTRY.pack(phys, -(phys - base) - 5, code)
+        elif kind == "negative_offset":
+            entries += ENTRY.pack(-phys, size, code)
         else:
             entries += ENTRY.pack(phys, size, code)
     codes = tuple(java_string_hash(t) if t else 0 for t in tag_filter) if tag_filter is not None else None
@@ -161,3 +166,32 @@ def test_get_message_answers_as_its_general_step_does(tmp_path: Path,
                 files.files.insert(0, first)
     finally:
         store.close()
+
+
+def test_a_damaged_entry_is_skipped_and_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """A ConsumeQueue entry whose size or offset is below zero points at no record: the get
+    skips it (its offset is consumed), serves none of the segment for it, and logs an error
+    naming the fix. The size is chosen so that slicing the segment with it would have given
+    most of the segment."""
+    config = StoreConfig(store_path_root_dir=str(tmp_path / "store"), mapped_file_size_commit_log=4096)
+    with MessageStore(config) as store:
+        for n in range(5):
+            store.put_message(Message(topic="T", body=b"m%d" % n), queue_id=0)
+        assert store.wait_dispatched(30)
+        cq_file = tmp_path / "store" / "consumequeue" / "T" / "0" / ("0" * 20)
+        with open(cq_file, "r+b") as f:
+            phys = ENTRY.unpack(os.pread(f.fileno(), ENTRY.size, 2 * ENTRY.size))[0]
+            os.pwrite(f.fileno(), (-(phys % 4096) - 5).to_bytes(4, "big", signed=True),
+                      2 * ENTRY.size + 8)
+            os.pwrite(f.fileno(), (-1).to_bytes(8, "big", signed=True), 3 * ENTRY.size)
+        for enabled, compiled in ((True, True), (True, False), (False, True)):
+            with monkeypatch.context() as m:
+                m.setattr(entry_select, "ENABLED", enabled)
+                if not compiled:
+                    m.setattr(entry_select, "_compiled", None)
+                caplog.clear()
+                r = store.get_message("g", "T", 0, 0, 32)
+                assert [m.body for m in r.messages] == [b"m0", b"m1", b"m4"]
+                assert r.queue_offsets == [0, 1, 4] and r.next_begin_offset == 5
+                assert "2 damaged entries" in caplog.text and "bolide store verify" in caplog.text
