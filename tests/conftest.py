@@ -4,9 +4,10 @@ store test ends with, and the helpers of tests against in-process servers."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -17,6 +18,13 @@ from bolide.testing.servers import Servers, running_servers
 
 SMALL_COMMIT_LOG = 64 * 1024  # bytes per CommitLog segment in tests
 SMALL_CONSUME_QUEUE = 100 * 20  # 100 entries per ConsumeQueue file in tests
+
+
+def unavailable(message: str) -> NoReturn:
+    """Skip on a developer machine without a tool or package; fail when ``CI`` is set."""
+    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        pytest.fail(message + " (CI is set, so this is a failure, not a skip)", pytrace=False)
+    pytest.skip(message)
 
 
 def small_config(root: Path, **overrides: object) -> StoreConfig:
@@ -62,11 +70,9 @@ def open_store(store_config: StoreConfig) -> Iterator[Callable[..., MessageStore
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     """One local SparkSession for tests/spark; skipped without java or the spark extra."""
-    import os
     import shutil
     import sys
 
-    ci = os.environ.get("CI", "").lower() not in ("", "0", "false")
     missing = None
     if shutil.which("java") is None:
         missing = "java is not on PATH: the Spark tests need Java 17"
@@ -75,10 +81,8 @@ def spark() -> Iterator[object]:
             import pyspark.sql as sql
         except ImportError:
             missing = "the spark extra is not installed (make test installs it; or pip install -e '.[spark]')"
-    if missing is not None:  # skipped on a developer machine, a failure in CI
-        if ci:
-            pytest.fail(missing + " (CI is set, so this is a failure, not a skip)", pytrace=False)
-        pytest.skip(missing)
+    if missing is not None:
+        unavailable(missing)
     for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
         os.environ.setdefault(name, sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -1,10 +1,9 @@
 """Coverage-guided fuzzing (atheris, libFuzzer) of the decoders that read bytes from outside:
 the frame splitter, both header codecs, the command decoder, the broker's property rewrite,
 the CommitLog scan of recovery and dispatch, the pull path's choice of ConsumeQueue entries
-and the Spark readers' record decoder. The
-compiled twins (``bolide.protocol._codec``, ``bolide.store._fastscan``) run beside their
-Python versions on every input, so a crash in C ends the run with the input that caused it,
-and any difference between the two is a failure.
+and the Spark readers' record decoder. The compiled twins (``bolide.protocol._codec``,
+``bolide.store._fastscan``) run beside their Python versions on every input, so a crash in C
+ends the run with the input that caused it, and any difference between the two is a failure.
 
     python -m bolide.testing.fuzz TARGET [libFuzzer options] [CORPUS_DIR ...]
     python -m bolide.testing.fuzz frames -max_total_time=300 fuzz-corpus/frames
@@ -58,8 +57,10 @@ def _seed_frames() -> list[bytes]:
 
 
 def _seed_headers(codec: int) -> list[bytes]:
-    return [frame[8:8 + (struct.unpack_from(">i", frame, 4)[0] & 0xFFFFFF)]
-            for frame in _seed_frames() if frame[4] == codec]
+    from bolide.protocol.frame import FrameDecoder
+
+    frames = FrameDecoder().feed(b"".join(_seed_frames()))
+    return [frame.header for frame in frames if frame.serialize_type == codec]
 
 
 def _seed_records() -> list[bytes]:
