@@ -21,6 +21,7 @@ from bolide.store.mapped_file_queue import MappedFileQueue, SegmentAllocator
 from bolide.store.record import HEADERS, MAGIC_V1, MIN_FREE_AFTER_RECORD, record_size, write_blank
 
 _I16 = struct.Struct(">h")
+HOST_BITS = sysflag.BORNHOST_V6 | sysflag.STOREHOST_V6  # set from the hosts' lengths only
 FEED_MAX = 16384  # records handed to the dispatcher without re-parsing
 
 
@@ -73,6 +74,7 @@ class CommitLog:
         ``tags_code`` the record is also handed to the dispatcher through :attr:`feed`.
         Raises :class:`SegmentUnavailable` when no segment can be created.
         """
+        sys_flag &= ~HOST_BITS  # the hosts written say how long they are, not the caller
         if self.store_v6:
             sys_flag |= sysflag.STOREHOST_V6
         if len(born_host) == 20:
@@ -122,6 +124,7 @@ class CommitLog:
         item) hands the records to the dispatcher as :meth:`append` does. Returns
         ``(first offset, the records' sizes, first queue offset, store_ts)``.
         """
+        sys_flag &= ~HOST_BITS
         if self.store_v6:
             sys_flag |= sysflag.STOREHOST_V6
         born_len = len(born_host)

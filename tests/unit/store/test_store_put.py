@@ -312,6 +312,37 @@ def test_transaction_prepared_and_rollback_get_no_queue_entry(open_store: Open) 
     assert got.messages[1].prepared_transaction_offset == prepared.wrote_offset
 
 
+@pytest.mark.parametrize("encoded", [False, True], ids=["put_message", "put_encoded"])
+@pytest.mark.parametrize("flags", [sysflag.BORNHOST_V6 | sysflag.STOREHOST_V6 | sysflag.MULTI_TAGS, -1],
+                         ids=["ipv6-bits", "every-bit"])
+def test_host_bits_of_the_caller_s_sys_flag_follow_the_hosts_written(
+        open_store: Open, store_config, encoded: bool, flags: int) -> None:
+    """A client's sysFlag claiming IPv6 hosts over IPv4 ones must not make the record's
+    layout disagree with its flag: the store sets those two bits from the hosts it writes."""
+    store = open_store()
+    if encoded:
+        r = store.put_encoded("HostBits", b"body", P.encode_properties({"TAGS": "a"}), sys_flag=flags,
+                              born_host="10.0.0.1:1234")
+    else:
+        r = store.put_message(Message("HostBits", b"body", tags="a"), sys_flag=flags,
+                              born_host="10.0.0.1:1234")
+    assert r.ok, r.remark
+    assert r.wrote_bytes == stored_size(b"body", "HostBits", {}) + len(
+        P.encode_properties({"TAGS": "a", P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: r.msg_id}))
+    stored = store.look_message_by_offset(r.wrote_offset)
+    assert stored is not None and stored.body == b"body"
+    assert stored.born_host == "10.0.0.1:1234" and not stored.sys_flag & sysflag.BORNHOST_V6
+    assert not stored.sys_flag & sysflag.STOREHOST_V6
+    assert stored.sys_flag | sysflag.BORNHOST_V6 | sysflag.STOREHOST_V6 == flags | 0x30
+    after = store.put_message(Message("HostBits", b"next"))
+    assert after.ok and after.wrote_offset == r.wrote_offset + r.wrote_bytes
+    if flags > 0:  # a plain message, as -1 says PREPARED|COMMIT (rollback): no queue entry
+        assert store.wait_dispatched()
+        assert [m.body for m in store.get_message("g", "HostBits", 0, 0).messages] == [b"body", b"next"]
+    store.close()
+    assert_consistent(store_config)
+
+
 def test_prepared_delayed_message_is_not_rewritten(open_store: Open) -> None:
     store = open_store()
     r = store.put_message(Message("TxTopic", b"half", properties={P.DELAY_TIME_LEVEL: "2"}),
