@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bolide.broker.loop_lag import parse_distribution
 from bolide.common.message import MessageExt
+from bolide.common.topic import MAX_QUEUE_NUMS
 from bolide.protocol import RemotingCommand
 from bolide.protocol.bodies import (
     ConsumerConnection,
@@ -465,3 +466,24 @@ def test_delete_topic_in_broker(tmp_path: Path) -> None:
     run(tmp_path, test)
     text = (tmp_path / "store" / "config" / "topics.json").read_text()
     assert '"TBW102"' in text and '"Doomed"' not in text
+
+
+def test_topic_queue_counts_outside_the_range_are_refused(tmp_path: Path) -> None:
+    """A topic of 2**31 - 1 queues would make every stats answer and every client's route
+    allocate one entry per queue: counts must be 0 to MAX_QUEUE_NUMS."""
+    async def test(s: Servers, client: RemotingClient) -> None:
+        for read, write in ((2**31 - 1, 4), (4, MAX_QUEUE_NUMS + 1), (-1, 4), (4, -1)):
+            header = CreateTopicRequestHeader(topic="Huge", default_topic="TBW102", read_queue_nums=read,
+                                              write_queue_nums=write, perm=6)
+            r = await call(client, s.broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+            assert r.code == ResponseCode.SYSTEM_ERROR, r
+            assert f"0 to {MAX_QUEUE_NUMS}" in (r.remark or ""), r
+            assert s.broker.topics.get("Huge") is None
+        header = CreateTopicRequestHeader(topic="Huge", default_topic="TBW102", read_queue_nums=0,
+                                          write_queue_nums=MAX_QUEUE_NUMS, perm=6)
+        r = await call(client, s.broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+        assert r.code == ResponseCode.SUCCESS, r
+        created = s.broker.topics.get("Huge")
+        assert created is not None and created.write_queue_nums == MAX_QUEUE_NUMS
+
+    run(tmp_path, test)

@@ -59,6 +59,7 @@ from bolide.protocol.headers import (
     GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
     GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
     QueryMessageRequestHeader,
@@ -286,7 +287,9 @@ class Admin:
         header = GetEarliestMsgStoretimeRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
         response = await self._call(addr, RequestCode.GET_EARLIEST_MSG_STORETIME, header,
                                     "GET_EARLIEST_MSG_STORETIME")
-        return max(int(response.ext_fields.get("timestamp", "0")), 0)
+        if "timestamp" not in response.ext_fields:
+            return 0
+        return max(GetEarliestMsgStoretimeResponseHeader.from_ext_fields(response.ext_fields).timestamp, 0)
 
     async def consumer_connection(self, group: str) -> ConsumerConnection:
         """The group's online consumers (CONSUMER_NOT_ONLINE 206 raises MQBrokerError)."""

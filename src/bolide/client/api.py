@@ -23,11 +23,15 @@ from bolide.protocol.headers import (
     EndTransactionRequestHeader,
     GetConsumerListByGroupRequestHeader,
     GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
     GetMinOffsetRequestHeader,
+    GetMinOffsetResponseHeader,
     GetRouteInfoRequestHeader,
     PullMessageRequestHeader,
     QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
     SearchOffsetRequestHeader,
+    SearchOffsetResponseHeader,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
@@ -36,6 +40,8 @@ from bolide.remoting import RemotingClient
 
 log = logging.getLogger(__name__)
 
+
+_OffsetAnswer = GetMaxOffsetResponseHeader | GetMinOffsetResponseHeader | SearchOffsetResponseHeader
 
 # the PULL_MESSAGE answers that are outcomes, not errors (found, none new, none matching, moved)
 _PULL_OUTCOMES = (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND,
@@ -129,7 +135,9 @@ class ClientAPI:
                                               self.timeout_ms)
         if response.code != ResponseCode.SUCCESS:
             return None
-        return int(response.ext_fields.get("offset", "-1"))
+        if "offset" not in response.ext_fields:
+            return -1
+        return QueryConsumerOffsetResponseHeader.from_ext_fields(response.ext_fields).offset
 
     async def update_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int,
                                      offset: int) -> None:
@@ -137,22 +145,26 @@ class ClientAPI:
                                                    commit_offset=offset)
         await self.call(addr, request(RequestCode.UPDATE_CONSUMER_OFFSET, header), "UPDATE_CONSUMER_OFFSET")
 
-    async def _offset(self, addr: str, code: int, header: Header, what: str) -> int:
+    async def _offset(self, addr: str, code: int, header: Header, answer: type[_OffsetAnswer],
+                      what: str) -> int:
+        """The answer's offset; HeaderFieldError (a ProtocolError) when it has none or not a number."""
         response = await self.call(addr, request(code, header), what)
-        return int(response.ext_fields["offset"])
+        return answer.from_ext_fields(response.ext_fields).offset
 
     async def max_offset(self, addr: str, topic: str, queue_id: int) -> int:
         return await self._offset(addr, RequestCode.GET_MAX_OFFSET,
-                                  GetMaxOffsetRequestHeader(topic=topic, queue_id=queue_id), "GET_MAX_OFFSET")
+                                  GetMaxOffsetRequestHeader(topic=topic, queue_id=queue_id),
+                                  GetMaxOffsetResponseHeader, "GET_MAX_OFFSET")
 
     async def min_offset(self, addr: str, topic: str, queue_id: int) -> int:
         return await self._offset(addr, RequestCode.GET_MIN_OFFSET,
-                                  GetMinOffsetRequestHeader(topic=topic, queue_id=queue_id), "GET_MIN_OFFSET")
+                                  GetMinOffsetRequestHeader(topic=topic, queue_id=queue_id),
+                                  GetMinOffsetResponseHeader, "GET_MIN_OFFSET")
 
     async def search_offset(self, addr: str, topic: str, queue_id: int, timestamp_ms: int) -> int:
         header = SearchOffsetRequestHeader(topic=topic, queue_id=queue_id, timestamp=timestamp_ms)
         return await self._offset(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header,
-                                  "SEARCH_OFFSET_BY_TIMESTAMP")
+                                  SearchOffsetResponseHeader, "SEARCH_OFFSET_BY_TIMESTAMP")
 
     # -- broker: messages -------------------------------------------------------------------
     async def pull(self, addr: str, header: PullMessageRequestHeader, timeout_ms: int) -> RemotingCommand:

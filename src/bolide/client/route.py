@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bolide.common.topic import MAX_QUEUE_NUMS
+from bolide.errors import ProtocolError
 from bolide.protocol.bodies.client import MessageQueue
 from bolide.protocol.bodies.route import MASTER_ID, PERM_READ, PERM_WRITE, QueueData, TopicRouteData
 
@@ -62,19 +64,29 @@ class TopicRoute:
         return out
 
 
+def _queues(topic: str, broker_name: str, count: int, what: str) -> list[MessageQueue]:
+    """Queues 0 to ``count - 1`` of ``topic`` on ``broker_name``; ProtocolError for a count no
+    broker serves (a route of 2**31 queues would take the client's memory)."""
+    if not 0 <= count <= MAX_QUEUE_NUMS:
+        raise ProtocolError(f"the route of topic {topic!r} gives broker {broker_name!r} {count} "
+                            f"{what} queues, not 0 to {MAX_QUEUE_NUMS}: the NameServer's answer is "
+                            "malformed")
+    return [MessageQueue(topic, broker_name, i) for i in range(count)]
+
+
 def _publish_queues(topic: str, data: TopicRouteData) -> list[MessageQueue]:
     if data.order_topic_conf:
         queues = []
         for item in data.order_topic_conf.split(";"):
             name, _, num = item.partition(":")
             if name and num.strip().isdigit():
-                queues += [MessageQueue(topic, name, i) for i in range(int(num))]
+                queues += _queues(topic, name, int(num), "ordered")
         return queues
     masters = {bd.broker_name for bd in data.broker_datas if MASTER_ID in bd.broker_addrs}
     queues = []
     for qd in sorted(data.queue_datas, key=lambda q: q.broker_name):
         if qd.perm & PERM_WRITE and qd.broker_name in masters:
-            queues += [MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums)]
+            queues += _queues(topic, qd.broker_name, qd.write_queue_nums, "write")
     return queues
 
 
@@ -82,7 +94,7 @@ def _subscribe_queues(topic: str, data: TopicRouteData) -> list[MessageQueue]:
     queues = []
     for qd in sorted(data.queue_datas, key=lambda q: q.broker_name):
         if qd.perm & PERM_READ:
-            queues += [MessageQueue(topic, qd.broker_name, i) for i in range(qd.read_queue_nums)]
+            queues += _queues(topic, qd.broker_name, qd.read_queue_nums, "read")
     return queues
 
 

@@ -15,6 +15,7 @@ from bolide.common import sysflag
 from bolide.common.hosts import decode_host
 from bolide.common.message import MessageExt
 from bolide.common.properties import decode_properties
+from bolide.errors import BolideError
 
 MAGIC_V1 = -626843481  # 0xDAA320A7
 MAGIC_V2 = -626843477  # 0xDAA320AB
@@ -28,7 +29,7 @@ _I64 = struct.Struct(">q")
 _TAIL = struct.Struct(">iqi")
 
 
-class RecordFormatError(ValueError):
+class RecordFormatError(BolideError, ValueError):
     """Bytes that are not a whole, well-formed message record."""
 
 

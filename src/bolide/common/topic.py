@@ -3,6 +3,7 @@
 import re
 
 MAX_TOPIC_LENGTH = 127
+MAX_QUEUE_NUMS = 65536  # read or write queues of a topic on one broker, as broker and client accept
 _VALID = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -27,4 +28,13 @@ def validate_topic(topic: str) -> str | None:
             f"the topic {topic!r} has characters RocketMQ does not allow; use only ASCII "
             "letters, digits, '%', '|', '_' and '-'"
         )
+    return None
+
+
+def validate_queue_nums(read_queue_nums: int, write_queue_nums: int) -> str | None:
+    """Return why a topic cannot have these queue counts on a broker, or None when it can."""
+    for what, count in (("readQueueNums", read_queue_nums), ("writeQueueNums", write_queue_nums)):
+        if not 0 <= count <= MAX_QUEUE_NUMS:
+            return (f"{what} is {count}; a topic has 0 to {MAX_QUEUE_NUMS} queues on a broker: "
+                    "give a count in that range")
     return None

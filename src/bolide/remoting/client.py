@@ -209,7 +209,10 @@ class RemotingClient:
                 "check that the server runs and the address is reachable, then retry") from None
 
     async def _connect(self, addr: str) -> Channel:
-        host, port = split_address(addr)
+        try:
+            host, port = split_address(addr)
+        except ValueError as exc:  # e.g. a broker address from a route that is not host:port
+            raise RemotingConnectError(f"cannot connect: {exc}") from None
         loop = asyncio.get_running_loop()
 
         def factory() -> Channel:

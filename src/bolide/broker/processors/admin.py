@@ -14,7 +14,7 @@ from bolide.broker.runtime_info import runtime_info
 from bolide.broker.topic_attributes import TopicAttributeError, apply_changes
 from bolide.broker.topic_config import SYSTEM_TOPICS
 from bolide.common.config_file import known_values, parse_properties
-from bolide.common.topic import validate_topic
+from bolide.common.topic import validate_queue_nums, validate_topic
 from bolide.errors import BolideError
 from bolide.protocol import fastjson
 from bolide.protocol.bodies.admin import KVTable
@@ -96,7 +96,8 @@ class AdminProcessor:
     # -- topics -------------------------------------------------------------------------------
     def update_and_create_topic(self, request: RemotingCommand) -> RemotingCommand:
         header = request.read_header(CreateTopicRequestHeader)
-        why = self._refuse_topic(header.topic)
+        why = self._refuse_topic(header.topic) or validate_queue_nums(header.read_queue_nums,
+                                                                      header.write_queue_nums)
         if why is not None:
             return request.make_response(ResponseCode.SYSTEM_ERROR, why)
         old = self.broker.topics.get(header.topic)
