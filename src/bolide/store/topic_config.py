@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from bolide.common.topic import validate_queue_nums
 from bolide.errors import ConfigError
 from bolide.store.config_files import DataVersion, JsonConfigFile
 
@@ -88,7 +89,11 @@ class TopicConfig(_Bean):
 
     @classmethod
     def from_json_obj(cls, obj: Any, what: str = "TopicConfig") -> TopicConfig:
-        return cls(**cls._kwargs(obj, what))
+        config = cls(**cls._kwargs(obj, what))
+        why = validate_queue_nums(config.read_queue_nums, config.write_queue_nums)
+        if why is not None:
+            raise ConfigError(f"{what}: {why}")
+        return config
 
 
 @dataclass(slots=True)

@@ -338,6 +338,13 @@ def test_topics_json_bad_value_type_is_an_error(tmp_path: Path) -> None:
         TopicConfigManager(path).load()
 
 
+@pytest.mark.parametrize("counts", ['"readQueueNums":2147483647', '"writeQueueNums":-1'])
+def test_topics_json_queue_counts_outside_the_range_are_an_error(tmp_path: Path, counts: str) -> None:
+    path = _write(tmp_path / "topics.json", '{"topicConfigTable":{"T":{"topicName":"T",' + counts + "}}}")
+    with pytest.raises(ConfigError, match="0 to 65536 queues"):
+        TopicConfigManager(path).load()
+
+
 # -- subscriptionGroup.json -------------------------------------------------------------------
 def test_subscription_group_java_shape_and_defaults(tmp_path: Path) -> None:
     path = _write(tmp_path / "subscriptionGroup.json", JAVA_SUBSCRIPTION_GROUP)
