@@ -12,8 +12,10 @@ from bolide.cli.admin_common import admin_options, emit, fmt_time, kv_table, tab
 from bolide.cli.admin_ha import add_roles, replication_lag, role_name
 from bolide.client.admin import Admin
 from bolide.client.errors import MQClientError, TopicNotExistError
+from bolide.common.topic import MAX_QUEUE_NUMS
 from bolide.protocol.bodies.route import MASTER_ID, PERM_READ, PERM_WRITE, TopicRouteData
 
+QUEUE_COUNT = click.IntRange(0, MAX_QUEUE_NUMS)  # what brokers accept for a topic's queues
 
 def first_number(text: str | None) -> str:
     """The first figure of a ``"12.50 11.00 10.20"`` TPS value."""
@@ -141,8 +143,8 @@ async def wait_route(admin: Admin, topic: str, write_queue_nums: int, timeout_s:
 @click.option("-t", "--topic", required=True)
 @click.option("-b", "--broker-addr", help="Create on this broker only (host:port).")
 @click.option("-c", "--cluster", help="Create on every master of this cluster (default: every master).")
-@click.option("-r", "--read-queue-nums", default=8, show_default=True, type=click.IntRange(1, 1024))
-@click.option("-w", "--write-queue-nums", default=8, show_default=True, type=click.IntRange(1, 1024))
+@click.option("-r", "--read-queue-nums", default=8, show_default=True, type=QUEUE_COUNT)
+@click.option("-w", "--write-queue-nums", default=8, show_default=True, type=QUEUE_COUNT)
 @click.option("-p", "--perm", default=6, show_default=True, type=click.IntRange(0, 7),
               help="2 write, 4 read, 6 both.")
 @click.option("-o", "--order", is_flag=True, help="Mark the topic as ordered.")
