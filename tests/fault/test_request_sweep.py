@@ -4,7 +4,8 @@ a few wrong ones (not numbers, past their Java types, empty, system topics), bod
 the protocol's JSON beans with values of the wrong types, other JSON and random bytes. Each
 two-way request must be answered, every error with a remark naming its cause; no processor may
 fail with an unexpected exception (a logged traceback); and afterwards a well-behaved client is
-still served and the store verifies.
+still served and the store verifies; for a master flushing asynchronously or on every put,
+and for a slave.
 
 New processors are swept as soon as they are registered."""
 
@@ -20,6 +21,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_server_garbage import Probe, verify_store
 
 import bolide.protocol.bodies as bodies
@@ -29,6 +31,7 @@ from bolide.protocol.bodies.bean import Bean
 from bolide.protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from bolide.protocol.headers.base import Header
 from bolide.remoting import RemotingClient
+from bolide.store.config import BrokerRole, FlushDiskType
 from bolide.testing.servers import Servers, running_servers
 
 SEED = 20261127
@@ -153,22 +156,36 @@ async def sweep(servers: Servers, client: RemotingClient, rnd: random.Random) ->
     return sent
 
 
-def test_every_code_answers_random_fields_and_bodies_without_a_traceback(tmp_path: Path) -> None:
+# the broker's roles: a master flushing asynchronously (the probe sends and pulls before and
+# after), one flushing every put, and a slave (it refuses sends: no probe)
+ROLES: dict[str, dict[str, Any]] = {
+    "async-flush-master": {},
+    "sync-flush-master": {"flush_disk_type": FlushDiskType.SYNC_FLUSH},
+    "slave": {"broker_role": BrokerRole.SLAVE},
+}
+
+
+@pytest.mark.parametrize("role", sorted(ROLES))
+def test_every_code_answers_random_fields_and_bodies_without_a_traceback(tmp_path: Path, role: str) -> None:
     caught = Tracebacks()
     caught.setFormatter(logging.Formatter("%(name)s: %(message)s"))
     logger = logging.getLogger("bolide")
     logger.addHandler(caught)
+    slave = role == "slave"
 
     async def main() -> int:
-        async with running_servers(tmp_path / "store", auto_create_topic_enable=True) as servers, \
+        async with running_servers(tmp_path / "store", auto_create_topic_enable=True,
+                                   store_options=ROLES[role], broker_id=1 if slave else 0) as servers, \
                 RemotingClient() as client:
             probe = Probe(servers, client)
-            await probe.check()
+            if not slave:
+                await probe.check()
             sent = await sweep(servers, client, random.Random(SEED))
             # the sweep's UNREGISTER_BROKER took the broker off the NameServer until its next
             # registration (every 30 s): register now
             assert await servers.broker.registration.register_all() == 1
-            await probe.check()
+            if not slave:
+                await probe.check()
             return sent
 
     try:
