@@ -139,7 +139,7 @@ async def sweep(servers: Servers, client: RemotingClient, rnd: random.Random) ->
     sent = 0
     for addr, table in ((servers.broker_addr, servers.broker.server.processors),
                         (servers.namesrv_addr, servers.namesrv.server.processors)):
-        for code in sorted(table._processors):
+        for code in table.codes:
             for _ in range(PER_CODE):
                 request = RemotingCommand(code, ext_fields=ext_fields(rnd, servers), body=body(rnd),
                                           serialize_type=rnd.choice(list(SerializeType)),

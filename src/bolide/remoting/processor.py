@@ -140,6 +140,11 @@ class ProcessorTable:
     def __contains__(self, code: int) -> bool:
         return code in self._processors
 
+    @property
+    def codes(self) -> list[int]:
+        """The request codes with a processor of their own, in order."""
+        return sorted(self._processors)
+
     async def dispatch(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         """Run hooks and the processor for ``request``; the response to write, or None."""
         remote = ctx.channel.remote_address
