@@ -1,0 +1,163 @@
+"""Producers (single and batched sends), pull consumers (committing now and then), a push
+consumer (asking for some messages again) and an admin (stats, progress, routes, queries,
+offset resets, reads, and topics deleted and created again under the others) all at once against
+one broker for a few seconds. Nothing may fail with anything but a BolideError or log a
+traceback; every acknowledged send is read back at its queue offset with its body; the store
+verifies."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from test_request_sweep import Tracebacks
+from test_server_garbage import verify_store
+
+from bolide.client.admin import Admin
+from bolide.client.config import ClientConfig
+from bolide.client.producer import Producer
+from bolide.client.pull_consumer import PullConsumer
+from bolide.client.push_consumer import PushConsumer
+from bolide.client.results import ConsumeStatus
+from bolide.common import Message
+from bolide.errors import BolideError
+from bolide.protocol.bodies import MessageQueue
+from bolide.testing.servers import running_servers
+
+SEED = 20261127
+SECONDS = 8.0
+TOPICS = ("Busy0", "Busy1", "Busy2")
+QUEUES = 4  # topics are always (re)created with this many queues, as auto-creation does
+CHECKED = 2000  # acknowledged sends read back
+
+
+class Run:
+    """What the tasks share: the deadline, the acknowledged sends and the surprises."""
+
+    def __init__(self, seed: int) -> None:
+        self.rnd = random.Random(seed)
+        self.stop = time.monotonic() + SECONDS
+        self.acked: dict[tuple[str, str, int, int], bytes] = {}  # (topic, broker, queue, offset)
+        self.unexpected: list[str] = []
+
+    @property
+    def going(self) -> bool:
+        return time.monotonic() < self.stop
+
+    async def guard(self, call: Awaitable[Any], what: str) -> Any:
+        """The call's result, None for a BolideError; anything else is recorded."""
+        try:
+            return await asyncio.wait_for(call, 30)
+        except BolideError:
+            return None
+        except Exception as exc:
+            self.unexpected.append(f"{what}: {type(exc).__name__}: {exc}")
+            return None
+
+
+async def produce(run: Run, config: ClientConfig, n: int) -> None:
+    producer = Producer(config, f"busy-pg{n}")
+    i = 0
+    while run.going:
+        topic, body = run.rnd.choice(TOPICS), f"{n}-{i}".encode()
+        i += 1
+        if run.rnd.random() < 0.2:
+            await run.guard(producer.send_batch([Message(topic, body + b"a"), Message(topic, body + b"b")]),
+                            "send_batch")
+            continue
+        sent = await run.guard(producer.send(Message(topic, body, tags=run.rnd.choice("ab"), keys=f"k{i}")),
+                               "send")
+        if sent is not None:
+            run.acked[(topic, sent.queue.broker_name, sent.queue.queue_id, sent.queue_offset)] = body
+    await producer.close()
+
+
+async def pull(run: Run, config: ClientConfig, n: int) -> None:
+    consumer = PullConsumer(config, f"busy-cg{n}")
+    consumer.subscribe(run.rnd.choice(TOPICS), run.rnd.choice(("*", "a", "a || b")))
+    await run.guard(consumer.start(), "pull consumer start")
+    while run.going:
+        await run.guard(consumer.poll(50), "poll")
+        if run.rnd.random() < 0.1:
+            await run.guard(consumer.commit(), "commit")
+    await run.guard(consumer.close(), "pull consumer close")
+
+
+async def push(run: Run, config: ClientConfig) -> None:
+    statuses = [ConsumeStatus.CONSUME_SUCCESS] * 5 + [ConsumeStatus.RECONSUME_LATER]
+    consumer = PushConsumer(config, "busy-push", listener=lambda msgs, ctx: run.rnd.choice(statuses),
+                            max_reconsume_times=1)
+    consumer.subscribe(run.rnd.choice(TOPICS), "*")
+    await run.guard(consumer.start(), "push consumer start")
+    while run.going:
+        await asyncio.sleep(0.05)
+    await run.guard(consumer.close(), "push consumer close")
+
+
+async def administer(run: Run, admin: Admin) -> None:
+    rnd = run.rnd
+    now_ms = int(time.time() * 1000)
+    calls: list[Callable[[], Awaitable[Any]]] = [
+        lambda: admin.topic_stats(rnd.choice(TOPICS)),
+        lambda: admin.consumer_progress(rnd.choice(("busy-cg0", "busy-cg1", "busy-push"))),
+        lambda: admin.topic_route(rnd.choice(TOPICS)),
+        admin.cluster_info,
+        lambda: admin.query_by_key(rnd.choice(TOPICS), f"k{rnd.randint(0, 50)}"),
+        lambda: admin.consumer_connection(rnd.choice(("busy-cg0", "busy-push"))),
+        lambda: admin.reset_offset_by_time("busy-cg1", rnd.choice(TOPICS), now_ms),
+        lambda: admin.read_messages(MessageQueue(rnd.choice(TOPICS), "broker-a", rnd.randrange(QUEUES)),
+                                    0, 5),
+    ]
+    while run.going:
+        r = rnd.random()
+        if r < 0.03:
+            await run.guard(admin.delete_topic(rnd.choice(TOPICS)), "delete_topic")
+        elif r < 0.08:
+            await run.guard(admin.create_topic(rnd.choice(TOPICS), read_queue_nums=QUEUES,
+                                               write_queue_nums=QUEUES), "create_topic")
+        else:
+            await run.guard(rnd.choice(calls)(), "admin call")
+        await asyncio.sleep(0.01)
+
+
+def test_clients_and_admin_at_once_with_topics_deleted_under_them(tmp_path: Path) -> None:
+    caught = Tracebacks()
+    caught.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    logger = logging.getLogger("bolide")
+    logger.addHandler(caught)
+    run = Run(SEED)
+
+    async def main() -> list[str]:
+        async with running_servers(tmp_path / "store", auto_create_topic_enable=True) as servers:
+            config = ClientConfig(namesrv_addr=servers.namesrv_addr)
+            admin = Admin(config)
+            try:
+                for topic in TOPICS:
+                    await admin.create_topic(topic, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+                await asyncio.gather(*(produce(run, config, n) for n in range(3)),
+                                     *(pull(run, config, n) for n in range(2)), push(run, config),
+                                     administer(run, admin))
+                assert len(run.acked) > CHECKED, len(run.acked)
+                wrong = []
+                for (topic, broker, queue, offset), body in list(run.acked.items())[:CHECKED]:
+                    found = await admin.read_messages(MessageQueue(topic, broker, queue), offset, 1)
+                    if [m.body for m in found] != [body]:
+                        wrong.append(f"{topic}/{queue}@{offset}: {body!r} read back as "
+                                     f"{[m.body for m in found]!r}")
+                return wrong
+            finally:
+                await admin.close()
+
+    try:
+        wrong = asyncio.run(asyncio.wait_for(main(), 180))
+    finally:
+        logger.removeHandler(caught)
+    assert not run.unexpected, "\n".join(run.unexpected[:10])
+    assert not wrong, "\n".join(wrong[:10])
+    assert not caught.found, "\n\n".join(caught.found[:5])
+    verify_store(tmp_path)
