@@ -208,7 +208,7 @@ def test_requests_down_a_client_s_connection_get_no_traceback(tmp_path: Path) ->
             config = ClientConfig(namesrv_addr=servers.namesrv_addr)
             producer = TransactionProducer(config, "tpg", check_listener=lambda msg: rnd.choice(
                 list(LocalTransactionState)))
-            consumer = PushConsumer(config, "cg", listener=lambda msgs: ConsumeStatus.CONSUME_SUCCESS)
+            consumer = PushConsumer(config, "cg", listener=lambda msgs, ctx: ConsumeStatus.CONSUME_SUCCESS)
             consumer.subscribe("CallbackTopic", "*")
             try:
                 await producer.start()

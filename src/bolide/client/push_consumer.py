@@ -153,6 +153,7 @@ class PushConsumer(ConsumerBase):
             return self
         if self.listener is None:
             raise ClientConfigError("register a listener before start(): PushConsumer(..., listener=fn)")
+        _check_listener(self.listener)
         if not self.subscriptions:
             raise ClientConfigError("subscribe to at least one topic before start()")
         if self.message_model is MessageModel.CLUSTERING:
@@ -428,3 +429,15 @@ class PushConsumer(ConsumerBase):
         retry = Message(RETRY_GROUP_TOPIC_PREFIX + self.group, msg.body, flag=msg.flag, properties=props)
         await self._inner_producer.send(retry)
 
+
+def _check_listener(listener: Listener) -> None:
+    """ClientConfigError unless ``listener`` can be called as ``listener(msgs, context)``: a
+    wrong signature would otherwise fail on every batch, which is then delivered again."""
+    try:
+        inspect.signature(listener).bind(None, None)
+    except TypeError:
+        raise ClientConfigError(
+            f"the listener {listener!r} must take two arguments, the messages and a ConsumeContext: "
+            "def on_messages(msgs, ctx)") from None
+    except ValueError:  # no signature to read (a builtin): called as it is
+        pass
