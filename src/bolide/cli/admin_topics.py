@@ -17,6 +17,7 @@ from bolide.protocol.bodies.route import MASTER_ID, PERM_READ, PERM_WRITE, Topic
 
 QUEUE_COUNT = click.IntRange(0, MAX_QUEUE_NUMS)  # what brokers accept for a topic's queues
 
+
 def first_number(text: str | None) -> str:
     """The first figure of a ``"12.50 11.00 10.20"`` TPS value."""
     return (text or "").split(" ")[0]
