@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from bolide.client.allocate import AllocateStrategy, allocate_averagely
+from bolide.client.callbacks import require_arguments
 from bolide.client.config import ClientConfig
 from bolide.client.consumer_base import ConsumerBase, cancel_and_wait
 from bolide.client.errors import ClientConfigError
@@ -153,7 +154,8 @@ class PushConsumer(ConsumerBase):
             return self
         if self.listener is None:
             raise ClientConfigError("register a listener before start(): PushConsumer(..., listener=fn)")
-        _check_listener(self.listener)
+        require_arguments(self.listener, 2, "the listener",
+                          "the messages and a ConsumeContext, def on_messages(msgs, ctx)")
         if not self.subscriptions:
             raise ClientConfigError("subscribe to at least one topic before start()")
         if self.message_model is MessageModel.CLUSTERING:
@@ -429,15 +431,3 @@ class PushConsumer(ConsumerBase):
         retry = Message(RETRY_GROUP_TOPIC_PREFIX + self.group, msg.body, flag=msg.flag, properties=props)
         await self._inner_producer.send(retry)
 
-
-def _check_listener(listener: Listener) -> None:
-    """ClientConfigError unless ``listener`` can be called as ``listener(msgs, context)``: a
-    wrong signature would otherwise fail on every batch, which is then delivered again."""
-    try:
-        inspect.signature(listener).bind(None, None)
-    except TypeError:
-        raise ClientConfigError(
-            f"the listener {listener!r} must take two arguments, the messages and a ConsumeContext: "
-            "def on_messages(msgs, ctx)") from None
-    except ValueError:  # no signature to read (a builtin): called as it is
-        pass

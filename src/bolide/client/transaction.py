@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from bolide.client.api import request
+from bolide.client.callbacks import require_arguments
 from bolide.client.config import ClientConfig
 from bolide.client.producer import Producer
 from bolide.client.pulling import decompress
@@ -100,6 +101,8 @@ class TransactionProducer(Producer):
     def __init__(self, namesrv: str | ClientConfig, group: str, *,
                  check_listener: CheckListener | None = None, **producer_options: Any) -> None:
         super().__init__(namesrv, group, **producer_options)
+        if check_listener is not None:
+            _check_listener(check_listener)
         self.check_listener = check_listener
         self.checks_answered = 0  # END_TRANSACTION answers sent for broker checks
         self._introduced = False
@@ -108,6 +111,7 @@ class TransactionProducer(Producer):
     def register_check_listener(self, listener: CheckListener) -> None:
         """Answer the broker's checks of undecided transactions with ``listener(msg)`` (returning
         a LocalTransactionState)."""
+        _check_listener(listener)
         self.check_listener = listener
 
     async def start(self) -> TransactionProducer:
@@ -245,3 +249,7 @@ class TransactionProducer(Producer):
         except BolideError as exc:
             log.info("the answer to a transaction check could not be sent to %s: %s", ctx.remote_address, exc)
         return None
+
+
+def _check_listener(listener: CheckListener) -> None:
+    require_arguments(listener, 1, "the check listener", "the half message, def check(msg)")

@@ -1,5 +1,7 @@
-"""A PushConsumer's listener must take ``(msgs, context)``: a wrong signature is refused at
-start(), before any connection, instead of failing on every batch (each then delivered again)."""
+"""A PushConsumer's listener must take ``(msgs, context)`` and a TransactionProducer's check
+listener ``(msg)``: a wrong signature is refused before any connection (at start(), or when
+the check listener is given), instead of failing on every batch (each then delivered again) or
+every check of the broker's."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import pytest
 from bolide.client import PushConsumer
 from bolide.client.errors import ClientConfigError
 from bolide.client.results import ConsumeStatus
+from bolide.client.transaction import LocalTransactionState, TransactionProducer
 from bolide.errors import RemotingConnectError
 
 
@@ -43,7 +46,7 @@ def start(listener: Any) -> None:
 @pytest.mark.parametrize("listener", [one_argument, coroutine_with_three, lambda: None],
                          ids=["one-argument", "coroutine-needing-three", "no-argument"])
 def test_a_listener_that_cannot_take_msgs_and_context_is_refused_at_start(listener: Any) -> None:
-    with pytest.raises(ClientConfigError, match="two arguments"):
+    with pytest.raises(ClientConfigError, match="must take 2 arguments"):
         start(listener)
 
 
@@ -52,3 +55,12 @@ def test_a_listener_that_cannot_take_msgs_and_context_is_refused_at_start(listen
 def test_listeners_taking_msgs_and_context_pass_the_check(listener: Any) -> None:
     with pytest.raises(RemotingConnectError):  # past the check: connecting to nothing fails
         start(listener)
+
+
+def test_a_check_listener_that_cannot_take_the_message_is_refused() -> None:
+    with pytest.raises(ClientConfigError, match="must take 1 argument: the half message"):
+        TransactionProducer("127.0.0.1:1", "tx-pg", check_listener=lambda: None)
+    producer = TransactionProducer("127.0.0.1:1", "tx-pg", check_listener=lambda msg: None)
+    with pytest.raises(ClientConfigError, match="must take 1 argument"):
+        producer.register_check_listener(lambda msg, extra: LocalTransactionState.COMMIT_MESSAGE)
+    producer.register_check_listener(lambda msg, extra=None: LocalTransactionState.COMMIT_MESSAGE)
