@@ -31,6 +31,7 @@ from bolide.client.filtering import subscription
 from bolide.client.instance import ClientInstance
 from bolide.client.pulling import decompress, pull, pull_raw_many
 from bolide.client.results import PullResult, PullStatus
+from bolide.client.route import build_route
 from bolide.common import properties as P
 from bolide.common.message import MessageExt
 from bolide.common.msgid import decode_offset_msg_id
@@ -321,12 +322,8 @@ class Admin:
         """Readable queues of ``topic`` with the address to ask for each."""
         route = await self.topic_route(topic)
         addrs = self._route_addrs(route)
-        out = []
-        for qd in route.queue_datas:
-            if qd.perm & PERM_READ and qd.broker_name in addrs:
-                out += [(MessageQueue(topic, qd.broker_name, i), addrs[qd.broker_name])
-                        for i in range(qd.read_queue_nums)]
-        return sorted(out)
+        return sorted((mq, addrs[mq.broker_name]) for mq in build_route(topic, route).subscribe_queues
+                      if mq.broker_name in addrs)
 
     async def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int, *,
                                    dry_run: bool = False) -> ResetPlan:
