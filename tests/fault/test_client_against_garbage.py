@@ -280,3 +280,32 @@ def test_every_route_reader_refuses_a_route_of_too_many_queues() -> None:
             await server.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+@pytest.mark.parametrize("fields", [{"queueId": "x", "queueOffset": "1"},
+                                    {"queueId": "0", "queueOffset": "b"}], ids=["queue-id", "queue-offset"])
+def test_a_send_answer_with_fields_that_are_not_numbers_is_a_protocol_error(fields: dict[str, str]) -> None:
+    async def main() -> None:
+        server = RemotingServer("127.0.0.1", 0)
+
+        async def answer(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+            if request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
+                brokers = [{"brokerName": "b", "cluster": "c", "brokerAddrs": {"0": server.address}}]
+                queues = [{"brokerName": "b", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6}]
+                return request.make_response(body=json.dumps({"brokerDatas": brokers,
+                                                              "queueDatas": queues}).encode())
+            response = request.make_response()
+            response.ext_fields = {"msgId": "m", **fields}
+            return response
+
+        server.register_default(answer)
+        await server.start()
+        producer = Producer(ClientConfig(namesrv_addr=server.address), "pg")
+        try:
+            with pytest.raises(ProtocolError, match="not integers"):
+                await producer.send(Message("T", b"x"))
+        finally:
+            await producer.close()
+            await server.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))

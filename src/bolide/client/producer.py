@@ -42,7 +42,7 @@ from bolide.common import sysflag
 from bolide.common.message import Message
 from bolide.common.msgid import UniqKeyGenerator
 from bolide.common.topic import AUTO_CREATE_TOPIC_KEY, RETRY_GROUP_TOPIC_PREFIX, validate_topic
-from bolide.errors import RemotingError, RemotingTimeoutError
+from bolide.errors import ProtocolError, RemotingError, RemotingTimeoutError
 from bolide.protocol import RequestCode, ResponseCode
 from bolide.protocol.bodies.batch import encode_batch_body
 from bolide.protocol.bodies.client import MessageQueue
@@ -310,6 +310,11 @@ class Producer:
         if status is None:
             raise error_for_response(response, f"send to {mq.topic!r}", addr)
         ext = response.ext_fields
-        queue = MessageQueue(mq.topic, mq.broker_name, int(ext.get("queueId", mq.queue_id)))
-        return SendResult(status, msg_id, ext.get("msgId", ""), queue, int(ext.get("queueOffset", -1)),
+        try:
+            queue_id, queue_offset = int(ext.get("queueId", mq.queue_id)), int(ext.get("queueOffset", -1))
+        except ValueError:
+            raise ProtocolError(f"the send answer from {addr} has queueId {ext.get('queueId')!r} and "
+                                f"queueOffset {ext.get('queueOffset')!r}: not integers") from None
+        queue = MessageQueue(mq.topic, mq.broker_name, queue_id)
+        return SendResult(status, msg_id, ext.get("msgId", ""), queue, queue_offset,
                           ext.get("MSG_REGION", "DefaultRegion"))
