@@ -42,7 +42,7 @@ from bolide.testing.servers import running_servers
 from conftest import wait_until
 
 SEED = 20261127
-ROUNDS = 40  # calls of each kind
+ROUNDS = 100  # calls of each kind
 CODES = (0,) * 8 + (1, 2, 3, 14, 16, 17, 19, 20, 21, 22, 24, 25, 26, 206, 207, 208)
 MSG_ID = "7F00000100002A9F0000000000000000"
 
