@@ -5,8 +5,10 @@ sends wait for the slave."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
+import struct
 from pathlib import Path
 
 import pytest
@@ -255,4 +257,24 @@ def test_a_slave_ahead_of_its_master_is_refused(tmp_path: Path,
             conn.request_offset < 0 for conn in c.master.ha_master.connections)
 
     with caplog.at_level(logging.ERROR, logger="bolide.broker.ha.master"):
+        run(tmp_path, test)
+
+
+def test_a_negative_first_offset_on_the_ha_port_is_refused(tmp_path: Path,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """Not a slave (an offset below zero): the master says so and closes that connection; the
+    real slave keeps replicating."""
+    async def test(c: Cluster) -> None:
+        assert c.master.ha_master is not None
+        reader, writer = await asyncio.open_connection("127.0.0.1", c.master.ha_master.port)
+        writer.write(struct.pack(">q", -5))
+        assert await asyncio.wait_for(reader.read(), 10) == b""  # closed without a frame
+        writer.close()
+        assert "which no CommitLog has" in caplog.text
+        assert "older files were deleted" not in caplog.text
+        await create_topic(c, c.master, "AfterGarbage")
+        await send_many(c, "AfterGarbage", 3)
+        await caught_up(c)
+
+    with caplog.at_level(logging.WARNING, logger="bolide.broker.ha.master"):
         run(tmp_path, test)

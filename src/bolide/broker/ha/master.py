@@ -76,6 +76,10 @@ class SlaveConnection:
             if value is None:
                 continue
             if self.request_offset < 0:
+                if value < 0:
+                    log.warning("HA: %s asks for the CommitLog from offset %d, which no CommitLog "
+                                "has: closing (not a RocketMQ slave?)", self.addr, value)
+                    return
                 if value > store.max_phy_offset:
                     log.error("HA: slave %s has a CommitLog up to %d, past this master's max "
                               "offset %d: it holds data this master does not; empty the slave's "
