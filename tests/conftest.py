@@ -4,8 +4,10 @@ store test ends with, and the helpers of tests against in-process servers."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -125,3 +127,30 @@ async def send_to_first_queue(namesrv: str, topic: str, bodies: list[bytes]) -> 
         for body in bodies:
             await producer.send(Message(topic, body), queue=queue)
     return queue
+
+
+class _Tracebacks(logging.Handler):
+    """Collects the records that carry a traceback or are errors."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.found: list[str] = []
+        self.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info or record.levelno >= logging.ERROR:
+            self.found.append(self.format(record))
+
+
+@contextmanager
+def no_traceback_logged() -> Iterator[None]:
+    """Fail when a ``bolide`` logger records a traceback or an error within the block (checked
+    only when the block itself succeeds)."""
+    caught = _Tracebacks()
+    logger = logging.getLogger("bolide")
+    logger.addHandler(caught)
+    try:
+        yield
+    finally:
+        logger.removeHandler(caught)
+    assert not caught.found, "\n\n".join(caught.found[:5])

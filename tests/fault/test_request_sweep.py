@@ -15,7 +15,6 @@ import asyncio
 import importlib
 import inspect
 import json
-import logging
 import pkgutil
 import random
 from pathlib import Path
@@ -33,6 +32,7 @@ from bolide.protocol.headers.base import Header
 from bolide.remoting import RemotingClient
 from bolide.store.config import BrokerRole, FlushDiskType
 from bolide.testing.servers import Servers, running_servers
+from conftest import no_traceback_logged
 
 SEED = 20261127
 PER_CODE = 60  # requests per request code
@@ -122,18 +122,6 @@ def body(rnd: random.Random) -> bytes:
     return rnd.randbytes(rnd.randint(0, 200))
 
 
-class Tracebacks(logging.Handler):
-    """Collects the records that carry a traceback or are errors."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.found: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.exc_info or record.levelno >= logging.ERROR:
-            self.found.append(self.format(record))
-
-
 async def sweep(servers: Servers, client: RemotingClient, rnd: random.Random) -> int:
     """Send PER_CODE random requests for every code each server serves; returns how many."""
     sent = 0
@@ -167,10 +155,6 @@ ROLES: dict[str, dict[str, Any]] = {
 
 @pytest.mark.parametrize("role", sorted(ROLES))
 def test_every_code_answers_random_fields_and_bodies_without_a_traceback(tmp_path: Path, role: str) -> None:
-    caught = Tracebacks()
-    caught.setFormatter(logging.Formatter("%(name)s: %(message)s"))
-    logger = logging.getLogger("bolide")
-    logger.addHandler(caught)
     slave = role == "slave"
 
     async def main() -> int:
@@ -188,10 +172,7 @@ def test_every_code_answers_random_fields_and_bodies_without_a_traceback(tmp_pat
                 await probe.check()
             return sent
 
-    try:
+    with no_traceback_logged():
         sent = asyncio.run(asyncio.wait_for(main(), TEST_TIMEOUT))
-    finally:
-        logger.removeHandler(caught)
-    assert not caught.found, "\n\n".join(caught.found[:5])
     assert sent >= 40 * PER_CODE  # both servers' tables were swept
     verify_store(tmp_path)
