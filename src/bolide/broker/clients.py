@@ -113,6 +113,14 @@ class ClientManager:
         info = self.consumers.get(group)
         return list(info.clients) if info is not None else []
 
+    def consumer_channel(self, group: str, client_id: str) -> object | None:
+        """The connection of ``group``'s consumer ``client_id`` (the latest, if it has several)."""
+        info = self.consumers.get(group)
+        if info is None:
+            return None
+        found = [channel for channel, cid in info.clients.items() if cid == client_id]
+        return found[-1] if found else None
+
     def expired(self, timeout_s: float) -> list[object]:
         """Connections whose latest heartbeat is older than ``timeout_s`` seconds."""
         deadline = time.monotonic() - timeout_s

@@ -19,6 +19,7 @@ from bolide.broker.persistence import ConfigPersister
 from bolide.broker.processors.admin import AdminProcessor
 from bolide.broker.processors.admin_stats import AdminStatsProcessor
 from bolide.broker.processors.consumer import ConsumerProcessor
+from bolide.broker.processors.consumer_relay import ConsumerRelayProcessor
 from bolide.broker.processors.ha_admin import HAAdminProcessor
 from bolide.broker.processors.lock import LockProcessor
 from bolide.broker.processors.pull import PullProcessor
@@ -182,7 +183,7 @@ class BrokerController:
                           AdminProcessor(self), SendBackProcessor(self), LockProcessor(self),
                           QueryProcessor(self), AdminStatsProcessor(self),
                           EndTransactionProcessor(self), ResetOffsetProcessor(self),
-                          HAAdminProcessor(self)):
+                          HAAdminProcessor(self), ConsumerRelayProcessor(self)):
             for code in processor.CODES:
                 self.server.register(code, processor)
         self.registration = BrokerRegistration(self.config, self.topics, self.namesrv_client,

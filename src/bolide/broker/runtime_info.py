@@ -8,14 +8,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bolide.protocol.codes import DEFAULT_VERSION
+from bolide.protocol.codes import DEFAULT_VERSION, DEFAULT_VERSION_DESC
 from bolide.store import BrokerRole
 
 if TYPE_CHECKING:
     from bolide.broker.controller import BrokerController
-
-
-VERSION_DESC = "V4_9_8"  # MQVersion name of DEFAULT_VERSION (409)
 
 
 def human_bytes(n: int) -> str:
@@ -58,7 +55,7 @@ def runtime_info(broker: BrokerController) -> dict[str, str]:
     cl_ratio, cl_total, cl_free = disk_ratio(store.config.commit_log_dir)
     cq_ratio = disk_ratio(store.config.consume_queue_dir)[0]
     table = {
-        "brokerVersionDesc": VERSION_DESC,
+        "brokerVersionDesc": DEFAULT_VERSION_DESC,
         "brokerVersion": str(DEFAULT_VERSION),
         # 5.x: the schedule and transaction check services run (masters only)
         "brokerActive": "false" if broker.role is BrokerRole.SLAVE else "true",

@@ -25,6 +25,8 @@ from bolide.client.errors import (
     ClientConfigError,
     ConsumersOnlineError,
     MessageNotFoundError,
+    MQBrokerError,
+    NoRouteError,
     TopicNotExistError,
 )
 from bolide.client.filtering import subscription
@@ -41,6 +43,7 @@ from bolide.errors import RemotingError
 from bolide.protocol import RemotingCommand, RequestCode, ResponseCode
 from bolide.protocol.bodies.admin import (
     ConsumerConnection,
+    ConsumerRunningInfo,
     ConsumeStats,
     KVTable,
     ProducerConnection,
@@ -58,6 +61,7 @@ from bolide.protocol.headers import (
     DeleteTopicFromNamesrvRequestHeader,
     DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
     GetConsumeStatsRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetEarliestMsgStoretimeResponseHeader,
@@ -299,6 +303,28 @@ class Admin:
                                     GetConsumerConnectionListRequestHeader(consumer_group=group),
                                     f"consumerConnection of {group!r}")
         return ConsumerConnection.decode(response.body_bytes())
+
+    async def consumer_running_info(self, group: str, client_id: str, *,
+                                    jstack: bool = False) -> ConsumerRunningInfo:
+        """What one online consumer reports of itself (mqadmin consumerStatus): the broker
+        relays GET_CONSUMER_RUNNING_INFO to it. The group's brokers are asked in turn until
+        one reaches the consumer; the last one's error is raised (MQBrokerError: a remark
+        saying it is not online, or did not answer in time)."""
+        header = GetConsumerRunningInfoRequestHeader(consumer_group=group, client_id=client_id,
+                                                     jstack_enable=jstack)
+        last: MQBrokerError | None = None
+        for addr in await self._group_addrs(group):
+            try:
+                response = await self._call(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header,
+                                            f"consumerStatus of {client_id!r} in {group!r}")
+            except MQBrokerError as exc:
+                last = exc
+                continue
+            return ConsumerRunningInfo.decode(response.body_bytes())
+        if last is None:
+            raise NoRouteError(f"no broker to ask about group {group!r}: none is registered "
+                               "with the NameServer")
+        raise last
 
     async def producer_connection(self, group: str, topic: str) -> ProducerConnection:
         """The group's producers on the brokers of ``topic``."""

@@ -37,7 +37,12 @@ from bolide.client.errors import ClientStateError
 from bolide.client.results import PullResult, SendResult, SendStatus
 from bolide.client.selector import MessageQueueSelector
 from bolide.common.message import Message, MessageExt
-from bolide.protocol.bodies.admin import ConsumerConnection, ProducerConnection, TopicOffset
+from bolide.protocol.bodies.admin import (
+    ConsumerConnection,
+    ConsumerRunningInfo,
+    ProducerConnection,
+    TopicOffset,
+)
 from bolide.protocol.bodies.broker import SubscriptionGroupConfig
 from bolide.protocol.bodies.client import MessageQueue
 from bolide.protocol.bodies.ha import HARuntimeInfo
@@ -436,6 +441,10 @@ class Admin(_Blocking[_admin.Admin]):
 
     def consumer_connection(self, group: str) -> ConsumerConnection:
         return self._run(lambda c: c.consumer_connection(group))
+
+    def consumer_running_info(self, group: str, client_id: str, *,
+                              jstack: bool = False) -> ConsumerRunningInfo:
+        return self._run(lambda c: c.consumer_running_info(group, client_id, jstack=jstack))
 
     def producer_connection(self, group: str, topic: str) -> ProducerConnection:
         return self._run(lambda c: c.producer_connection(group, topic))

@@ -14,13 +14,20 @@ from typing import Any
 
 from bolide.client.allocate import AllocateStrategy, allocate_averagely
 from bolide.client.config import ClientConfig, as_config
+from bolide.client.consumer_stats import ConsumerStats
 from bolide.client.errors import ClientConfigError, ClientStateError
 from bolide.client.filtering import subscription
 from bolide.client.instance import ClientInstance
 from bolide.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
 from bolide.client.results import ConsumeFrom, MessageModel
+from bolide.client.running_info import base_properties, stacks_text
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
+from bolide.protocol.bodies.admin import ConsumerRunningInfo, ProcessQueueInfo
 from bolide.protocol.bodies.client import ConsumerData, MessageQueue, SubscriptionData
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers.admin import GetConsumerRunningInfoRequestHeader
+from bolide.remoting import RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +73,11 @@ class ConsumerBase:
         self.offsets: OffsetStore = (
             LocalOffsetStore(offset_store_dir, group) if message_model is MessageModel.BROADCASTING
             else RemoteOffsetStore(self._instance, group))
+        self.stats = ConsumerStats()
         self.started = False
+        self.start_timestamp_ms = 0
         self._stop: asyncio.Event | None = None  # set when closing: the pull loops end
+        self._instance.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_running_info)
 
     async def _begin_close(self) -> bool:
         """The first steps of ``close()``: end the pull loops and stop the timers; False when
@@ -104,10 +114,53 @@ class ConsumerBase:
         if self._instance.closed:
             raise ClientStateError("this consumer is closed: create a new one")
         await self.offsets.load()
+        self.start_timestamp_ms = int(time.time() * 1000)
         await self._instance.start()
         for topic in self.subscriptions:
             await self._instance.route(topic)  # a missing route is fine: the next rebalance retries
         await self._instance.heartbeat()
+
+    # -- GET_CONSUMER_RUNNING_INFO ------------------------------------------------------------
+    def running_info(self, jstack: bool = False) -> ConsumerRunningInfo:
+        """This consumer's settings, subscriptions, queues held and per-topic figures, as
+        ``mqadmin consumerStatus`` shows them; ``jstack`` adds the process's stacks."""
+        queues = self._queue_infos()
+        properties = {"consumerGroup": self.group, "messageModel": self.message_model.value,
+                      "consumeFromWhere": self.consume_from.value,
+                      "consumeTimestamp": str(self.consume_timestamp_ms),
+                      "namesrvAddr": self.config.namesrv_addr,
+                      "clientIP": self._instance.client_id.split("@", 1)[0],
+                      "instanceName": self._instance.client_id.split("@", 1)[-1],
+                      "pollNameServerInterval": str(self.config.poll_name_server_interval_ms),
+                      "heartbeatBrokerInterval": str(self.config.heartbeat_broker_interval_ms),
+                      "persistConsumerOffsetInterval": str(self.persist_offset_interval_ms),
+                      "rebalanceInterval": str(self.rebalance_interval_ms),
+                      "language": "PYTHON", **self._settings(),
+                      **base_properties(self.config.namesrv_addrs, self.CONSUME_TYPE,
+                                        self.start_timestamp_ms)}
+        topics = sorted(set(self.subscriptions) | {mq.topic for mq in queues})
+        return ConsumerRunningInfo(
+            properties=properties,
+            subscription_set=sorted(self.subscriptions.values(), key=lambda s: s.topic),
+            mq_table=dict(sorted(queues.items())),
+            status_table={topic: self.stats.status(topic) for topic in topics},
+            jstack=stacks_text() if jstack else None)
+
+    def _settings(self) -> dict[str, str]:
+        """The subclass's own settings, under the Java consumer's property names."""
+        return {}
+
+    def _queue_infos(self) -> dict[MessageQueue, ProcessQueueInfo]:
+        """What this consumer holds of each of its queues."""
+        return {}
+
+    async def _on_running_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = request.read_header(GetConsumerRunningInfoRequestHeader)
+        if header.consumer_group != self.group:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer Group <{header.consumer_group}> not exist in this consumer")
+        return request.make_response(body=self.running_info(header.jstack_enable).encode())
 
     async def initial_offset(self, mq: MessageQueue) -> int:
         """Where to start on a newly owned queue: the stored offset, else per ``consume_from``."""

@@ -137,6 +137,15 @@ class OrderlyService:
         lock = self.locks.get(mq)
         return lock is not None and (not self.locking or lock.held())
 
+    def lock_state(self, mq: MessageQueue) -> tuple[bool, int]:
+        """Whether ``mq``'s lock is held and when it was last granted (ms since the epoch, 0:
+        never), for GET_CONSUMER_RUNNING_INFO."""
+        lock = self.locks.get(mq)
+        if lock is None or not lock.renewed_at:
+            return self.is_locked(mq), 0
+        granted_ms = int((time.time() - (time.monotonic() - lock.renewed_at)) * 1000)
+        return self.is_locked(mq), granted_ms
+
     async def wait_locked(self, mq: MessageQueue, timeout_s: float) -> None:
         """Wait (at most ``timeout_s``) for the next lock answer about ``mq``."""
         lock = self.locks.setdefault(mq, QueueLock())

@@ -7,8 +7,12 @@ pulled when nothing is held, so a crash never skips a message that was not consu
 from __future__ import annotations
 
 import asyncio
+import time
 
 from bolide.common.message import MessageExt
+from bolide.protocol.bodies.admin import ProcessQueueInfo
+
+MIB = 1024 * 1024
 
 
 class ProcessQueue:
@@ -20,6 +24,7 @@ class ProcessQueue:
         self.max_offset = -1
         self.dropped = False
         self.space = asyncio.Event()  # set whenever messages leave (flow control waits on it)
+        self.last_pull_ms = self.last_consume_ms = int(time.time() * 1000)
 
     @property
     def count(self) -> int:
@@ -38,6 +43,7 @@ class ProcessQueue:
             if self.msgs.pop(m.queue_offset, None) is not None:
                 self.size_bytes -= len(m.body)
         self.space.set()
+        self.last_consume_ms = int(time.time() * 1000)
         if self.msgs:
             return next(iter(self.msgs))
         return self.max_offset + 1 if self.max_offset >= 0 else -1
@@ -45,3 +51,15 @@ class ProcessQueue:
     def drop(self) -> None:
         self.dropped = True
         self.space.set()
+
+    def info(self, commit_offset: int | None, locked: bool = False,
+             last_lock_ms: int = 0) -> ProcessQueueInfo:
+        """This queue as GET_CONSUMER_RUNNING_INFO reports it."""
+        held = self.msgs
+        return ProcessQueueInfo(
+            commit_offset=-1 if commit_offset is None else commit_offset,
+            cached_msg_min_offset=next(iter(held)) if held else 0,
+            cached_msg_max_offset=next(reversed(held)) if held else 0,
+            cached_msg_count=len(held), cached_msg_size_in_mi_b=self.size_bytes // MIB,
+            locked=locked, last_lock_timestamp=last_lock_ms, droped=self.dropped,
+            last_pull_timestamp=self.last_pull_ms, last_consume_timestamp=self.last_consume_ms)

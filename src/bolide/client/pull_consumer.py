@@ -22,6 +22,8 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import time
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +36,7 @@ from bolide.client.pulling import pull
 from bolide.client.results import ConsumeFrom, MessageModel, PullStatus
 from bolide.common.message import MessageExt
 from bolide.errors import BolideError
+from bolide.protocol.bodies.admin import ProcessQueueInfo
 from bolide.protocol.bodies.client import MessageQueue
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,20 @@ class _QueueState:
     buffered: int = 0  # messages pulled and not yet returned by poll()
     buffered_bytes: int = 0  # their body bytes
     space: asyncio.Event = field(default_factory=asyncio.Event)
+    firsts: deque[int] = field(default_factory=deque)  # first offset of each buffered batch
+    last_buffered: int = 0  # offset of the newest buffered message
+    last_pull_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    last_poll_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    def info(self, commit_offset: int | None) -> ProcessQueueInfo:
+        """This queue as GET_CONSUMER_RUNNING_INFO reports it: the messages pulled and not
+        yet returned by poll()."""
+        return ProcessQueueInfo(
+            commit_offset=-1 if commit_offset is None else commit_offset,
+            cached_msg_min_offset=self.firsts[0] if self.firsts else 0,
+            cached_msg_max_offset=self.last_buffered if self.firsts else 0,
+            cached_msg_count=self.buffered, cached_msg_size_in_mi_b=self.buffered_bytes // (1024 * 1024),
+            last_pull_timestamp=self.last_pull_ms, last_consume_timestamp=self.last_poll_ms)
 
 
 _Batch = tuple[MessageQueue, int, list[MessageExt], int]  # queue, generation, messages, next offset
@@ -218,6 +235,7 @@ class PullConsumer(ConsumerBase):
                 st.space.clear()  # flow control: wait until poll() takes messages
                 await st.space.wait()
                 continue
+            began = time.monotonic()
             try:
                 result = await pull(self._instance, self.group, mq, st.offset, sub,
                                     max_nums=self.pull_batch_size, suspend_ms=self.suspend_ms,
@@ -230,14 +248,29 @@ class PullConsumer(ConsumerBase):
                     await asyncio.wait_for(self._stop.wait(), self.pull_retry_delay_ms / 1000)
                 continue
             st.offset = result.next_begin_offset
+            st.last_pull_ms = int(time.time() * 1000)
             if result.messages:
+                self.stats.pulled(mq.topic, (time.monotonic() - began) * 1000, len(result.messages))
                 st.buffered += len(result.messages)
                 st.buffered_bytes += sum(len(m.body) for m in result.messages)
+                st.firsts.append(result.messages[0].queue_offset)
+                st.last_buffered = result.messages[-1].queue_offset
                 self._buffer.put_nowait((mq, generation, result.messages, result.next_begin_offset))
             elif st.buffered == 0:
                 st.consumed = result.next_begin_offset
             if result.status is PullStatus.OFFSET_ILLEGAL:
                 log.warning("offset of %s moved; continuing from %d", mq, st.offset)
+
+    # -- GET_CONSUMER_RUNNING_INFO --------------------------------------------------------------
+    def _settings(self) -> dict[str, str]:
+        return {"pullBatchSize": str(self.pull_batch_size), "autoCommit": str(self.auto_commit).lower(),
+                "autoCommitIntervalMillis": str(self.persist_offset_interval_ms),
+                "pullThresholdForQueue": str(self.pull_threshold_for_queue),
+                "pullThresholdSizeForQueue": str(self.pull_threshold_size_for_queue // (1024 * 1024)),
+                "pollTimeoutMillis": str(self.poll_timeout_ms)}
+
+    def _queue_infos(self) -> dict[MessageQueue, ProcessQueueInfo]:
+        return {mq: st.info(self.offsets.memory(mq)) for mq, st in self._states.items()}
 
     # -- polling and offsets -------------------------------------------------------------------
     async def poll(self, timeout_ms: int | None = None) -> list[MessageExt]:
@@ -261,6 +294,8 @@ class PullConsumer(ConsumerBase):
                 continue  # from before a seek or from a queue this consumer gave up
             st.buffered -= len(msgs)
             st.buffered_bytes -= sum(len(m.body) for m in msgs)
+            st.firsts.popleft()
+            st.last_poll_ms = int(time.time() * 1000)
             st.space.set()
             st.consumed = next_offset
             return msgs
@@ -275,6 +310,7 @@ class PullConsumer(ConsumerBase):
         st.generation = next(_GENERATIONS)
         st.offset = st.consumed = offset
         st.buffered = st.buffered_bytes = 0
+        st.firsts.clear()
         st.space.set()
         self._start_task(mq)
 

@@ -31,6 +31,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +53,12 @@ from bolide.common.message import Message, MessageExt
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
 from bolide.errors import BolideError
 from bolide.protocol import RequestCode
-from bolide.protocol.bodies.admin import ResetOffsetBody
+from bolide.protocol.bodies.admin import (
+    PROP_CONSUME_ORDERLY,
+    PROP_THREADPOOL_CORE_SIZE,
+    ProcessQueueInfo,
+    ResetOffsetBody,
+)
 from bolide.protocol.bodies.client import MessageQueue
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import ConsumerSendMsgBackRequestHeader
@@ -204,6 +210,25 @@ class PushConsumer(ConsumerBase):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
+    # -- GET_CONSUMER_RUNNING_INFO --------------------------------------------------------------
+    def _settings(self) -> dict[str, str]:
+        return {"consumeThreadMax": str(self.consume_concurrency),
+                "consumeMessageBatchMaxSize": str(self.consume_batch_max_size),
+                "pullBatchSize": str(self.pull_batch_size),
+                "pullThresholdForQueue": str(self.pull_threshold_for_queue),
+                "pullThresholdSizeForQueue": str(self.pull_threshold_size_for_queue // (1024 * 1024)),
+                "maxReconsumeTimes": str(self.max_reconsume_times),
+                "suspendCurrentQueueTimeMillis": str(self.suspend_current_queue_ms),
+                PROP_CONSUME_ORDERLY: str(self.orderly).lower(),
+                PROP_THREADPOOL_CORE_SIZE: str(self.consume_concurrency)}
+
+    def _queue_infos(self) -> dict[MessageQueue, ProcessQueueInfo]:
+        out = {}
+        for mq, pq in self._queues.items():
+            locked, granted_ms = self._orderly.lock_state(mq) if self._orderly is not None else (False, 0)
+            out[mq] = pq.info(self.offsets.memory(mq), locked, granted_ms)
+        return out
+
     # -- rebalance ------------------------------------------------------------------------------
     async def _on_ids_changed(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         """NOTIFY_CONSUMER_IDS_CHANGED (40): a member joined or left; rebalance now."""
@@ -305,6 +330,7 @@ class PushConsumer(ConsumerBase):
                 pq.space.clear()
                 await pq.space.wait()  # flow control: wait until consumption frees room
                 continue
+            began = time.monotonic()
             try:
                 result = await pull(self._instance, self.group, mq, offset, sub,
                                     max_nums=self.pull_batch_size, suspend_ms=self.suspend_ms,
@@ -317,8 +343,10 @@ class PushConsumer(ConsumerBase):
                 continue
             if pq.dropped:
                 return
+            pq.last_pull_ms = int(time.time() * 1000)
             offset = result.next_begin_offset
             if result.status is PullStatus.FOUND and result.messages:
+                self.stats.pulled(mq.topic, (time.monotonic() - began) * 1000, len(result.messages))
                 pq.add(result.messages)
                 self._submit(mq, pq, result.messages)
             elif pq.count == 0:
@@ -340,6 +368,14 @@ class PushConsumer(ConsumerBase):
             task.add_done_callback(self._consume_tasks.discard)
 
     async def _call_listener(self, msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus:
+        began = time.monotonic()
+        status = await self._listener_status(msgs, ctx)
+        ok = status is ConsumeStatus.CONSUME_SUCCESS
+        self.stats.consumed(ctx.queue.topic, (time.monotonic() - began) * 1000,
+                            len(msgs) if ok else 0, 0 if ok else len(msgs))
+        return status
+
+    async def _listener_status(self, msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus:
         listener = self.listener
         assert listener is not None
         try:

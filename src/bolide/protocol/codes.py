@@ -19,6 +19,7 @@ V4_9_8 = 409
 V5_0_0 = 413
 V5_3_3 = 479
 DEFAULT_VERSION = V4_9_8  # what Bolide puts in every command it builds
+DEFAULT_VERSION_DESC = "V4_9_8"  # its MQVersion name (brokerVersionDesc, PROP_CLIENT_VERSION)
 
 
 class SerializeType(IntEnum):

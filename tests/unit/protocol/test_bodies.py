@@ -37,6 +37,7 @@ from bolide.protocol.bodies import (
     encode_batch_body,
     iter_batch_body,
 )
+from bolide.protocol.bodies.admin import ConsumerRunningInfo, ProcessQueueInfo, TopicConsumeStatus
 from bolide.protocol.codes import V3_4_9, V4_5_2, V4_9_4, V4_9_8
 
 ROUTE_STANDARD = (
@@ -271,3 +272,35 @@ def test_negative_lengths_in_a_batch_are_rejected() -> None:
     bad = struct.pack(">iiiii", 22, 0, 0, 0, 0) + struct.pack(">h", -2)
     with pytest.raises(ProtocolError, match="PROPSLEN -2"):
         list(iter_batch_body(bad))
+
+
+def test_consumer_running_info_from_java_and_go() -> None:
+    mq = MessageQueue("T", "b", 0)
+    java = (b'{"jstack":"\\"main\\" #1\\n","mqPopTable":{},"mqTable":{{"brokerName":"b","queueId":0,'
+            b'"topic":"T"}:{"cachedMsgCount":2,"cachedMsgMaxOffset":9,"cachedMsgMinOffset":8,'
+            b'"cachedMsgSizeInMiB":0,"commitOffset":8,"droped":false,"lastConsumeTimestamp":5,'
+            b'"lastLockTimestamp":0,"lastPullTimestamp":4,"locked":true,"transactionMsgCount":0,'
+            b'"transactionMsgMaxOffset":0,"transactionMsgMinOffset":0,"tryUnlockTimes":0}},'
+            b'"properties":{"PROP_CONSUME_TYPE":"CONSUME_PASSIVELY","consumeThreadMin":20},'
+            b'"statusTable":{"T":{"consumeFailedMsgs":3,"consumeFailedTPS":0.5,"consumeOKTPS":12.25,'
+            b'"consumeRT":1.0,"pullRT":2.0,"pullTPS":12.25}},"subscriptionSet":[{"classFilterMode":false,'
+            b'"codeSet":[],"expressionType":"TAG","subString":"*","subVersion":7,"tagsSet":[],"topic":"T"}],'
+            b'"userConsumerInfo":{}}')
+    info = ConsumerRunningInfo.decode(java)
+    assert info.properties == {"PROP_CONSUME_TYPE": "CONSUME_PASSIVELY", "consumeThreadMin": "20"}
+    assert info.mq_table == {mq: ProcessQueueInfo(commit_offset=8, cached_msg_min_offset=8,
+                                                  cached_msg_max_offset=9, cached_msg_count=2, locked=True,
+                                                  last_pull_timestamp=4, last_consume_timestamp=5)}
+    assert info.status_table == {"T": TopicConsumeStatus(pull_rt=2.0, pull_tps=12.25, consume_rt=1.0,
+                                                         consume_ok_tps=12.25, consume_failed_tps=0.5,
+                                                         consume_failed_msgs=3)}
+    assert [s.sub_version for s in info.subscription_set] == [7] and info.jstack == '"main" #1\n'
+    assert ConsumerRunningInfo.decode(info.encode()) == info
+    assert b'"droped":false' in info.encode() and b'"pullRT":2.0' in info.encode()
+    # Go: its own field order, "dropped", and the stacks written unescaped
+    go = (b'{"properties":{"PROP_CONSUME_TYPE":"CONSUME_PASSIVELY"},"statusTable":{},"subscriptionSet":[],'
+          b'"mqTable":{{"topic":"T","brokerName":"b","queueId":0}:{"commitOffset":3,"dropped":true}}, '
+          b'"jstack":"goroutine 1 [running]:\n\tmain.main()\n" }')
+    info = ConsumerRunningInfo.decode(go)
+    assert info.mq_table[mq].droped and info.mq_table[mq].commit_offset == 3
+    assert info.jstack == "goroutine 1 [running]:\n\tmain.main()\n"

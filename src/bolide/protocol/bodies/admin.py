@@ -103,3 +103,59 @@ class ResetOffsetBody(Bean):
     offset of every queue."""
 
     offset_table: dict[MessageQueue, int] = jfield(factory=dict)
+
+
+@bean
+class ProcessQueueInfo(Bean):
+    """What a consumer holds of one queue (a ConsumerRunningInfo ``mqTable`` value). Java
+    spells the dropped flag ``droped``; Go ``dropped``."""
+
+    commit_offset: int = 0
+    cached_msg_min_offset: int = 0
+    cached_msg_max_offset: int = 0
+    cached_msg_count: int = 0
+    cached_msg_size_in_mi_b: int = jfield(default=0, name="cachedMsgSizeInMiB")
+    transaction_msg_min_offset: int = 0
+    transaction_msg_max_offset: int = 0
+    transaction_msg_count: int = 0
+    locked: bool = False
+    try_unlock_times: int = 0
+    last_lock_timestamp: int = 0
+    droped: bool = jfield(default=False, aliases=("dropped",))
+    last_pull_timestamp: int = 0
+    last_consume_timestamp: int = 0
+
+
+@bean
+class TopicConsumeStatus(Bean):
+    """A consumer's figures for one topic over the last minute (Java ConsumeStatus): pull and
+    consume round trips in ms, messages per second, and messages failed in the last hour."""
+
+    pull_rt: float = jfield(default=0.0, name="pullRT")
+    pull_tps: float = jfield(default=0.0, name="pullTPS")
+    consume_rt: float = jfield(default=0.0, name="consumeRT")
+    consume_ok_tps: float = jfield(default=0.0, name="consumeOKTPS")
+    consume_failed_tps: float = jfield(default=0.0, name="consumeFailedTPS")
+    consume_failed_msgs: int = 0
+
+
+# ConsumerRunningInfo property keys (Java's names and values)
+PROP_NAMESERVER_ADDR = "PROP_NAMESERVER_ADDR"
+PROP_THREADPOOL_CORE_SIZE = "PROP_THREADPOOL_CORE_SIZE"
+PROP_CONSUME_ORDERLY = "PROP_CONSUMEORDERLY"
+PROP_CONSUME_TYPE = "PROP_CONSUME_TYPE"
+PROP_CLIENT_VERSION = "PROP_CLIENT_VERSION"
+PROP_CONSUMER_START_TIMESTAMP = "PROP_CONSUMER_START_TIMESTAMP"
+
+
+@bean
+class ConsumerRunningInfo(Bean):
+    """GET_CONSUMER_RUNNING_INFO (307) answer, written by the consumer the broker relayed the
+    request to: its settings (``properties``), subscriptions, the queues it holds and its
+    per-topic figures; ``jstack`` (its threads' stacks) when asked for."""
+
+    properties: dict[str, str] = jfield(factory=dict)
+    subscription_set: list[SubscriptionData] = jfield(factory=list)
+    mq_table: dict[MessageQueue, ProcessQueueInfo] = jfield(factory=dict)
+    status_table: dict[str, TopicConsumeStatus] = jfield(factory=dict)
+    jstack: str | None = None
