@@ -10,8 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bolide.client.admin import Admin
+from bolide.client.errors import MQBrokerError
 from bolide.common.message import MessageExt
 from bolide.protocol import RemotingCommand
+from bolide.protocol.bodies.admin import PROP_CONSUME_TYPE, PROP_NAMESERVER_ADDR
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.headers import CreateTopicRequestHeader
 from bolide.remoting import RemotingClient
@@ -64,6 +67,10 @@ async def run_driver(cmd: list[str], log: Path, env: dict[str, str] | None = Non
         proc.kill()
         await proc.wait()
         raise AssertionError(f"{cmd[-6:]} did not finish in {CLIENT_TIMEOUT}s") from None
+    except asyncio.CancelledError:
+        proc.kill()
+        await proc.wait()
+        raise
     text = out.decode(errors="replace")
     errors = err.decode(errors="replace")
     log.write_text(text + "\n--- stderr ---\n" + errors)
@@ -76,9 +83,12 @@ async def run_driver(cmd: list[str], log: Path, env: dict[str, str] | None = Non
 
 def round_trip(client: list[str], tmp_path: Path, topic: str, group: str, consume_timeout_sec: int,
                env: dict[str, str] | None = None,
-               before: Callable[[Servers, str], Awaitable[None]] | None = None) -> None:
+               before: Callable[[Servers, str], Awaitable[None]] | None = None,
+               while_consuming: Callable[[Servers, str, str], Awaitable[None]] | None = None) -> None:
     """Produce COUNT messages and consume them with ``client``; check both sides and the store.
-    ``before(servers, topic)``, if given, runs once the servers are up (e.g. to create the topic)."""
+    ``before(servers, topic)``, if given, runs once the servers are up (e.g. to create the topic).
+    ``while_consuming(servers, topic, group)``, if given, runs once the consumer is started and before
+    anything is produced (so the consumer is still waiting for messages)."""
     store_dir = tmp_path / "store"
 
     async def main() -> tuple[list[Sent], list[Received]]:
@@ -86,11 +96,23 @@ def round_trip(client: list[str], tmp_path: Path, topic: str, group: str, consum
             ns = servers.namesrv_addr
             if before is not None:
                 await before(servers, topic)
+            consume = [*client, "consume", ns, topic, group, str(COUNT), str(consume_timeout_sec)]
+            consuming = None
+            if while_consuming is not None:
+                consuming = asyncio.ensure_future(run_driver(consume, tmp_path / "consume.log", env))
+                try:
+                    await while_consuming(servers, topic, group)
+                except BaseException:
+                    consuming.cancel()
+                    await asyncio.gather(consuming, return_exceptions=True)
+                    raise
             produced = await run_driver([*client, "produce", ns, topic, str(COUNT)],
                                         tmp_path / "produce.log", env)
             sent = [Sent(f[1], f[2], f[3], int(f[4]), int(f[5])) for f in produced]
-            consumed = await run_driver([*client, "consume", ns, topic, group, str(COUNT),
-                                         str(consume_timeout_sec)], tmp_path / "consume.log", env)
+            if consuming is not None:
+                consumed = await consuming
+            else:
+                consumed = await run_driver(consume, tmp_path / "consume.log", env)
             received = [Received(f[1], f[2], f[3], int(f[4]), int(f[5]), f[6]) for f in consumed]
             return sent, received
 
@@ -111,6 +133,26 @@ def round_trip(client: list[str], tmp_path: Path, topic: str, group: str, consum
 
     assert_consistent(StoreConfig(store_path_root_dir=str(store_dir), mapped_file_size_commit_log=COMMIT_LOG,
                                   mapped_file_size_consume_queue=CONSUME_QUEUE))
+
+
+async def consumer_reports_itself(s: Servers, topic: str, group: str, jstack: bool = True) -> None:
+    """Wait for ``group``'s one consumer of ``topic`` to come online, then check what it answers
+    to GET_CONSUMER_RUNNING_INFO, relayed by the broker (mqadmin consumerStatus)."""
+    async with Admin(s.namesrv_addr) as admin:
+        async with asyncio.timeout(60):
+            while True:
+                try:
+                    conn = await admin.consumer_connection(group)
+                    break
+                except MQBrokerError as exc:
+                    assert exc.code == ResponseCode.CONSUMER_NOT_ONLINE, exc
+                    await asyncio.sleep(0.2)
+        [client_id] = [c.client_id for c in conn.connection_set]
+        info = await admin.consumer_running_info(group, client_id, jstack=jstack)
+    assert info.properties[PROP_CONSUME_TYPE] == "CONSUME_PASSIVELY", info.properties
+    assert info.properties[PROP_NAMESERVER_ADDR].startswith(s.namesrv_addr), info.properties
+    assert {sd.topic for sd in info.subscription_set} == {topic, f"%RETRY%{group}"}, info.subscription_set
+    assert (info.jstack or "") != "" if jstack else not info.jstack
 
 
 # -- helpers of the scenario tests (Java, Go) ---------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from client_roundtrip import round_trip, unavailable
+from client_roundtrip import consumer_reports_itself, create_topic, round_trip, unavailable
 
 from bolide.testing.rocketmq import RocketMQUnavailable, java_client_command
 
@@ -26,3 +26,14 @@ def test_java_producer_and_push_consumer_against_bolide(tmp_path: Path, version:
     except RocketMQUnavailable as exc:
         unavailable(f"real RocketMQ unavailable: {exc}")
     round_trip(java, tmp_path, "BolideJavaClientTopic", "bolide_java_client_cg", consume_timeout_sec=60)
+
+
+def test_java_push_consumer_answers_running_info_relayed_by_bolide(tmp_path: Path) -> None:
+    """GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus) reaches the Java consumer through the
+    broker, which relays its report (with its thread stacks); then the round trip goes on."""
+    try:
+        java = java_client_command("4.9.7", home=tmp_path / "jclient")
+    except RocketMQUnavailable as exc:
+        unavailable(f"real RocketMQ unavailable: {exc}")
+    round_trip(java, tmp_path, "BolideJavaStatusTopic", "bolide_java_status_cg", consume_timeout_sec=60,
+               before=lambda s, topic: create_topic(s, topic), while_consuming=consumer_reports_itself)

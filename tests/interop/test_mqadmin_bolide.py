@@ -1,7 +1,9 @@
 """The real Apache RocketMQ ``mqadmin`` (4.9.7 and 5.3.3, from Maven Central) against Bolide's
 in-process NameServer + Broker: cluster and broker status, topics (list, route, status, update,
-delete), subscription groups, consumer progress and connections, the three message queries and
-resetOffsetByTime (relayed to an online consumer, or committed by mqadmin for an offline group).
+delete), subscription groups, consumer progress and connections, the three message queries,
+resetOffsetByTime (relayed to an online consumer, or committed by mqadmin for an offline group)
+and consumerStatus / consumerProgress -s (GET_CONSUMER_RUNNING_INFO relayed to a Python push
+consumer, whose report mqadmin parses).
 
 The servers run on this process's event loop while mqadmin is a JVM subprocess, so each batch
 runs in a thread (``asyncio.to_thread``). A raw RemotingClient heartbeats as consumer group
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 from client_roundtrip import unavailable
 
+from bolide.client import ClientConfig, ConsumeFrom, PushConsumer
 from bolide.common.fastjson import loads
 from bolide.protocol import RemotingCommand
 from bolide.protocol.bodies import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
@@ -32,6 +35,7 @@ from bolide.protocol.headers import (
 from bolide.remoting import RemotingClient
 from bolide.testing.rocketmq import RocketMQ, RocketMQUnavailable, parse_query_by_key, parse_topic_status
 from bolide.testing.servers import Servers, running_servers
+from conftest import wait_until
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(600)]
 
@@ -40,6 +44,7 @@ NEW_TOPIC = "MqadminNewTopic"
 CLIENT_ID = "10.9.8.7@4242"
 UNIQ = "0A0908070000ABCDEF0123456789{:04X}"
 COUNT = 4  # messages, alternating between queues 0 and 1
+PY_IP = "10.9.9.9"  # the Python consumer's client id is PY_IP@py
 
 
 async def _invoke(client: RemotingClient, addr: str, code: int, header: object = None,
@@ -106,6 +111,19 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
 
             client.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, on_reset)
             local = await _prepare(s, client)
+            seen: list[object] = []
+
+            async def on_messages(msgs: list[object], ctx: object) -> None:
+                seen.extend(msgs)
+
+            py = PushConsumer(ClientConfig(s.namesrv_addr, client_ip=PY_IP, instance_name="py"), "cg_py",
+                              listener=on_messages, consume_from=ConsumeFrom.FIRST_OFFSET,
+                              persist_offset_interval_ms=100)
+            py.subscribe(TOPIC, "*")
+            await py.start()
+            await wait_until(lambda: len(seen) == COUNT, 30)
+            await wait_until(lambda: [s.broker.offsets.query("cg_py", TOPIC, q) for q in (0, 1)] == [2, 2],
+                             30)
             for qid in (0, 1):  # a group with offsets and no consumer online
                 await _invoke(client, s.broker_addr, RequestCode.UPDATE_CONSUMER_OFFSET,
                               UpdateConsumerOffsetRequestHeader(consumer_group="cg_offline", topic=TOPIC,
@@ -128,8 +146,11 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                 ["queryMsgByUniqueKey", "-t", TOPIC, "-i", UNIQ.format(2)],
                 ["resetOffsetByTime", "-g", "cg", "-t", TOPIC, "-s", "-1"],
                 ["resetOffsetByTime", "-g", "cg_offline", "-t", TOPIC, "-s", "-1"],
+                ["consumerStatus", "-g", "cg_py", "-i", py.client_id],
+                ["consumerProgress", "-g", "cg_py", "-s", "true"],
             ] + ([["haStatus", "-b", s.broker_addr]] if major5 else [])  # GET_BROKER_HA_STATUS
             outputs = await asyncio.to_thread(rmq.mqadmin_batch, commands)
+            await py.close()
             group = s.broker.subscription_groups.get("admin_group")
             state = {"new_topic": s.broker.topics.get(NEW_TOPIC),
                      "retry_max": group.retry_max_times if group is not None else None,
@@ -156,7 +177,8 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
     assert {TOPIC, "%RETRY%cg", "TBW102"} <= set(outputs[3].split()), log
     consumed_by = [r for r in _rows(outputs[4], "DefaultCluster") if r[1] == TOPIC]
     assert sorted(consumed_by) == [["DefaultCluster", TOPIC, "cg"],  # QUERY_TOPIC_CONSUME_BY_WHO
-                                   ["DefaultCluster", TOPIC, "cg_offline"]], log
+                                   ["DefaultCluster", TOPIC, "cg_offline"],
+                                   ["DefaultCluster", TOPIC, "cg_py"]], log
     route = loads(outputs[5])
     assert route["queueDatas"][0]["readQueueNums"] == 2
     assert route["brokerDatas"][0]["brokerName"] == "broker-a"
@@ -203,8 +225,21 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
     assert {mq.queue_id: offset for mq, offset in relayed.items()} == {0: 2, 1: 2}, log
     assert state["offline"] == [2, 2], log
 
+    # consumerStatus -i (GET_CONSUMER_RUNNING_INFO relayed to the Python consumer): mqadmin
+    # parses its report and prints its properties, subscriptions and committed offsets
+    report = outputs[21]
+    assert re.search(r"^PROP_CONSUME_TYPE\s*: CONSUME_PASSIVELY$", report, re.M), log
+    assert re.search(r"^consumerGroup\s*: cg_py$", report, re.M), log
+    assert re.search(r"^001 Topic: %RETRY%cg_py\s.*SubExpression: \*$", report, re.M), log
+    assert re.search(rf"^002 Topic: {TOPIC}\s.*SubExpression: \*$", report, re.M), log
+    offsets = {int(r[2]): int(r[3]) for r in _rows(report.split("#Consumer MQ Detail#")[0], TOPIC)}
+    assert offsets == {0: 2, 1: 2}, log
+    # consumerProgress -s: each queue's owner, from the consumers' reports
+    owners = {int(r[2]): r[5] for r in _rows(outputs[22], TOPIC)}
+    assert owners == {0: PY_IP, 1: PY_IP}, log
+
     # haStatus (GET_BROKER_HA_STATUS, 5.x): a master without slaves
     if version.startswith("5"):
-        ha = dict(line.split("\t", 1) for line in outputs[21].splitlines() if "\t" in line)
+        ha = dict(line.split("\t", 1) for line in outputs[23].splitlines() if "\t" in line)
         assert ha == {"#MasterAddr": broker_addr, "#MasterCommitLogMaxOffset": str(state["max_phy"]),
                       "#SlaveNum": "0", "#InSyncSlaveNum": "0"}, log
