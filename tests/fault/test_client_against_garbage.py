@@ -33,7 +33,7 @@ from bolide.common.topic import MAX_QUEUE_NUMS
 from bolide.errors import BolideError, ProtocolError
 from bolide.protocol import RemotingCommand
 from bolide.protocol.bodies import MessageQueue, SubscriptionGroupConfig
-from bolide.protocol.codes import RequestCode, SerializeType
+from bolide.protocol.codes import RequestCode, ResponseCode, SerializeType
 from bolide.remoting.processor import RequestContext
 from bolide.remoting.server import RemotingServer
 from bolide.store.record import encode_record
@@ -292,6 +292,32 @@ def test_a_send_answer_with_fields_that_are_not_numbers_is_a_protocol_error(fiel
                 await producer.send(Message("T", b"x"))
         finally:
             await producer.close()
+            await server.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+@pytest.mark.parametrize("fields", [{"nextBeginOffset": "abc"}, {"minOffset": "1.5"},
+                                    {"suggestWhichBrokerId": "127.0.0.1:10911"}])
+def test_a_pull_answer_with_offsets_that_are_not_numbers_is_a_protocol_error(fields: dict[str, str]) -> None:
+    async def main() -> None:
+        server = RemotingServer("127.0.0.1", 0)
+
+        async def answer(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+            if request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
+                return request.make_response(body=one_broker_route(server.address, 1))
+            response = request.make_response(ResponseCode.PULL_NOT_FOUND)
+            response.ext_fields = {"nextBeginOffset": "0", "minOffset": "0", "maxOffset": "0", **fields}
+            return response
+
+        server.register_default(answer)
+        await server.start()
+        admin = Admin(ClientConfig(namesrv_addr=server.address))
+        try:
+            with pytest.raises(ProtocolError, match="not integers"):
+                await admin.read_messages(MessageQueue("T", "b", 0), 0, 1)
+        finally:
+            await admin.close()
             await server.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))

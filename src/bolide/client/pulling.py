@@ -117,9 +117,15 @@ async def _pull_address(instance: ClientInstance, mq: MessageQueue) -> tuple[str
 def _raw_result(instance: ClientInstance, mq: MessageQueue, offset: int,
                 response: RemotingCommand) -> tuple[PullResult, bytes]:
     ext = response.ext_fields
-    instance.pull_from_which_node[mq] = int(ext.get("suggestWhichBrokerId", MASTER_ID))
-    result = PullResult(_STATUS[response.code], int(ext.get("nextBeginOffset", offset)),
-                        int(ext.get("minOffset", 0)), int(ext.get("maxOffset", 0)))
+    try:
+        suggested = int(ext.get("suggestWhichBrokerId", MASTER_ID))
+        result = PullResult(_STATUS[response.code], int(ext.get("nextBeginOffset", offset)),
+                            int(ext.get("minOffset", 0)), int(ext.get("maxOffset", 0)))
+    except ValueError:
+        names = ("suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset")
+        fields = {k: ext.get(k) for k in names}
+        raise ProtocolError(f"the pull answer for {mq} has offsets that are not integers: {fields}") from None
+    instance.pull_from_which_node[mq] = suggested
     return result, response.body_bytes() if result.status is PullStatus.FOUND else b""
 
 
