@@ -2,7 +2,8 @@
 admin asks the broker, the broker relays the request down the consumer's connection and
 answers with the consumer's report (push, orderly and pull consumers); a consumer that is
 not online, that does not answer in time, or that answers an error; ``bolide admin
-consumerStatus`` in table and JSON output."""
+consumerStatus`` in table and JSON output. CONSUME_MESSAGE_DIRECTLY (309): a stored message
+relayed to one push consumer's listener (``queryMsgById -g -d``)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from bolide.protocol.bodies.admin import (
     PROP_CONSUMER_START_TIMESTAMP,
     PROP_NAMESERVER_ADDR,
 )
+from bolide.protocol.headers.admin import ConsumeMessageDirectlyResultRequestHeader
 from bolide.remoting import RemotingClient
 from bolide.testing.servers import Servers
 from conftest import run_with_servers, wait_until
@@ -226,3 +228,78 @@ def test_consumer_status_command(tmp_path: Path) -> None:
             assert nobody.exit_code == 1 and "no consumer of group 'cri-nobody' is online" in nobody.output
 
     run_with_servers(tmp_path, test, timeout=60)
+
+
+def test_a_message_is_consumed_directly_by_the_consumer_named(tmp_path: Path) -> None:
+    """CONSUME_MESSAGE_DIRECTLY (309): the broker that stored the message relays it with the
+    record to one push consumer, whose listener's verdict comes back; offsets do not move."""
+    async def test(s: Servers) -> None:
+        async with Producer(s.namesrv_addr, "cri-pg") as producer:
+            sent = {body: await producer.send(Message("CriDirect", body))
+                    for body in (b"ok", b"later", b"boom")}
+        seen: list[tuple[bytes, str, int]] = []
+
+        async def listener(msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus:
+            [m] = msgs
+            seen.append((m.body, ctx.queue.broker_name, ctx.queue.queue_id))
+            if m.body == b"boom":
+                raise RuntimeError("cannot handle this one")
+            return ConsumeStatus.RECONSUME_LATER if m.body == b"later" else ConsumeStatus.CONSUME_SUCCESS
+
+        consumer = PushConsumer(s.namesrv_addr, "cri-direct", listener=listener, **FAST)
+        consumer.subscribe("CriDirect")
+        puller = PullConsumer(s.namesrv_addr, "cri-direct-pull", suspend_ms=1000, pull_timeout_ms=3000)
+        puller.subscribe("CriDirect")
+        async with Admin(s.namesrv_addr) as admin, consumer, puller:
+            await wait_until(lambda: len(seen) >= 3)  # consumed once as usual (later/boom: again)
+            committed = {q: s.broker.offsets.query("cri-direct", "CriDirect", q) for q in range(4)}
+            seen.clear()
+            results = {body: await admin.consume_message_directly("cri-direct", consumer.client_id,
+                                                                  r.offset_msg_id)
+                       for body, r in sent.items()}
+            assert {b: r.consume_result for b, r in results.items()} == {
+                b"ok": "CR_SUCCESS", b"later": "CR_LATER", b"boom": "CR_THROW_EXCEPTION"}
+            assert results[b"boom"].remark == "RuntimeError: cannot handle this one"
+            assert not any(r.order for r in results.values())
+            direct = [x for x in seen if x[0] == b"ok"]
+            assert direct[0] == (b"ok", "broker-a", sent[b"ok"].queue.queue_id)
+            # by the client message id (UNIQ_KEY) and its topic
+            by_uniq = await admin.consume_message_directly("cri-direct", consumer.client_id,
+                                                           sent[b"ok"].msg_id, topic="CriDirect")
+            assert by_uniq.consume_result == "CR_SUCCESS"
+            assert {q: s.broker.offsets.query("cri-direct", "CriDirect", q) for q in range(4)} == committed
+
+            failures = {}
+            for group, client_id in (("cri-direct", "10.0.0.1@gone"),
+                                     ("cri-direct-pull", puller.client_id)):
+                try:
+                    await admin.consume_message_directly(group, client_id, sent[b"ok"].offset_msg_id)
+                except MQBrokerError as exc:
+                    failures[group] = (exc.code, exc.remark)
+            assert failures == {
+                "cri-direct": (ResponseCode.SYSTEM_ERROR,
+                               "The Consumer <cri-direct> <10.0.0.1@gone> not online"),
+                "cri-direct-pull": (ResponseCode.SYSTEM_ERROR,
+                                    "The Consumer Group <cri-direct-pull> not exist in this consumer: "
+                                    "only push consumers consume a message directly")}
+            # a message id of no record: the broker says so without asking the consumer
+            raw = RemotingCommand.request(RequestCode.CONSUME_MESSAGE_DIRECTLY,
+                                          ConsumeMessageDirectlyResultRequestHeader(
+                                              consumer_group="cri-direct", client_id=consumer.client_id,
+                                              msg_id=sent[b"ok"].offset_msg_id[:-4] + "0001"))
+            async with RemotingClient() as client:
+                answer = await client.invoke(s.broker_addr, raw)
+            assert answer.code == ResponseCode.SYSTEM_ERROR
+            assert answer.remark == "can not find message by the offset, 1: no record starts there"
+
+            out = await asyncio.to_thread(CliRunner().invoke, cli, [
+                "admin", "queryMsgById", "-n", s.namesrv_addr, "-i", sent[b"later"].offset_msg_id,
+                "-g", "cri-direct", "-d", consumer.client_id, "--output", "json"])
+            assert out.exit_code == 0, out.output
+            doc = json.loads(out.output)
+            assert doc["message"]["body"] == "later" and doc["consumeResult"]["consumeResult"] == "CR_LATER"
+            half = await asyncio.to_thread(CliRunner().invoke, cli, [
+                "admin", "queryMsgById", "-n", s.namesrv_addr, "-i", sent[b"ok"].offset_msg_id, "-g", "x"])
+            assert half.exit_code == 2 and "give both -g GROUP and -d CLIENT_ID" in half.output
+
+    run_with_servers(tmp_path, test)

@@ -23,6 +23,7 @@ from client_roundtrip import unavailable
 
 from bolide.client import ClientConfig, ConsumeFrom, PushConsumer
 from bolide.common.fastjson import loads
+from bolide.common.message import MessageExt
 from bolide.protocol import RemotingCommand
 from bolide.protocol.bodies import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
 from bolide.protocol.bodies.admin import ResetOffsetBody
@@ -111,9 +112,9 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
 
             client.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, on_reset)
             local = await _prepare(s, client)
-            seen: list[object] = []
+            seen: list[MessageExt] = []
 
-            async def on_messages(msgs: list[object], ctx: object) -> None:
+            async def on_messages(msgs: list[MessageExt], ctx: object) -> None:
                 seen.extend(msgs)
 
             py = PushConsumer(ClientConfig(s.namesrv_addr, client_ip=PY_IP, instance_name="py"), "cg_py",
@@ -148,16 +149,20 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                 ["resetOffsetByTime", "-g", "cg_offline", "-t", TOPIC, "-s", "-1"],
                 ["consumerStatus", "-g", "cg_py", "-i", py.client_id],
                 ["consumerProgress", "-g", "cg_py", "-s", "true"],
+                [*by_id, "-g", "cg_py", "-d", py.client_id],  # CONSUME_MESSAGE_DIRECTLY
             ] + ([["haStatus", "-b", s.broker_addr]] if major5 else [])  # GET_BROKER_HA_STATUS
+            before = len(seen)
             outputs = await asyncio.to_thread(rmq.mqadmin_batch, commands)
             await py.close()
+            pushed = [m.body for m in seen[before:]]
             group = s.broker.subscription_groups.get("admin_group")
             state = {"new_topic": s.broker.topics.get(NEW_TOPIC),
                      "retry_max": group.retry_max_times if group is not None else None,
                      "max_phy": s.broker.store.max_phy_offset,
                      "offset_id": first.offset_msg_id,
                      "offline": [s.broker.offsets.query("cg_offline", TOPIC, q) for q in (0, 1)],
-                     "resets": [ResetOffsetBody.decode(r.body_bytes()).offset_table for r in resets]}
+                     "resets": [ResetOffsetBody.decode(r.body_bytes()).offset_table for r in resets],
+                     "pushed": pushed}
             return s.broker_addr, local, commands, outputs, state
 
     broker_addr, local, commands, outputs, state = asyncio.run(main())
@@ -237,9 +242,12 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
     # consumerProgress -s: each queue's owner, from the consumers' reports
     owners = {int(r[2]): r[5] for r in _rows(outputs[22], TOPIC)}
     assert owners == {0: PY_IP, 1: PY_IP}, log
+    # queryMsgById -g -d: the message pushed to the Python consumer's listener, its verdict back
+    assert "consumeResult=CR_SUCCESS" in outputs[23] and "order=false" in outputs[23], log
+    assert state["pushed"] == [b"body-0"], log
 
     # haStatus (GET_BROKER_HA_STATUS, 5.x): a master without slaves
     if version.startswith("5"):
-        ha = dict(line.split("\t", 1) for line in outputs[23].splitlines() if "\t" in line)
+        ha = dict(line.split("\t", 1) for line in outputs[24].splitlines() if "\t" in line)
         assert ha == {"#MasterAddr": broker_addr, "#MasterCommitLogMaxOffset": str(state["max_phy"]),
                       "#SlaveNum": "0", "#InSyncSlaveNum": "0"}, log

@@ -10,9 +10,10 @@ import click
 from bolide.cli.admin_common import admin_options, emit, fmt_time, parse_time, run, table, with_admin
 from bolide.client.admin import Admin
 from bolide.client.admin_types import body_text, message_dict
-from bolide.client.errors import ClientConfigError, MessageNotFoundError
+from bolide.client.errors import ClientConfigError, MessageNotFoundError, MQBrokerError
 from bolide.client.producer import Producer
 from bolide.common.message import Message, MessageExt
+from bolide.protocol.bodies.admin import ConsumeMessageDirectlyResult
 from bolide.protocol.bodies.client import MessageQueue
 
 ADMIN_PRODUCER_GROUP = "bolide-admin-producer"
@@ -53,10 +54,32 @@ def emit_messages(output: str, title: str, msgs: list[MessageExt], with_body: bo
 @admin_options
 @click.option("-i", "--msg-id", required=True, help="Offset message id, or client id (UNIQ_KEY) with -t.")
 @click.option("-t", "--topic", help="Topic of a client message id.")
-def query_msg_by_id(namesrv: str, output: str, msg_id: str, topic: str | None) -> None:
-    """A message by id: VIEW_MESSAGE_BY_ID (33), else QUERY_MESSAGE by unique key (12)."""
-    msg = with_admin(namesrv, lambda admin: admin.view_message(msg_id, topic))
-    emit(output, message_dict(msg), message_table(msg))
+@click.option("-g", "--group", help="With -d: have this group's consumer consume the message again.")
+@click.option("-d", "--client-id", help="With -g: the consumer (client id, see consumerConnection).")
+def query_msg_by_id(namesrv: str, output: str, msg_id: str, topic: str | None, group: str | None,
+                    client_id: str | None) -> None:
+    """A message by id: VIEW_MESSAGE_BY_ID (33), else QUERY_MESSAGE by unique key (12); with
+    -g and -d also pushed to that consumer's listener (CONSUME_MESSAGE_DIRECTLY, 309)."""
+    if (group is None) != (client_id is None):
+        raise click.UsageError("give both -g GROUP and -d CLIENT_ID to push the message to a consumer")
+
+    async def job(admin: Admin) -> tuple[MessageExt, ConsumeMessageDirectlyResult | None]:
+        msg = await admin.view_message(msg_id, topic)
+        if group is None or client_id is None:
+            return msg, None
+        try:
+            return msg, await admin.consume_message_directly(group, client_id, msg_id, topic)
+        except MQBrokerError as exc:
+            raise click.ClickException(f"{exc.remark or exc}: check the client id with "
+                                       f"consumerConnection -g {group}") from None
+
+    msg, result = with_admin(namesrv, job)
+    if result is None:
+        emit(output, message_dict(msg), message_table(msg))
+        return
+    emit(output, {"message": message_dict(msg), "consumeResult": result.to_json_obj()}, message_table(msg),
+         table(f"Consumed directly by {client_id}", ["consumeResult", "order", "spentTimeMills", "remark"],
+               [[result.consume_result, result.order, result.spent_time_mills, result.remark]]))
 
 
 @click.command("queryMsgByKey")

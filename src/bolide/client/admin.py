@@ -42,6 +42,7 @@ from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
 from bolide.errors import RemotingError
 from bolide.protocol import RemotingCommand, RequestCode, ResponseCode
 from bolide.protocol.bodies.admin import (
+    ConsumeMessageDirectlyResult,
     ConsumerConnection,
     ConsumerRunningInfo,
     ConsumeStats,
@@ -56,6 +57,7 @@ from bolide.protocol.bodies.client import MessageQueue
 from bolide.protocol.bodies.ha import HARuntimeInfo
 from bolide.protocol.bodies.route import MASTER_ID, PERM_READ, PERM_WRITE, ClusterInfo, TopicRouteData
 from bolide.protocol.headers import (
+    ConsumeMessageDirectlyResultRequestHeader,
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
@@ -400,6 +402,21 @@ class Admin:
                 return found[-1]
         hint = "" if topic else "; if it is a client message id (UNIQ_KEY), give its topic with -t"
         raise MessageNotFoundError(f"no message with id {msg_id!r} was found{hint}")
+
+    async def consume_message_directly(self, group: str, client_id: str, msg_id: str,
+                                       topic: str | None = None) -> ConsumeMessageDirectlyResult:
+        """Have one online push consumer's listener consume the message ``msg_id`` (found as
+        :meth:`view_message` finds it) once more, outside its queues: the broker that stored it
+        relays CONSUME_MESSAGE_DIRECTLY with the message (mqadmin ``queryMsgById -g -d``). No
+        offset moves. MQBrokerError when the consumer is not online, does not answer in time, or
+        is not a push consumer of ``group``."""
+        msg = await self.view_message(msg_id, topic)
+        addr, _ = decode_offset_msg_id(msg.offset_msg_id)
+        header = ConsumeMessageDirectlyResultRequestHeader(consumer_group=group, client_id=client_id,
+                                                           msg_id=msg.offset_msg_id, topic=msg.topic)
+        response = await self._call(addr, RequestCode.CONSUME_MESSAGE_DIRECTLY, header,
+                                    f"consume {msg_id!r} directly by {client_id!r} of {group!r}")
+        return ConsumeMessageDirectlyResult.decode(response.body_bytes())
 
     async def query_by_key(self, topic: str, key: str, *, max_num: int = 64, begin_ms: int = 0,
                            end_ms: int | None = None) -> list[MessageExt]:

@@ -38,6 +38,7 @@ from bolide.client.results import PullResult, SendResult, SendStatus
 from bolide.client.selector import MessageQueueSelector
 from bolide.common.message import Message, MessageExt
 from bolide.protocol.bodies.admin import (
+    ConsumeMessageDirectlyResult,
     ConsumerConnection,
     ConsumerRunningInfo,
     ProducerConnection,
@@ -448,6 +449,10 @@ class Admin(_Blocking[_admin.Admin]):
 
     def producer_connection(self, group: str, topic: str) -> ProducerConnection:
         return self._run(lambda c: c.producer_connection(group, topic))
+
+    def consume_message_directly(self, group: str, client_id: str, msg_id: str,
+                                 topic: str | None = None) -> ConsumeMessageDirectlyResult:
+        return self._run(lambda c: c.consume_message_directly(group, client_id, msg_id, topic))
 
     def online_consumers(self, group: str, topic: str) -> list[str]:
         return self._run(lambda c: c.online_consumers(group, topic))

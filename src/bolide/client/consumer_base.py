@@ -26,7 +26,10 @@ from bolide.protocol.bodies.admin import ConsumerRunningInfo, ProcessQueueInfo
 from bolide.protocol.bodies.client import ConsumerData, MessageQueue, SubscriptionData
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
-from bolide.protocol.headers.admin import GetConsumerRunningInfoRequestHeader
+from bolide.protocol.headers.admin import (
+    ConsumeMessageDirectlyResultRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+)
 from bolide.remoting import RequestContext
 
 log = logging.getLogger(__name__)
@@ -78,6 +81,7 @@ class ConsumerBase:
         self.start_timestamp_ms = 0
         self._stop: asyncio.Event | None = None  # set when closing: the pull loops end
         self._instance.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_running_info)
+        self._instance.register_processor(RequestCode.CONSUME_MESSAGE_DIRECTLY, self._on_consume_directly)
 
     async def _begin_close(self) -> bool:
         """The first steps of ``close()``: end the pull loops and stop the timers; False when
@@ -161,6 +165,14 @@ class ConsumerBase:
                 ResponseCode.SYSTEM_ERROR,
                 f"The Consumer Group <{header.consumer_group}> not exist in this consumer")
         return request.make_response(body=self.running_info(header.jstack_enable).encode())
+
+    async def _on_consume_directly(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """CONSUME_MESSAGE_DIRECTLY (309): only push consumers have a listener to run; others
+        answer as a Java lite pull consumer does."""
+        header = request.read_header(ConsumeMessageDirectlyResultRequestHeader)
+        return request.make_response(
+            ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{header.consumer_group}> not exist in this "
+            "consumer: only push consumers consume a message directly")
 
     async def initial_offset(self, mq: MessageQueue) -> int:
         """Where to start on a newly owned queue: the stored offset, else per ``consume_from``."""

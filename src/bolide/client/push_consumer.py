@@ -46,23 +46,29 @@ from bolide.client.filtering import subscription
 from bolide.client.orderly import OrderlyService
 from bolide.client.process_queue import ProcessQueue
 from bolide.client.producer import Producer
-from bolide.client.pulling import pull
+from bolide.client.pulling import decompress, pull, restore_retry_topic
 from bolide.client.results import ConsumeFrom, ConsumeStatus, MessageModel, PullStatus
 from bolide.common import properties as P
 from bolide.common.message import Message, MessageExt
+from bolide.common.records import decode_records
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
 from bolide.errors import BolideError
-from bolide.protocol import RequestCode
+from bolide.protocol import RequestCode, ResponseCode
 from bolide.protocol.bodies.admin import (
+    CR_LATER,
+    CR_RETURN_NULL,
+    CR_SUCCESS,
+    CR_THROW_EXCEPTION,
     PROP_CONSUME_ORDERLY,
     PROP_THREADPOOL_CORE_SIZE,
+    ConsumeMessageDirectlyResult,
     ProcessQueueInfo,
     ResetOffsetBody,
 )
 from bolide.protocol.bodies.client import MessageQueue
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import ConsumerSendMsgBackRequestHeader
-from bolide.protocol.headers.admin import ResetOffsetRequestHeader
+from bolide.protocol.headers.admin import ConsumeMessageDirectlyResultRequestHeader, ResetOffsetRequestHeader
 from bolide.remoting import RequestContext
 
 log = logging.getLogger(__name__)
@@ -222,6 +228,46 @@ class PushConsumer(ConsumerBase):
                 PROP_CONSUME_ORDERLY: str(self.orderly).lower(),
                 PROP_THREADPOOL_CORE_SIZE: str(self.consume_concurrency)}
 
+    async def _consume_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
+        """Hand one message to the listener outside the queues' flow (CONSUME_MESSAGE_DIRECTLY,
+        an admin's ``queryMsgById -g G -d clientId``): no offset moves and nothing is retried;
+        the answer says what the listener did."""
+        ctx = ConsumeContext(MessageQueue(msg.topic, broker_name, msg.queue_id))
+        restore_retry_topic(msg, self.group)
+        result = ConsumeMessageDirectlyResult(order=self.orderly)
+        began = time.monotonic()
+        try:
+            status = await self._run_listener([msg], ctx)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            result.consume_result, result.remark = CR_THROW_EXCEPTION, f"{type(exc).__name__}: {exc}"
+        else:
+            if status is None or status is ConsumeStatus.CONSUME_SUCCESS:
+                result.consume_result = CR_SUCCESS
+            elif status is ConsumeStatus.RECONSUME_LATER:
+                result.consume_result = CR_LATER
+            else:
+                result.consume_result = CR_RETURN_NULL
+                result.remark = f"the listener returned {status!r}, not a ConsumeStatus"
+        result.spent_time_mills = int((time.monotonic() - began) * 1000)
+        return result
+
+    async def _on_consume_directly(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = request.read_header(ConsumeMessageDirectlyResultRequestHeader)
+        if header.consumer_group != self.group or not self.started:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer Group <{header.consumer_group}> not exist in this consumer")
+        try:
+            [msg] = decode_records(request.body_bytes())
+        except (ValueError, BolideError):
+            return request.make_response(ResponseCode.SYSTEM_ERROR,
+                                         "the request's body is not one stored message")
+        decompress(msg)
+        result = await self._consume_directly(msg, header.broker_name or "")
+        return request.make_response(body=result.encode())
+
     def _queue_infos(self) -> dict[MessageQueue, ProcessQueueInfo]:
         out = {}
         for mq, pq in self._queues.items():
@@ -375,17 +421,22 @@ class PushConsumer(ConsumerBase):
                             len(msgs) if ok else 0, 0 if ok else len(msgs))
         return status
 
-    async def _listener_status(self, msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus:
+    async def _run_listener(self, msgs: list[MessageExt], ctx: ConsumeContext) -> Any:
+        """What the listener returns (on the loop, or in the loop's thread pool); raises what
+        it raises."""
         listener = self.listener
         assert listener is not None
+        if inspect.iscoroutinefunction(listener):
+            return await listener(msgs, ctx)
+        call = functools.partial(listener, msgs, ctx)
+        result = await asyncio.get_running_loop().run_in_executor(None, call)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def _listener_status(self, msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus:
         try:
-            if inspect.iscoroutinefunction(listener):
-                result: Any = await listener(msgs, ctx)
-            else:
-                result = await asyncio.get_running_loop().run_in_executor(
-                    None, functools.partial(listener, msgs, ctx))
-                if inspect.isawaitable(result):
-                    result = await result
+            result = await self._run_listener(msgs, ctx)
         except asyncio.CancelledError:
             raise
         except Exception:

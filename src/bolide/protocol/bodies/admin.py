@@ -159,3 +159,22 @@ class ConsumerRunningInfo(Bean):
     mq_table: dict[MessageQueue, ProcessQueueInfo] = jfield(factory=dict)
     status_table: dict[str, TopicConsumeStatus] = jfield(factory=dict)
     jstack: str | None = None
+
+
+# ConsumeMessageDirectlyResult.consumeResult (Java CMResult)
+CR_SUCCESS = "CR_SUCCESS"
+CR_LATER = "CR_LATER"
+CR_THROW_EXCEPTION = "CR_THROW_EXCEPTION"
+CR_RETURN_NULL = "CR_RETURN_NULL"
+
+
+@bean
+class ConsumeMessageDirectlyResult(Bean):
+    """CONSUME_MESSAGE_DIRECTLY (309) answer: what the consumer's listener did with the
+    message (``consumeResult`` one of the CR_ names) and how long it took."""
+
+    order: bool = False
+    auto_commit: bool = True
+    consume_result: str | None = None
+    remark: str | None = None
+    spent_time_mills: int = 0

@@ -1,6 +1,7 @@
 """Typed custom headers: each class converts to and from a command's extFields map."""
 
 from bolide.protocol.headers.admin import (
+    ConsumeMessageDirectlyResultRequestHeader,
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
@@ -67,6 +68,7 @@ __all__ = [
     "AddWritePermOfBrokerRequestHeader",
     "AddWritePermOfBrokerResponseHeader",
     "CheckTransactionStateRequestHeader",
+    "ConsumeMessageDirectlyResultRequestHeader",
     "ConsumerSendMsgBackRequestHeader",
     "CreateTopicRequestHeader",
     "DeleteKVConfigRequestHeader",

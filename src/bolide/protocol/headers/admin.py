@@ -86,6 +86,19 @@ class GetConsumerRunningInfoRequestHeader(Header):
 
 
 @header
+class ConsumeMessageDirectlyResultRequestHeader(Header):
+    """CONSUME_MESSAGE_DIRECTLY (309): an admin has one stored message (``msgId``, an offset
+    message id) consumed by one consumer; the broker adds ``brokerName`` and the record as the
+    body when it relays it. The answer's body is a ConsumeMessageDirectlyResult."""
+
+    consumer_group: str
+    client_id: str | None = None
+    msg_id: str | None = None
+    broker_name: str | None = None
+    topic: str | None = None  # 5.x
+
+
+@header
 class DeleteSubscriptionGroupRequestHeader(Header):
     """DELETE_SUBSCRIPTIONGROUP (207)."""
 
