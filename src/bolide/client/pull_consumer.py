@@ -32,6 +32,7 @@ from bolide.client.allocate import AllocateStrategy, allocate_averagely
 from bolide.client.config import ClientConfig
 from bolide.client.consumer_base import ConsumerBase, cancel_and_wait
 from bolide.client.errors import ClientConfigError, ClientStateError, NoRouteError
+from bolide.client.process_queue import MIB
 from bolide.client.pulling import pull
 from bolide.client.results import ConsumeFrom, MessageModel, PullStatus
 from bolide.common.message import MessageExt
@@ -67,7 +68,7 @@ class _QueueState:
             commit_offset=-1 if commit_offset is None else commit_offset,
             cached_msg_min_offset=self.firsts[0] if self.firsts else 0,
             cached_msg_max_offset=self.last_buffered if self.firsts else 0,
-            cached_msg_count=self.buffered, cached_msg_size_in_mi_b=self.buffered_bytes // (1024 * 1024),
+            cached_msg_count=self.buffered, cached_msg_size_in_mi_b=self.buffered_bytes // MIB,
             last_pull_timestamp=self.last_pull_ms, last_consume_timestamp=self.last_poll_ms)
 
 
@@ -266,7 +267,7 @@ class PullConsumer(ConsumerBase):
         return {"pullBatchSize": str(self.pull_batch_size), "autoCommit": str(self.auto_commit).lower(),
                 "autoCommitIntervalMillis": str(self.persist_offset_interval_ms),
                 "pullThresholdForQueue": str(self.pull_threshold_for_queue),
-                "pullThresholdSizeForQueue": str(self.pull_threshold_size_for_queue // (1024 * 1024)),
+                "pullThresholdSizeForQueue": str(self.pull_threshold_size_for_queue // MIB),
                 "pollTimeoutMillis": str(self.poll_timeout_ms)}
 
     def _queue_infos(self) -> dict[MessageQueue, ProcessQueueInfo]:

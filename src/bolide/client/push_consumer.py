@@ -44,7 +44,7 @@ from bolide.client.consumer_base import ConsumerBase, cancel_and_wait
 from bolide.client.errors import ClientConfigError
 from bolide.client.filtering import subscription
 from bolide.client.orderly import OrderlyService
-from bolide.client.process_queue import ProcessQueue
+from bolide.client.process_queue import MIB, ProcessQueue
 from bolide.client.producer import Producer
 from bolide.client.pulling import decompress, pull, restore_retry_topic
 from bolide.client.results import ConsumeFrom, ConsumeStatus, MessageModel, PullStatus
@@ -222,7 +222,7 @@ class PushConsumer(ConsumerBase):
                 "consumeMessageBatchMaxSize": str(self.consume_batch_max_size),
                 "pullBatchSize": str(self.pull_batch_size),
                 "pullThresholdForQueue": str(self.pull_threshold_for_queue),
-                "pullThresholdSizeForQueue": str(self.pull_threshold_size_for_queue // (1024 * 1024)),
+                "pullThresholdSizeForQueue": str(self.pull_threshold_size_for_queue // MIB),
                 "maxReconsumeTimes": str(self.max_reconsume_times),
                 "suspendCurrentQueueTimeMillis": str(self.suspend_current_queue_ms),
                 PROP_CONSUME_ORDERLY: str(self.orderly).lower(),
