@@ -487,3 +487,24 @@ def test_topic_queue_counts_outside_the_range_are_refused(tmp_path: Path) -> Non
         assert created is not None and created.write_queue_nums == MAX_QUEUE_NUMS
 
     run(tmp_path, test)
+
+
+def test_cluster_and_broker_topics_take_messages_unless_turned_off(tmp_path: Path) -> None:
+    """As RocketMQ (clusterTopicEnable / brokerTopicEnable, on by default): the built-in topics
+    named after the cluster and the broker take sends (mqadmin sendMsgStatus and clusterRT)."""
+    async def sends(**options: object) -> list[int]:
+        async with running_servers(tmp_path / str(len(options)), **options) as s, RemotingClient() as client:
+            codes = []
+            for topic in ("DefaultCluster", "broker-a"):
+                header = SendMessageRequestHeader(producer_group="pg", topic=topic, default_topic="TBW102",
+                                                  default_topic_queue_nums=4, queue_id=0, sys_flag=0,
+                                                  born_timestamp=int(time.time() * 1000), flag=0,
+                                                  properties="")
+                r = await client.invoke(s.broker_addr, RemotingCommand.request(
+                    RequestCode.SEND_MESSAGE_V2, header.to_v2(), b"rt"))
+                codes.append(r.code)
+            return codes
+
+    assert asyncio.run(sends()) == [ResponseCode.SUCCESS, ResponseCode.SUCCESS]
+    assert asyncio.run(sends(cluster_topic_enable=False, broker_topic_enable=False)) == [
+        ResponseCode.NO_PERMISSION, ResponseCode.NO_PERMISSION]

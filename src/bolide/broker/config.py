@@ -28,6 +28,10 @@ class BrokerConfig(PropertiesConfig):
     broker_permission: int = _key("brokerPermission", 6)
     auto_create_topic_enable: bool = _key("autoCreateTopicEnable", True)
     default_topic_queue_nums: int = _key("defaultTopicQueueNums", 8)
+    # the built-in topics named after the cluster and the broker take sends and pulls
+    # (mqadmin clusterRT and sendMsgStatus send to them); off: inherit-only, as templates
+    cluster_topic_enable: bool = _key("clusterTopicEnable", True)
+    broker_topic_enable: bool = _key("brokerTopicEnable", True)
     auto_create_subscription_group: bool = _key("autoCreateSubscriptionGroup", True)
     register_name_server_period_ms: int = _key("registerNameServerPeriod", 30_000)
     register_broker_timeout_ms: int = _key("registerBrokerTimeoutMills", 6000)

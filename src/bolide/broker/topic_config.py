@@ -48,10 +48,13 @@ class TopicConfigManager:
             n = config.default_topic_queue_nums
             self._put(TopicConfig(topic_name=AUTO_CREATE_TOPIC_KEY, read_queue_nums=n,
                                   write_queue_nums=n, perm=PERM_INHERIT | PERM_READ | PERM_WRITE))
-        cluster = config.broker_cluster_name
-        self._put(TopicConfig(topic_name=cluster, read_queue_nums=16, write_queue_nums=16, perm=1))
+        read_write = PERM_READ | PERM_WRITE
+        cluster_perm = PERM_INHERIT | (read_write if config.cluster_topic_enable else 0)
+        broker_perm = PERM_INHERIT | (read_write if config.broker_topic_enable else 0)
+        self._put(TopicConfig(topic_name=config.broker_cluster_name, read_queue_nums=16,
+                              write_queue_nums=16, perm=cluster_perm))
         self._put(TopicConfig(topic_name=config.broker_name, read_queue_nums=1, write_queue_nums=1,
-                              perm=1))
+                              perm=broker_perm))
 
     @property
     def path(self) -> Path:
