@@ -253,11 +253,12 @@ def test_runtime_info_counts_puts_and_gets_and_broker_config(tmp_path: Path) -> 
         r = await call(client, s.broker_addr, RequestCode.SEND_MESSAGE, header, b"x")
         assert r.code == ResponseCode.NO_PERMISSION  # the read-only permission is in force
 
-        for refused in (b"brokerName=other\n", b"noSuchKey=1\n", b"defaultTopicQueueNums=0\n"):
+        for refused in (b"brokerName=other\n", b"noSuchKey=1\n", b"defaultTopicQueueNums=0\n",
+                        b"brokerTopicEnable=false\n"):
             r = await call(client, s.broker_addr, RequestCode.UPDATE_BROKER_CONFIG, body=refused)
             assert r.code == ResponseCode.SYSTEM_ERROR, (refused, r)
         assert s.broker.config.broker_name == "broker-a"
-        assert s.broker.config.default_topic_queue_nums == 8
+        assert s.broker.config.default_topic_queue_nums == 8 and s.broker.config.broker_topic_enable
 
     run(tmp_path, test)
 

@@ -35,10 +35,11 @@ if TYPE_CHECKING:
     from bolide.broker.controller import BrokerController
 
 # BrokerConfig keys UPDATE_BROKER_CONFIG may not change: they fix the broker's identity, its
-# sockets or sizes chosen at start
+# sockets, sizes or built-in topics chosen at start
 RESTART_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "listenPort", "brokerIP1",
                           "bolideBindAddress", "bolideMaxHeldPulls", "bolideMaxClientGroups",
-                          "flushConsumerOffsetInterval", "flushDelayOffsetInterval"})
+                          "flushConsumerOffsetInterval", "flushDelayOffsetInterval",
+                          "clusterTopicEnable", "brokerTopicEnable"})
 
 
 def config_properties(*configs: Any) -> dict[str, str]:
