@@ -119,7 +119,8 @@ class IndexService:
                     for k in keys.decode("utf-8", "replace").split(" "):
                         if k:
                             self._put(prefix + k, phy, ts)
-            except OSError as exc:  # e.g. disk full: the message stays unindexed, dispatch goes on
+            except OSError as exc:  # e.g. disk full: the message's keys from this one on stay
+                # unindexed (its UNIQ_KEY may be in already), dispatch goes on
                 if not self._failing:
                     log.error("index: cannot index the message at %d: %s", phy, exc)
                 self._failing = True

@@ -84,8 +84,10 @@ def test_queries_find_what_the_compiled_build_indexed(tmp_path: Path) -> None:
 @pytest.mark.skipif(not COMPILED, reason="the compiled index build")
 def test_a_page_that_cannot_be_allocated_skips_one_message_and_indexes_the_rest_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A full disk when the compiled loop needs a page: that message stays unindexed (as in
-    the Python path), the ones before and after are indexed exactly once."""
+    """A full disk when the compiled loop needs a page: that message's key stays unindexed (as
+    in the Python path; its UNIQ_KEY, indexed first, is in when the failing page was the
+    key's), the ones before and after are indexed exactly once. Which of the two keys needs
+    the failing page depends on the hash slot of the random UNIQ_KEY."""
     from bolide.store.index_file import IndexFile
 
     real = IndexFile._allocate
@@ -108,5 +110,6 @@ def test_a_page_that_cannot_be_allocated_skips_one_message_and_indexes_the_rest_
         assert store.index is not None
         entries = sum(f.index_count - 1 for f in store.index.files)
     assert calls[0] > 5
-    assert entries == 2 * (n - 1)  # UNIQ_KEY and key of every message but one, no entry twice
+    # UNIQ_KEY and key of every message but one, no entry twice
+    assert entries in (2 * (n - 1), 2 * (n - 1) + 1), entries
     assert set(hits) <= {0, 1} and hits.count(0) == 1, hits.count(0)
