@@ -10,9 +10,11 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from bolide.broker import BrokerConfig
 from bolide.broker.loop_lag import parse_distribution
 from bolide.common.message import MessageExt
 from bolide.common.topic import MAX_QUEUE_NUMS
+from bolide.errors import ConfigError
 from bolide.protocol import RemotingCommand
 from bolide.protocol.bodies import (
     ConsumerConnection,
@@ -30,6 +32,12 @@ from bolide.protocol.bodies import (
     TopicConfigSerializeWrapper,
     TopicStatsTable,
 )
+from bolide.protocol.bodies.admin import (
+    ConsumeStatsList,
+    ProducerTableInfo,
+    QueryConsumeQueueResponseBody,
+    TopicList,
+)
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.headers import (
     CreateTopicRequestHeader,
@@ -40,9 +48,11 @@ from bolide.protocol.headers.admin import (
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
+    QueryConsumeQueueRequestHeader,
     QueryMessageRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
     ViewMessageRequestHeader,
@@ -221,6 +231,7 @@ def test_runtime_info_counts_puts_and_gets_and_broker_config(tmp_path: Path) -> 
         assert int(table["msgPutTotalTodayMorning"]) <= 5
         assert float(table["putTps"].split(" ")[0]) > 0
         assert float(table["getTransferedTps"].split(" ")[0]) > 0
+        assert table["getTransferredTps"] == table["getTransferedTps"]  # 5.x spelling
         assert len(table["putTps"].split(" ")) == 3
         assert int(table["commitLogMaxOffset"]) == s.broker.store.max_phy_offset
         assert int(table["commitLogMinOffset"]) == 0
@@ -509,3 +520,87 @@ def test_cluster_and_broker_topics_take_messages_unless_turned_off(tmp_path: Pat
     assert asyncio.run(sends()) == [ResponseCode.SUCCESS, ResponseCode.SUCCESS]
     assert asyncio.run(sends(cluster_topic_enable=False, broker_topic_enable=False)) == [
         ResponseCode.NO_PERMISSION, ResponseCode.NO_PERMISSION]
+
+
+def test_broker_consume_stats_producer_table_system_topics_and_consume_queue_entries(tmp_path: Path) -> None:
+    """GET_BROKER_CONSUME_STATS (317), GET_ALL_PRODUCER_INFO (328),
+    GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305) and QUERY_CONSUME_QUEUE (321) with their error answers."""
+    async def test(s: Servers, client: RemotingClient) -> None:
+        addr = s.broker_addr
+        await create_topic(client, addr, TOPIC)
+        header = CreateTopicRequestHeader(topic="Ordered", default_topic="TBW102", read_queue_nums=1,
+                                          write_queue_nums=1, perm=6, order=True)
+        assert (await call(client, addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)).code == 0
+        for i in range(3):
+            await send(client, addr, i)
+        await send(client, addr, 9, topic="Ordered")
+        await dispatched(s)
+        for group, topic, offset in (("cg", TOPIC, 2), ("og", "Ordered", 0)):
+            await call(client, addr, RequestCode.UPDATE_CONSUMER_OFFSET, UpdateConsumerOffsetRequestHeader(
+                consumer_group=group, topic=topic, queue_id=0, commit_offset=offset))
+        r = await call(client, addr, RequestCode.HEART_BEAT, body=heartbeat("10.0.0.9@p").encode())
+        assert r.code == ResponseCode.SUCCESS
+
+        r = await call(client, addr, RequestCode.GET_BROKER_CONSUME_STATS, GetConsumeStatsInBrokerHeader())
+        body = ConsumeStatsList.decode(r.body_bytes())
+        groups = {g: stats for entry in body.consume_stats_list for g, stats in entry.items()}
+        assert body.broker_addr == addr and body.total_diff == 1 + 1  # cg: 3 - 2 on q0; og: 1 - 0
+        [cg] = groups["cg"]
+        assert {mq.queue_id: (w.broker_offset, w.consumer_offset) for mq, w in cg.offset_table.items()} == {
+            0: (3, 2), 1: (0, 0)}
+        assert "TOOLS_CONSUMER" in groups and groups["TOOLS_CONSUMER"] == []  # built-in, no offsets
+        r = await call(client, addr, RequestCode.GET_BROKER_CONSUME_STATS,
+                       GetConsumeStatsInBrokerHeader(is_order=True))
+        ordered = {g: st for e in ConsumeStatsList.decode(r.body_bytes()).consume_stats_list
+                   for g, st in e.items() if st}
+        assert list(ordered) == ["og"] and ConsumeStatsList.decode(r.body_bytes()).total_diff == 1
+
+        r = await call(client, addr, RequestCode.GET_ALL_PRODUCER_INFO)
+        [producer] = ProducerTableInfo.decode(r.body_bytes()).data["pg"]
+        local = (await client.get_channel(addr)).local_address
+        assert (producer.client_id, producer.remote_ip) == ("10.0.0.9@p", f"/{local}")
+        assert abs(producer.last_update_timestamp - time.time() * 1000) < 60_000
+
+        r = await call(client, addr, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
+        system = set(TopicList.decode(r.body_bytes()).topic_list)
+        assert {"SCHEDULE_TOPIC_XXXX", "TBW102", "DefaultCluster", "broker-a"} <= system
+        assert TOPIC not in system and "RMQ_SYS_TRACE_TOPIC" not in system  # traceTopicEnable is off
+
+        def query(index: int, count: int, queue_id: int = 0,
+                  group: str | None = None) -> QueryConsumeQueueRequestHeader:
+            return QueryConsumeQueueRequestHeader(topic=TOPIC, queue_id=queue_id, index=index, count=count,
+                                                  consumer_group=group)
+
+        r = await call(client, addr, RequestCode.QUERY_CONSUME_QUEUE, query(1, 5, group="cg"))
+        cq = QueryConsumeQueueResponseBody.decode(r.body_bytes())
+        stored = [m for m in s.broker.store.get_message("g", TOPIC, 0, 0, 10).messages]
+        assert (cq.min_queue_index, cq.max_queue_index) == (0, 3) and r.remark is None
+        assert [(d.physic_offset, d.physic_size) for d in cq.queue_data] == [
+            (m.commit_log_offset, m.store_size) for m in stored[1:]]
+        assert cq.subscription_data is not None and cq.subscription_data.topic == TOPIC
+        r = await call(client, addr, RequestCode.QUERY_CONSUME_QUEUE, query(0, 1, group="nobody"))
+        not_online = QueryConsumeQueueResponseBody.decode(r.body_bytes()).filter_data
+        assert not_online == f"nobody@{TOPIC} is not online!"
+        r = await call(client, addr, RequestCode.QUERY_CONSUME_QUEUE, query(7, 5))
+        assert r.code == ResponseCode.SUCCESS and r.remark == f"Index 7 of 0@{TOPIC} is not exist!"
+        assert QueryConsumeQueueResponseBody.decode(r.body_bytes()).queue_data == []
+        r = await call(client, addr, RequestCode.QUERY_CONSUME_QUEUE, query(0, 5, queue_id=5))
+        assert r.code == ResponseCode.SYSTEM_ERROR and r.remark == f"5@{TOPIC} is not exist!"
+
+    run(tmp_path, test)
+
+
+def test_trace_topic_and_the_keys_that_are_not_offered(tmp_path: Path) -> None:
+    async def topics() -> set[str]:
+        async with running_servers(tmp_path / "store", trace_topic_enable=True,
+                                   msg_trace_topic_name="MyTraces") as s:
+            return set(s.broker.topics.table)
+
+    assert "MyTraces" in asyncio.run(topics())
+    for key, value in (("useTLS", "true"), ("filterServerNums", "2")):
+        try:
+            BrokerConfig.from_mapping({key: value})
+        except ConfigError as exc:
+            assert key in str(exc)
+        else:
+            raise AssertionError(f"{key}={value} was accepted")

@@ -2,8 +2,11 @@
 in-process NameServer + Broker: cluster and broker status, topics (list, route, status, update,
 delete), subscription groups, consumer progress and connections, the three message queries,
 resetOffsetByTime (relayed to an online consumer, or committed by mqadmin for an offline group)
-and consumerStatus / consumerProgress -s (GET_CONSUMER_RUNNING_INFO relayed to a Python push
-consumer, whose report mqadmin parses).
+consumerStatus / consumerProgress -s (GET_CONSUMER_RUNNING_INFO relayed to a Python push
+consumer, whose report mqadmin parses), queryMsgById -g -d (CONSUME_MESSAGE_DIRECTLY),
+brokerConsumeStats, producer, queryCq, sendMsgStatus, the three exports, statsAll,
+checkMsgSendRT, the config getters, KV config, cloneGroupOffset, write permissions and
+updateTopicPerm.
 
 The servers run on this process's event loop while mqadmin is a JVM subprocess, so each batch
 runs in a thread (``asyncio.to_thread``). A raw RemotingClient heartbeats as consumer group
@@ -150,19 +153,36 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                 ["consumerStatus", "-g", "cg_py", "-i", py.client_id],
                 ["consumerProgress", "-g", "cg_py", "-s", "true"],
                 [*by_id, "-g", "cg_py", "-d", py.client_id],  # CONSUME_MESSAGE_DIRECTLY
+                ["brokerConsumeStats", "-b", s.broker_addr],  # GET_BROKER_CONSUME_STATS
+                ["producer", "-b", s.broker_addr],  # GET_ALL_PRODUCER_INFO
+                ["queryCq", "-t", TOPIC, "-q", "0", "-i", "0", "-c", "5"],  # QUERY_CONSUME_QUEUE
+                ["sendMsgStatus", "-b", "broker-a", "-c", "2"],  # sends to the broker's own topic
+                ["exportMetadata", "-c", "DefaultCluster", "-f", str(tmp_path / "export")],
+                ["exportConfigs", "-c", "DefaultCluster", "-f", str(tmp_path / "export")],
+                ["exportMetrics", "-c", "DefaultCluster", "-f", str(tmp_path / "export")],  # 305, 28
+                ["statsAll"], ["checkMsgSendRT", "-t", TOPIC, "-a", "2", "-s", "64"],
+                ["getBrokerConfig", "-b", s.broker_addr], ["getConsumerConfig", "-g", "cg"],
+                ["getNamesrvConfig"],
+                ["updateKvConfig", "-s", "ns", "-k", "k", "-v", "v"],
+                ["deleteKvConfig", "-s", "ns", "-k", "k"],
+                ["cloneGroupOffset", "-s", "cg", "-d", "cg_clone", "-t", TOPIC],
+                ["wipeWritePerm", "-b", "broker-a"], ["addWritePerm", "-b", "broker-a"],
+                ["updateTopicPerm", "-b", s.broker_addr, "-t", TOPIC, "-p", "4"],
             ] + ([["haStatus", "-b", s.broker_addr]] if major5 else [])  # GET_BROKER_HA_STATUS
-            before = len(seen)
+            before, max_phy = len(seen), s.broker.store.max_phy_offset
             outputs = await asyncio.to_thread(rmq.mqadmin_batch, commands)
             await py.close()
             pushed = [m.body for m in seen[before:]]
             group = s.broker.subscription_groups.get("admin_group")
             state = {"new_topic": s.broker.topics.get(NEW_TOPIC),
                      "retry_max": group.retry_max_times if group is not None else None,
-                     "max_phy": s.broker.store.max_phy_offset,
-                     "offset_id": first.offset_msg_id,
+                     "max_phy": max_phy, "max_phy_end": s.broker.store.max_phy_offset,
+                     "offset_id": first.offset_msg_id, "offset_0": first.commit_log_offset,
                      "offline": [s.broker.offsets.query("cg_offline", TOPIC, q) for q in (0, 1)],
                      "resets": [ResetOffsetBody.decode(r.body_bytes()).offset_table for r in resets],
-                     "pushed": pushed}
+                     "pushed": pushed,
+                     "clone": [s.broker.offsets.query("cg_clone", TOPIC, q) for q in (0, 1)],
+                     "perm": s.broker.topics.get(TOPIC).perm}  # type: ignore[union-attr]
             return s.broker_addr, local, commands, outputs, state
 
     broker_addr, local, commands, outputs, state = asyncio.run(main())
@@ -244,10 +264,51 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
     assert owners == {0: PY_IP, 1: PY_IP}, log
     # queryMsgById -g -d: the message pushed to the Python consumer's listener, its verdict back
     assert "consumeResult=CR_SUCCESS" in outputs[23] and "order=false" in outputs[23], log
-    assert state["pushed"] == [b"body-0"], log
+    assert [b for b in state["pushed"] if b.startswith(b"body-")] == [b"body-0"], log  # type: ignore[union-attr]
+
+    # brokerConsumeStats: every group's progress on the broker (cg committed 1 and 2 of 2 and 2)
+    stats = {int(r[3]): (int(r[4]), int(r[5])) for r in _rows(outputs[24], TOPIC) if r[1] == "cg"}
+    assert stats == {0: (2, 1), 1: (2, 2)}, log
+    # producer: the producer connections by group
+    assert f"producer group (pg) instance : clientId={CLIENT_ID},remoteIP=/{local}, language=JAVA" \
+        in outputs[25], log
+    # queryCq: ConsumeQueue entries of queue 0 (messages 0 and 2)
+    assert "max: 2, min: 0" in outputs[26] and outputs[26].count("idx: ") == 2, log
+    assert f"physicOffset={state['offset_0']}, physicSize=" in outputs[26], log
+    # sendMsgStatus sends to the topic named after the broker
+    assert outputs[27].count("sendStatus=SEND_OK") == 2, log
+    # exportMetadata / exportConfigs / exportMetrics write their files
+    export = tmp_path / "export"
+    metadata = loads((export / "metadata.json").read_text())
+    assert TOPIC in metadata["topicConfigTable"] and "cg" in metadata["subscriptionGroupTable"], log
+    configs = loads((export / "configs.json").read_text())
+    assert configs["brokerConfigs"]["broker-a"]["brokerName"] == "broker-a", log
+    metrics = loads((export / "metrics.json").read_text())  # 5.x also reports its clients
+    assert metrics["evaluateReport"]["broker-a"]["runtimeQuota"]["topicSize"] >= 1, log
+
+    # statsAll, checkMsgSendRT, the config getters, KV config, cloneGroupOffset, write perms
+    def output(*command: str) -> str:
+        return outputs[commands.index(list(command))]
+
+    groups = [r[1] for r in _rows(output("statsAll"), TOPIC)]
+    assert sorted(groups) == ["cg", "cg_offline", "cg_py"], log  # before cloneGroupOffset
+    assert output("checkMsgSendRT", "-t", TOPIC, "-a", "2", "-s", "64").count(" true ") == 2, log
+    assert re.search(r"^brokerName\s+=\s+broker-a$", output("getBrokerConfig", "-b", broker_addr), re.M), log
+    assert re.search(r"^groupName\s+=\s+cg$", output("getConsumerConfig", "-g", "cg"), re.M), log
+    assert re.search(r"^enableTopicList\s+=\s+true$", output("getNamesrvConfig"), re.M), log
+    assert "success" in output("updateKvConfig", "-s", "ns", "-k", "k", "-v", "v"), log
+    assert "success" in output("deleteKvConfig", "-s", "ns", "-k", "k"), log
+    assert "clone group offset success" in output("cloneGroupOffset", "-s", "cg", "-d", "cg_clone", "-t",
+                                                  TOPIC), log
+    assert state["clone"] == [1, 2], log  # cg's offsets before its reset
+    assert "OK" in output("wipeWritePerm", "-b", "broker-a"), log
+    assert "OK" in output("addWritePerm", "-b", "broker-a"), log
+    assert "success" in output("updateTopicPerm", "-b", broker_addr, "-t", TOPIC, "-p", "4"), log
+    assert state["perm"] == 4, log
 
     # haStatus (GET_BROKER_HA_STATUS, 5.x): a master without slaves
     if version.startswith("5"):
-        ha = dict(line.split("\t", 1) for line in outputs[24].splitlines() if "\t" in line)
-        assert ha == {"#MasterAddr": broker_addr, "#MasterCommitLogMaxOffset": str(state["max_phy"]),
+        ha = dict(line.split("\t", 1) for line in output("haStatus", "-b", broker_addr).splitlines()
+                  if "\t" in line)
+        assert ha == {"#MasterAddr": broker_addr, "#MasterCommitLogMaxOffset": str(state["max_phy_end"]),
                       "#SlaveNum": "0", "#InSyncSlaveNum": "0"}, log

@@ -32,6 +32,12 @@ class BrokerConfig(PropertiesConfig):
     # (mqadmin clusterRT and sendMsgStatus send to them); off: inherit-only, as templates
     cluster_topic_enable: bool = _key("clusterTopicEnable", True)
     broker_topic_enable: bool = _key("brokerTopicEnable", True)
+    # the topic clients with message trace on send their traces to, created at start when enabled
+    trace_topic_enable: bool = _key("traceTopicEnable", False)
+    msg_trace_topic_name: str = _key("msgTraceTopicName", "RMQ_SYS_TRACE_TOPIC")
+    trace_on: bool = _key("traceOn", True)  # reported for mqadmin; Bolide has no broker-side trace hooks
+    use_tls: bool = _key("useTLS", False)  # TLS is not offered: true is refused
+    filter_server_nums: int = _key("filterServerNums", 0)  # filter servers are not offered: 0 only
     auto_create_subscription_group: bool = _key("autoCreateSubscriptionGroup", True)
     register_name_server_period_ms: int = _key("registerNameServerPeriod", 30_000)
     register_broker_timeout_ms: int = _key("registerBrokerTimeoutMills", 6000)
@@ -78,6 +84,14 @@ class BrokerConfig(PropertiesConfig):
         if self.ha_transfer_batch_size <= 0 or self.ha_send_heartbeat_interval_ms <= 0:
             raise ConfigError("haTransferBatchSize and haSendHeartbeatInterval must be positive; "
                               "RocketMQ uses 32768 (bytes) and 5000 (ms)")
+        if self.use_tls:
+            raise ConfigError("useTLS=true: Bolide does not offer TLS; remove the key (clients must "
+                              "connect in plain TCP)")
+        if self.filter_server_nums != 0:
+            raise ConfigError("filterServerNums must be 0: Bolide has no filter servers; use tag "
+                              "expressions")
+        if not self.msg_trace_topic_name:
+            raise ConfigError("msgTraceTopicName is empty; RocketMQ uses RMQ_SYS_TRACE_TOPIC")
         if not 10_000 <= self.register_name_server_period_ms <= 60_000:
             object.__setattr__(self, "register_name_server_period_ms",
                                min(max(self.register_name_server_period_ms, 10_000), 60_000))

@@ -112,9 +112,11 @@ class BrokerStats:
         return d.put / elapsed, d.get / elapsed, d.get_found / elapsed, d.transferred / elapsed
 
     def tps_text(self) -> dict[str, str]:
-        """RocketMQ's rate keys: ``"<10s> <60s> <600s>"`` with two decimals each."""
+        """RocketMQ's rate keys: ``"<10s> <60s> <600s>"`` with two decimals each (4.x and 5.x
+        spell the transferred rate differently: both are given)."""
         rates = [self.tps(w) for w in WINDOWS_S]
         names = ("putTps", "getTotalTps", "getFoundTps", "getTransferedTps")
         table = {name: " ".join(f"{r[i]:.2f}" for r in rates) for i, name in enumerate(names)}
         table["getMissTps"] = " ".join(f"{r[1] - r[2]:.2f}" for r in rates)
+        table["getTransferredTps"] = table["getTransferedTps"]  # 5.x's spelling (exportMetrics)
         return table

@@ -55,6 +55,9 @@ class TopicConfigManager:
                               write_queue_nums=16, perm=cluster_perm))
         self._put(TopicConfig(topic_name=config.broker_name, read_queue_nums=1, write_queue_nums=1,
                               perm=broker_perm))
+        if config.trace_topic_enable:
+            self._put(TopicConfig(topic_name=config.msg_trace_topic_name, read_queue_nums=1,
+                                  write_queue_nums=1))
 
     @property
     def path(self) -> Path:

@@ -190,6 +190,11 @@ class ConsumerOffsetManager(JsonConfigFile):
         with self._lock:
             return {t for t, _, g in (k.partition(TOPIC_GROUP_SEPARATOR) for k in self._table) if g == group}
 
+    def groups(self) -> set[str]:
+        """Every group with an offset on some topic."""
+        with self._lock:
+            return {k.partition(TOPIC_GROUP_SEPARATOR)[2] for k in self._table}
+
     def groups_of_topic(self, topic: str) -> set[str]:
         with self._lock:
             return {g for t, _, g in (k.partition(TOPIC_GROUP_SEPARATOR) for k in self._table) if t == topic}

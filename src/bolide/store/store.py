@@ -825,6 +825,25 @@ class MessageStore:
         cq = self._queues.get((topic, queue_id))
         return cq.min_offset if cq is not None else 0
 
+    def queue_entries(self, topic: str, queue_id: int, index: int,
+                      count: int) -> list[tuple[int, int, int]] | None:
+        """Up to ``count`` ConsumeQueue entries ``(phys_offset, size, tags_code)`` from queue
+        offset ``index`` (fewer at the queue's end, none below its minimum); None when the
+        store has no such queue."""
+        self._require_open()
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            return None
+        out: list[tuple[int, int, int]] = []
+        while len(out) < count:
+            found = cq.entries_from(index + len(out))
+            if found is None:
+                break
+            view = found[0]
+            for pos in range(0, min(len(view), (count - len(out)) * ENTRY_SIZE), ENTRY_SIZE):
+                out.append(ENTRY.unpack_from(view, pos))
+        return out
+
     def _require_open(self) -> None:
         """Reads need the mapped files: refuse clearly instead of touching closed mappings."""
         if not self._running:

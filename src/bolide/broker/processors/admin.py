@@ -1,4 +1,4 @@
-"""Broker administration (mqadmin, spec 3.7): topics (17, 21, 215, 5.x's 351), the broker's configuration
+"""Broker administration (mqadmin, spec 3.7): topics (17, 21, 215, 305, 5.x's 351), the broker's configuration
 (25, 26), its runtime figures (28) and subscription groups (200, 201, 207). Statistics and
 connection lists are in :mod:`bolide.broker.processors.admin_stats`."""
 
@@ -17,7 +17,7 @@ from bolide.common.config_file import known_values, parse_properties
 from bolide.common.topic import validate_queue_nums, validate_topic
 from bolide.errors import BolideError
 from bolide.protocol import fastjson
-from bolide.protocol.bodies.admin import KVTable
+from bolide.protocol.bodies.admin import KVTable, TopicList
 from bolide.protocol.bodies.broker import DataVersion, TopicConfig
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 RESTART_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "listenPort", "brokerIP1",
                           "bolideBindAddress", "bolideMaxHeldPulls", "bolideMaxClientGroups",
                           "flushConsumerOffsetInterval", "flushDelayOffsetInterval",
-                          "clusterTopicEnable", "brokerTopicEnable"})
+                          "clusterTopicEnable", "brokerTopicEnable", "traceTopicEnable",
+                          "msgTraceTopicName", "useTLS", "filterServerNums"})
 
 
 def config_properties(*configs: Any) -> dict[str, str]:
@@ -72,7 +73,7 @@ class AdminProcessor:
              RequestCode.UPDATE_BROKER_CONFIG, RequestCode.GET_BROKER_RUNTIME_INFO,
              RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
              RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, RequestCode.DELETE_SUBSCRIPTIONGROUP,
-             RequestCode.GET_TOPIC_CONFIG)
+             RequestCode.GET_TOPIC_CONFIG, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
@@ -82,6 +83,7 @@ class AdminProcessor:
             c.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
             c.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
             c.GET_TOPIC_CONFIG: self.get_topic_config,
+            c.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.get_system_topics,
             c.DELETE_TOPIC_IN_BROKER: self.delete_topic,
             c.GET_BROKER_CONFIG: self.get_broker_config,
             c.UPDATE_BROKER_CONFIG: self.update_broker_config,
@@ -124,6 +126,15 @@ class AdminProcessor:
             return request.make_response(ResponseCode.TOPIC_NOT_EXIST,
                                          f"No topic in this broker. topic: {header.topic}")
         return request.make_response(body=tc.encode())
+
+    def get_system_topics(self, request: RemotingCommand) -> RemotingCommand:
+        """The broker's system topics (305; mqadmin exportMetrics leaves them out), with the
+        built-in ones named after its cluster and itself, and the trace topic when enabled."""
+        config = self.broker.config
+        topics = SYSTEM_TOPICS | {config.broker_cluster_name, config.broker_name}
+        if config.trace_topic_enable:
+            topics |= {config.msg_trace_topic_name}
+        return request.make_response(body=TopicList(topic_list=sorted(topics)).encode())
 
     def delete_topic(self, request: RemotingCommand) -> RemotingCommand:
         """Forget the topic's config and re-register (answers 0 for an unknown topic, as Java

@@ -1,18 +1,23 @@
 """Broker statistics and connection lists for mqadmin (spec 3.7): GET_TOPIC_STATS_INFO (202),
-GET_CONSUME_STATS (208), GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204)
-and QUERY_TOPIC_CONSUME_BY_WHO (300)."""
+GET_CONSUME_STATS (208), GET_BROKER_CONSUME_STATS (317), GET_CONSUMER_CONNECTION_LIST (203),
+GET_PRODUCER_CONNECTION_LIST (204), GET_ALL_PRODUCER_INFO (328) and QUERY_TOPIC_CONSUME_BY_WHO
+(300)."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from bolide.protocol.bodies.admin import (
     Connection,
     ConsumerConnection,
     ConsumeStats,
+    ConsumeStatsList,
     GroupList,
     OffsetWrapper,
     ProducerConnection,
+    ProducerInfo,
+    ProducerTableInfo,
     TopicOffset,
     TopicStatsTable,
 )
@@ -44,7 +49,8 @@ class AdminStatsProcessor:
     """Queue offsets, consumer progress and who is connected."""
 
     CODES = (RequestCode.GET_TOPIC_STATS_INFO, RequestCode.GET_CONSUME_STATS,
-             RequestCode.GET_CONSUMER_CONNECTION_LIST, RequestCode.GET_PRODUCER_CONNECTION_LIST,
+             RequestCode.GET_BROKER_CONSUME_STATS, RequestCode.GET_CONSUMER_CONNECTION_LIST,
+             RequestCode.GET_PRODUCER_CONNECTION_LIST, RequestCode.GET_ALL_PRODUCER_INFO,
              RequestCode.QUERY_TOPIC_CONSUME_BY_WHO)
 
     def __init__(self, broker: BrokerController) -> None:
@@ -53,8 +59,10 @@ class AdminStatsProcessor:
         self._handlers = {
             c.GET_TOPIC_STATS_INFO: self.get_topic_stats,
             c.GET_CONSUME_STATS: self.get_consume_stats,
+            c.GET_BROKER_CONSUME_STATS: self.get_broker_consume_stats,
             c.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connections,
             c.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connections,
+            c.GET_ALL_PRODUCER_INFO: self.get_all_producer_info,
             c.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
         }
 
@@ -84,27 +92,57 @@ class AdminStatsProcessor:
         max offset, the group's committed offset and the store time of the last one consumed.
         Topics an online group no longer subscribes to are left out, as Java does."""
         header = request.read_header(h.GetConsumeStatsRequestHeader)
-        broker = self.broker
         group = header.consumer_group
-        topics = [header.topic] if header.topic else sorted(broker.offsets.topics_of_group(group))
+        topics = [header.topic] if header.topic else sorted(self.broker.offsets.topics_of_group(group))
+        table: dict[MessageQueue, OffsetWrapper] = {}
+        for topic in topics:
+            stats = self._consume_stats(group, topic)
+            if stats is not None:
+                table.update(stats.offset_table)
+        return request.make_response(body=ConsumeStats(offset_table=table).encode())
+
+    def get_broker_consume_stats(self, request: RemotingCommand) -> RemotingCommand:
+        """Every consumer group (subscription groups, and groups with offsets) with a
+        ConsumeStats per topic it has offsets on, only ordered topics with ``isOrder``; the
+        messages behind in all of them (mqadmin brokerConsumeStats)."""
+        header = request.read_header(h.GetConsumeStatsInBrokerHeader)
+        broker = self.broker
+        groups = sorted(set(broker.subscription_groups.names()) | broker.offsets.groups())
+        out: list[dict[str, list[ConsumeStats]]] = []
+        total = 0
+        for group in groups:
+            per_topic = []
+            for topic in sorted(broker.offsets.topics_of_group(group)):
+                tc = broker.topics.get(topic)
+                if header.is_order and (tc is None or not tc.order):
+                    continue
+                stats = self._consume_stats(group, topic)
+                if stats is not None:
+                    per_topic.append(stats)
+                    total += stats.total_diff
+            out.append({group: per_topic})
+        body = ConsumeStatsList(consume_stats_list=out, broker_addr=broker.broker_addr, total_diff=total)
+        return request.make_response(body=body.encode())
+
+    def _consume_stats(self, group: str, topic: str) -> ConsumeStats | None:
+        """The group's progress on each read queue of ``topic``; None when the broker has no
+        such topic or an online group no longer subscribes to it."""
+        broker = self.broker
+        tc = broker.topics.get(topic)
         online = broker.clients.consumers.get(group)
+        if tc is None or (online is not None and online.subscriptions and topic not in online.subscriptions):
+            return None
         store = broker.store
         name = broker.config.broker_name
         table: dict[MessageQueue, OffsetWrapper] = {}
-        for topic in topics:
-            tc = broker.topics.get(topic)
-            if tc is None:
-                continue
-            if online is not None and online.subscriptions and topic not in online.subscriptions:
-                continue
-            for qid in range(tc.read_queue_nums):
-                consumer_offset = max(broker.offsets.query(group, topic, qid) or 0, 0)
-                table[MessageQueue(topic=topic, broker_name=name, queue_id=qid)] = OffsetWrapper(
-                    broker_offset=max(store.get_max_offset_in_queue(topic, qid), 0),
-                    consumer_offset=consumer_offset,
-                    pull_offset=consumer_offset,  # 5.x: no separate pull offsets, nothing in flight
-                    last_timestamp=store_time_at(store, topic, qid, consumer_offset - 1))
-        return request.make_response(body=ConsumeStats(offset_table=table).encode())
+        for qid in range(tc.read_queue_nums):
+            consumer_offset = max(broker.offsets.query(group, topic, qid) or 0, 0)
+            table[MessageQueue(topic=topic, broker_name=name, queue_id=qid)] = OffsetWrapper(
+                broker_offset=max(store.get_max_offset_in_queue(topic, qid), 0),
+                consumer_offset=consumer_offset,
+                pull_offset=consumer_offset,  # 5.x: no separate pull offsets, nothing in flight
+                last_timestamp=store_time_at(store, topic, qid, consumer_offset - 1))
+        return ConsumeStats(offset_table=table)
 
     def _connection(self, channel: object, client_id: str) -> Connection:
         info = self.broker.clients.channel_info(channel)
@@ -137,6 +175,24 @@ class AdminStatsProcessor:
         body = ProducerConnection(
             connection_set=[self._connection(ch, cid) for ch, cid in clients.items()])
         return request.make_response(body=body.encode())
+
+    def get_all_producer_info(self, request: RemotingCommand) -> RemotingCommand:
+        """Every producer connection by group (mqadmin producer); addresses as Java prints a
+        socket address (``/ip:port``), the time of each one's latest heartbeat."""
+        clients = self.broker.clients
+        now_wall, now_mono = time.time(), time.monotonic()
+        data: dict[str, list[ProducerInfo]] = {}
+        for group, members in sorted(clients.producers.items()):
+            infos = []
+            for channel, client_id in members.items():
+                conn = self._connection(channel, client_id)
+                info = clients.channel_info(channel)
+                beat = info.last_heartbeat if info is not None else now_mono
+                infos.append(ProducerInfo(client_id=client_id, remote_ip=f"/{conn.client_addr}",
+                                          language=conn.language, version=conn.version,
+                                          last_update_timestamp=int((now_wall - (now_mono - beat)) * 1000)))
+            data[group] = infos
+        return request.make_response(body=ProducerTableInfo(data=data).encode())
 
     def query_topic_consume_by_who(self, request: RemotingCommand) -> RemotingCommand:
         """Groups subscribed to the topic (heartbeats) or holding offsets on it."""

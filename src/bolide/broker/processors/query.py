@@ -1,13 +1,16 @@
 """QUERY_MESSAGE (12) and VIEW_MESSAGE_BY_ID (33): mqadmin's queryMsgByKey, queryMsgByUniqueKey
-and queryMsgById (spec 3.7). Both answer with raw CommitLog records (spec 4.2)."""
+and queryMsgById (spec 3.7). Both answer with raw CommitLog records (spec 4.2).
+QUERY_CONSUME_QUEUE (321, mqadmin queryCq): the entries of one ConsumeQueue."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bolide.protocol.bodies.admin import ConsumeQueueData, QueryConsumeQueueResponseBody
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers.admin import (
+    QueryConsumeQueueRequestHeader,
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
     ViewMessageRequestHeader,
@@ -19,6 +22,7 @@ if TYPE_CHECKING:
     from bolide.broker.controller import BrokerController
 
 UNIQUE_KEY_QUERY_MAX = 32  # Java's defaultQueryMaxNum, used for every unique-key query
+QUERY_CQ_MAX = 10_000  # entries one QUERY_CONSUME_QUEUE answers at most
 
 
 def record_bytes(store: MessageStore, commit_log_offset: int) -> bytes | None:
@@ -34,7 +38,7 @@ def record_bytes(store: MessageStore, commit_log_offset: int) -> bytes | None:
 class QueryProcessor:
     """Finds messages by key through the index files, and by CommitLog offset."""
 
-    CODES = (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID)
+    CODES = (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID, RequestCode.QUERY_CONSUME_QUEUE)
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
@@ -42,6 +46,8 @@ class QueryProcessor:
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         if request.code == RequestCode.VIEW_MESSAGE_BY_ID:
             return self.view_message(request)
+        if request.code == RequestCode.QUERY_CONSUME_QUEUE:
+            return self.query_consume_queue(request)
         return self.query_message(request)
 
     def query_message(self, request: RemotingCommand) -> RemotingCommand:
@@ -74,3 +80,27 @@ class QueryProcessor:
             return request.make_response(ResponseCode.SYSTEM_ERROR,
                                          f"can not find message by the offset, {header.offset}")
         return request.make_response(body=record)
+
+    def query_consume_queue(self, request: RemotingCommand) -> RemotingCommand:
+        """Up to ``count`` (at most 10,000) entries of a ConsumeQueue from ``index``, with the
+        queue's bounds and, when ``consumerGroup`` is given, that group's subscription; 1 when
+        the store has no such queue. An index outside the queue answers no entries and a remark
+        saying so, as Java does."""
+        header = request.read_header(QueryConsumeQueueRequestHeader)
+        store = self.broker.store
+        entries = store.queue_entries(header.topic, header.queue_id, header.index,
+                                      max(0, min(header.count, QUERY_CQ_MAX)))
+        if entries is None:
+            return request.make_response(ResponseCode.SYSTEM_ERROR,
+                                         f"{header.queue_id}@{header.topic} is not exist!")
+        body = QueryConsumeQueueResponseBody(
+            max_queue_index=store.get_max_offset_in_queue(header.topic, header.queue_id),
+            min_queue_index=store.get_min_offset_in_queue(header.topic, header.queue_id),
+            queue_data=[ConsumeQueueData(physic_offset=p, physic_size=n, tags_code=t) for p, n, t in entries])
+        if header.consumer_group is not None:
+            body.subscription_data = self.broker.clients.subscription(header.consumer_group, header.topic)
+            if body.subscription_data is None:
+                body.filter_data = f"{header.consumer_group}@{header.topic} is not online!"
+        remark = None if entries else (f"Index {header.index} of {header.queue_id}@{header.topic} "
+                                       "is not exist!")
+        return request.make_response(remark=remark, body=body.encode())

@@ -178,3 +178,56 @@ class ConsumeMessageDirectlyResult(Bean):
     consume_result: str | None = None
     remark: str | None = None
     spent_time_mills: int = 0
+
+
+@bean
+class ConsumeStatsList(Bean):
+    """GET_BROKER_CONSUME_STATS (317) answer: every consumer group's ConsumeStats on the broker,
+    one per topic it has offsets on, and the messages behind in all of them."""
+
+    consume_stats_list: list[dict[str, list[ConsumeStats]]] = jfield(factory=list)
+    broker_addr: str | None = None
+    total_diff: int = 0
+
+
+@bean
+class ProducerInfo(Bean):
+    """One producer connection in a ProducerTableInfo."""
+
+    client_id: str = ""
+    remote_ip: str = jfield(default="", name="remoteIP")
+    language: str = "JAVA"
+    version: int = 0
+    last_update_timestamp: int = 0
+
+
+@bean
+class ProducerTableInfo(Bean):
+    """GET_ALL_PRODUCER_INFO (328) answer: the broker's producer connections by group."""
+
+    data: dict[str, list[ProducerInfo]] = jfield(factory=dict)
+
+
+@bean
+class ConsumeQueueData(Bean):
+    """One ConsumeQueue entry in a QueryConsumeQueueResponseBody."""
+
+    physic_offset: int = 0
+    physic_size: int = 0
+    tags_code: int = 0
+    extend_data_json: str | None = None
+    bit_map: str | None = None
+    eval: bool = False
+    msg: str | None = None
+
+
+@bean
+class QueryConsumeQueueResponseBody(Bean):
+    """QUERY_CONSUME_QUEUE (321) answer: entries of one ConsumeQueue from an index, its bounds,
+    and the subscription of ``consumerGroup`` when asked."""
+
+    subscription_data: SubscriptionData | None = None
+    filter_data: str | None = None
+    queue_data: list[ConsumeQueueData] = jfield(factory=list)
+    max_queue_index: int = 0
+    min_queue_index: int = 0

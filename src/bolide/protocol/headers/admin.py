@@ -99,6 +99,24 @@ class ConsumeMessageDirectlyResultRequestHeader(Header):
 
 
 @header
+class GetConsumeStatsInBrokerHeader(Header):
+    """GET_BROKER_CONSUME_STATS (317): ``isOrder`` keeps only ordered topics."""
+
+    is_order: bool = False
+
+
+@header
+class QueryConsumeQueueRequestHeader(Header):
+    """QUERY_CONSUME_QUEUE (321): ``count`` entries of a ConsumeQueue from ``index``."""
+
+    topic: str
+    queue_id: int
+    index: int
+    count: int
+    consumer_group: str | None = None
+
+
+@header
 class DeleteSubscriptionGroupRequestHeader(Header):
     """DELETE_SUBSCRIPTIONGROUP (207)."""
 
