@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 HOUR_MS = 3_600_000
 UNMAP_GRACE_S = 1.0  # a reader that found a segment before it left the list is done by then
+MANUAL_DELETE_RUNS = 20  # runs a DELETE_EXPIRED_COMMITLOG lasts (RocketMQ's MAX_MANUAL_DELETE_FILE_TIMES)
 
 
 # -- pure decisions ---------------------------------------------------------------------
@@ -212,12 +213,17 @@ class CleanService(threading.Thread):
         self._wake = threading.Event()  # set by stop() and when files are retired
         self._cleaned_below = -1  # CommitLog min the queues and index were cleaned for
         self._floors_pending = False
+        self._manual_runs = 0  # runs left that delete expired files at any hour
+        self._wake_now = False  # run at once (delete_expired_now)
 
     # -- thread -------------------------------------------------------------------------
     def run(self) -> None:
         interval = self.config.clean_resource_interval_ms / 1000
         next_run = time.monotonic()  # the first run checks the disk at once
         while not self._stop_event.is_set():
+            if self._wake_now:
+                self._wake_now = False
+                next_run = time.monotonic()
             if time.monotonic() >= next_run:
                 self._guarded(self.run_once)
                 next_run = time.monotonic() + interval
@@ -247,6 +253,14 @@ class CleanService(threading.Thread):
         with self._run_lock:
             self._unmap(force=True)
 
+    def delete_expired_now(self, runs: int = MANUAL_DELETE_RUNS) -> None:
+        """Have the next ``runs`` runs delete expired CommitLog files whatever the hour, the
+        first one at once (RocketMQ's DELETE_EXPIRED_COMMITLOG). Files are still kept for
+        fileReservedTime, and never before they are flushed and dispatched."""
+        self._manual_runs = runs
+        self._wake_now = True
+        self._wake.set()
+
     # -- one run ------------------------------------------------------------------------
     def stats(self) -> RetentionStats:
         s = dataclasses.replace(self._stats, topic_floors=dict(self.topic_floors))
@@ -261,6 +275,10 @@ class CleanService(threading.Thread):
             usage = self._check_disk()
             decision = decide(time.localtime(now / 1000).tm_hour, usage, self.delete_hours,
                               self.marks, self.config.clean_file_forcibly_enable)
+            if self._manual_runs > 0:
+                self._manual_runs -= 1
+                if not decision.delete:
+                    decision = CleanDecision(True, False, False, "deleteExpiredCommitLog asked")
             if decision.delete and self._delete_commit_log_files(decision, now):
                 self._check_disk()
             self._unmap()

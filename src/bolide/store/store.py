@@ -1128,6 +1128,13 @@ class MessageStore:
         assert self._clean_service is not None
         return self._clean_service.run_once(now_ms)
 
+    def delete_expired_files_now(self) -> None:
+        """Delete expired CommitLog files (older than fileReservedTime, flushed and
+        dispatched) in the clean thread's next runs whatever the hour, the first at once."""
+        self._require_open()
+        assert self._clean_service is not None
+        self._clean_service.delete_expired_now()
+
     def retention_stats(self) -> RetentionStats:
         """Files deleted so far, the last disk usage seen and whether writes are refused."""
         svc = self._clean_service

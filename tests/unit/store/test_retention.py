@@ -209,6 +209,28 @@ def test_expired_commit_log_files_go_at_the_delete_hours_only(tmp_path: Path) ->
     assert_consistent(config)
 
 
+def test_delete_expired_files_now_deletes_them_whatever_the_hour(tmp_path: Path) -> None:
+    """RocketMQ's DELETE_EXPIRED_COMMITLOG: the clean thread runs at once and deletes expired
+    files outside the deleteWhen hours; files younger than fileReservedTime stay."""
+    away = (time.localtime().tm_hour + 2) % 24  # not now, nor within the test
+    config = _config(tmp_path / "store", delete_when=f"{away:02d}")
+    with MessageStore(config) as store:
+        _fill(store, 900, queues=2)
+        _settle(store)
+        segments = _segments(store)
+        now = int(time.time() * 1000)
+        _age(segments[:2], now, 73)  # fileReservedTime is 72 h
+        assert store.run_retention().commit_log_files_deleted == 0  # not a deleteWhen hour
+        store.delete_expired_files_now()
+        deadline = time.monotonic() + 20
+        while store.retention_stats().commit_log_files_deleted < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)  # the clean thread's run: wait for its result
+        stats = store.retention_stats()
+        assert stats.commit_log_files_deleted == 2 and stats.last_reason == "deleteExpiredCommitLog asked"
+        assert _segments(store) == segments[2:]
+    assert_consistent(config)
+
+
 def test_the_last_commit_log_file_is_never_deleted(tmp_path: Path) -> None:
     config = _config(tmp_path / "store")
     with MessageStore(config) as store:

@@ -1,6 +1,7 @@
-"""Broker administration (mqadmin, spec 3.7): topics (17, 21, 215, 305, 5.x's 351), the broker's configuration
-(25, 26), its runtime figures (28) and subscription groups (200, 201, 207). Statistics and
-connection lists are in :mod:`bolide.broker.processors.admin_stats`."""
+"""Broker administration (mqadmin, spec 3.7): topics (17, 21, 215, 305, 5.x's 351), retention
+(329), the broker's configuration (25, 26), its runtime figures (28) and subscription groups
+(200, 201, 207). Statistics and connection lists are in
+:mod:`bolide.broker.processors.admin_stats`."""
 
 from __future__ import annotations
 
@@ -73,7 +74,8 @@ class AdminProcessor:
              RequestCode.UPDATE_BROKER_CONFIG, RequestCode.GET_BROKER_RUNTIME_INFO,
              RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
              RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, RequestCode.DELETE_SUBSCRIPTIONGROUP,
-             RequestCode.GET_TOPIC_CONFIG, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
+             RequestCode.GET_TOPIC_CONFIG, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER,
+             RequestCode.DELETE_EXPIRED_COMMITLOG)
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
@@ -84,6 +86,7 @@ class AdminProcessor:
             c.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
             c.GET_TOPIC_CONFIG: self.get_topic_config,
             c.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.get_system_topics,
+            c.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
             c.DELETE_TOPIC_IN_BROKER: self.delete_topic,
             c.GET_BROKER_CONFIG: self.get_broker_config,
             c.UPDATE_BROKER_CONFIG: self.update_broker_config,
@@ -135,6 +138,12 @@ class AdminProcessor:
         if config.trace_topic_enable:
             topics |= {config.msg_trace_topic_name}
         return request.make_response(body=TopicList(topic_list=sorted(topics)).encode())
+
+    def delete_expired_commit_log(self, request: RemotingCommand) -> RemotingCommand:
+        """mqadmin deleteExpiredCommitLog (329): the store's clean thread deletes expired
+        CommitLog files in its next runs whatever deleteWhen says (answered at once)."""
+        self.broker.store.delete_expired_files_now()
+        return request.make_response()
 
     def delete_topic(self, request: RemotingCommand) -> RemotingCommand:
         """Forget the topic's config and re-register (answers 0 for an unknown topic, as Java
