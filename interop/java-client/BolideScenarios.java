@@ -8,6 +8,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
@@ -45,6 +46,11 @@ import org.apache.rocketmq.common.message.MessageQueue;
  *   query NAMESRV TOPIC KEY OFFSET_MSG_ID
  *                                  queryMessage by key, then viewMessage by offset id:
  *                                  FOUND body msgId / VIEW body topic
+ *   sql NAMESRV TOPIC GROUP N EXPECT EXPRESSION TIMEOUT
+ *                                  sends N messages with the user property n=i and tag even or
+ *                                  odd, then a push consumer subscribed by
+ *                                  MessageSelector.bySql(EXPRESSION) prints MSG body n tags until
+ *                                  EXPECT arrived; REFUSED reason when its start is refused
  * </pre>
  */
 public final class BolideScenarios {
@@ -77,6 +83,10 @@ public final class BolideScenarios {
                 break;
             case "query":
                 code = query(a[1], a[2], a[3], a[4]);
+                break;
+            case "sql":
+                code = sql(a[1], a[2], a[3], Integer.parseInt(a[4]), Integer.parseInt(a[5]), a[6],
+                           Integer.parseInt(a[7]));
                 break;
             default:
                 usage();
@@ -404,6 +414,44 @@ public final class BolideScenarios {
             consumer.shutdown();
         }
         return seen.size() >= n ? 0 : 3;
+    }
+
+    private static int sql(String namesrv, String topic, String group, int n, int expect, String expression,
+                           int timeoutSec) throws Exception {
+        DefaultMQProducer producer = producer(namesrv);
+        try {
+            for (int i = 0; i < n; i++) {
+                Message m = new Message(topic, i % 2 == 0 ? "even" : "odd", utf8("sql-" + i));
+                m.putUserProperty("n", String.valueOf(i));
+                producer.send(m);
+            }
+        } finally {
+            producer.shutdown();
+        }
+        CountDownLatch done = new CountDownLatch(expect);
+        Set<String> seen = ConcurrentHashMap.newKeySet();
+        DefaultMQPushConsumer consumer = pushConsumer(namesrv, group, instance("s"));
+        consumer.subscribe(topic, MessageSelector.bySql(expression));
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                line("MSG", text(m), m.getUserProperty("n"), m.getTags());
+                if (seen.add(text(m))) {
+                    done.countDown();
+                }
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        try {
+            consumer.start();
+        } catch (Exception e) {
+            line("REFUSED", String.valueOf(e.getMessage()).replace('\n', ' ').replace('\t', ' '));
+            return 0;
+        }
+        try {
+            return done.await(timeoutSec, TimeUnit.SECONDS) ? 0 : 3;
+        } finally {
+            consumer.shutdown();
+        }
     }
 
     private static int query(String namesrv, String topic, String key, String offsetMsgId) throws Exception {

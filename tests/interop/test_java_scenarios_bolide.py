@@ -171,3 +171,22 @@ def test_query_by_key_and_view_by_id(tmp_path: Path) -> None:
     [hit] = [f for f in found if f[0] == "FOUND"]
     assert hit[1] == "sync-1" and hit[2] == sent[0][3]  # the client's message id
     assert [f for f in found if f[0] == "VIEW"] == [["VIEW", "sync-1", topic]]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_sql92_subscription(tmp_path: Path, version: str) -> None:
+    """MessageSelector.bySql: with enablePropertyFilter=true the broker delivers only the
+    messages whose properties match; without it the consumer's start is refused with the fix."""
+    java, n, topic = scenarios(tmp_path, version), 20, "JavaSql"
+    expression = "n >= 10 AND TAGS = 'even' AND n NOT IN ('14')"
+
+    async def test(s: Servers) -> list[list[str]]:
+        await create_topic(s, topic)
+        return await run_driver([*java, "sql", s.namesrv_addr, topic, "java_sql_cg", str(n), "4", expression,
+                                 "60"], tmp_path / "sql.log", prefixes=("MSG", "REFUSED"))
+
+    lines = with_servers(tmp_path, test, enable_property_filter=True)
+    assert {(f[1], f[2], f[3]) for f in lines} == {(f"sql-{i}", str(i), "even") for i in (10, 12, 16, 18)}
+
+    refused = with_servers(tmp_path / "off", test)
+    assert refused[0][0] == "REFUSED" and "enablePropertyFilter=true" in refused[0][1], refused

@@ -39,6 +39,8 @@ class BrokerConfig(PropertiesConfig):
     use_tls: bool = _key("useTLS", False)  # TLS is not offered: true is refused
     filter_server_nums: int = _key("filterServerNums", 0)  # filter servers are not offered: 0 only
     auto_create_subscription_group: bool = _key("autoCreateSubscriptionGroup", True)
+    # consumers may subscribe with SQL92 expressions over message properties (off, as in RocketMQ)
+    enable_property_filter: bool = _key("enablePropertyFilter", False)
     register_name_server_period_ms: int = _key("registerNameServerPeriod", 30_000)
     register_broker_timeout_ms: int = _key("registerBrokerTimeoutMills", 6000)
     long_polling_enable: bool = _key("longPollingEnable", True)

@@ -37,6 +37,7 @@ from bolide.broker.subscription_groups import SubscriptionGroupManager
 from bolide.broker.topic_attributes import TopicAttributeError, retention_hours
 from bolide.broker.topic_config import TopicConfigManager
 from bolide.broker.transaction import TransactionalMessages, TransactionCheckService
+from bolide.common.sql92 import SelectorCache
 from bolide.errors import ConfigError
 from bolide.protocol.bodies.broker import TopicConfig
 from bolide.protocol.command import RemotingCommand
@@ -95,6 +96,7 @@ class BrokerController:
                                                  self.subscription_groups.persist)
         self._persisting = False
         self.clients = ClientManager(self.config.max_client_groups)
+        self.selectors = SelectorCache()  # compiled SQL92 subscriptions (enablePropertyFilter)
         self.clients.on_consumer.append(self.subscription_groups.find)
         self.stats = BrokerStats()
         self.queue_locks = QueueLocks(self.config.max_client_groups)

@@ -18,6 +18,7 @@ from bolide.client.errors import (
     NoRouteError,
     SendTimeoutError,
 )
+from bolide.client.filtering import MessageSelector
 from bolide.client.producer import DEFAULT_PRODUCER_GROUP, Producer
 from bolide.client.pull_consumer import PullConsumer
 from bolide.client.push_consumer import ConsumeContext, PushConsumer
@@ -52,6 +53,7 @@ __all__ = [
     "MessageExt",
     "MessageModel",
     "MessageQueue",
+    "MessageSelector",
     "NoRouteError",
     "Producer",
     "PullConsumer",

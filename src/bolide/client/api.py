@@ -10,11 +10,13 @@ from bolide.client.errors import error_for_response
 from bolide.errors import RemotingError
 from bolide.protocol import LanguageCode, RemotingCommand, RequestCode, ResponseCode
 from bolide.protocol.bodies.client import (
+    CheckClientRequestBody,
     ConsumerListBody,
     HeartbeatData,
     LockBatchRequestBody,
     LockBatchResponseBody,
     MessageQueue,
+    SubscriptionData,
     UnlockBatchRequestBody,
 )
 from bolide.protocol.bodies.route import TopicRouteData
@@ -116,6 +118,14 @@ class ClientAPI:
         header = UnregisterClientRequestHeader(client_id=client_id, producer_group=producer_group,
                                                consumer_group=consumer_group)
         await self.call(addr, request(RequestCode.UNREGISTER_CLIENT, header), "UNREGISTER_CLIENT")
+
+    async def check_client_config(self, addr: str, client_id: str, group: str,
+                                  sub: SubscriptionData) -> None:
+        """CHECK_CLIENT_CONFIG (46): whether the broker serves ``sub`` (a SQL92 subscription);
+        raises the broker's answer when it does not."""
+        body = CheckClientRequestBody(client_id=client_id, group=group, subscription_data=sub)
+        await self.call(addr, request(RequestCode.CHECK_CLIENT_CONFIG, body=body.encode()),
+                        f"subscription check of {sub.topic!r} ({sub.expression_type})")
 
     async def consumer_ids(self, addr: str, group: str) -> list[str]:
         """The group's client ids as the broker knows them (empty when it knows none)."""

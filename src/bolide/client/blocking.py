@@ -34,6 +34,7 @@ from bolide.client import push_consumer as _push
 from bolide.client import transaction as _tx
 from bolide.client.admin_types import GroupProgress, ResetPlan
 from bolide.client.errors import ClientStateError
+from bolide.client.filtering import MessageSelector
 from bolide.client.results import PullResult, SendResult, SendStatus
 from bolide.client.selector import MessageQueueSelector
 from bolide.common.message import Message, MessageExt
@@ -318,7 +319,7 @@ class PushConsumer(_Blocking[_push.PushConsumer]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(lambda: _push.PushConsumer(*args, **kwargs))
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         self._configure("subscribe", topic, expression)
 
     def register_listener(self, listener: _push.Listener) -> None:
@@ -344,7 +345,7 @@ class PullConsumer(_Blocking[_pull.PullConsumer]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(lambda: _pull.PullConsumer(*args, **kwargs))
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         self._configure("subscribe", topic, expression)
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:

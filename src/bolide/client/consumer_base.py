@@ -15,15 +15,15 @@ from typing import Any
 from bolide.client.allocate import AllocateStrategy, allocate_averagely
 from bolide.client.config import ClientConfig, as_config
 from bolide.client.consumer_stats import ConsumerStats
-from bolide.client.errors import ClientConfigError, ClientStateError
-from bolide.client.filtering import subscription
+from bolide.client.errors import ClientConfigError, ClientStateError, MQBrokerError
+from bolide.client.filtering import MessageSelector, subscription
 from bolide.client.instance import ClientInstance
 from bolide.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
 from bolide.client.results import ConsumeFrom, MessageModel
 from bolide.client.running_info import base_properties, stacks_text
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
 from bolide.protocol.bodies.admin import ConsumerRunningInfo, ProcessQueueInfo
-from bolide.protocol.bodies.client import ConsumerData, MessageQueue, SubscriptionData
+from bolide.protocol.bodies.client import EXPRESSION_TAG, ConsumerData, MessageQueue, SubscriptionData
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers.admin import (
@@ -98,8 +98,9 @@ class ConsumerBase:
         """This client's id (``ip@instance``), as brokers list it and the queues are shared by."""
         return self._instance.client_id
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Consume ``topic`` messages matching the tag expression (``"*"`` or ``"A || B"``)."""
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Consume ``topic`` messages matching the tag expression (``"*"`` or ``"A || B"``), or
+        a :class:`~bolide.client.filtering.MessageSelector` (``MessageSelector.by_sql(...)``)."""
         if self._instance.closed:
             raise ClientStateError("this consumer is closed: create a new one")
         self.subscriptions[topic] = subscription(topic, expression)
@@ -122,7 +123,28 @@ class ConsumerBase:
         await self._instance.start()
         for topic in self.subscriptions:
             await self._instance.route(topic)  # a missing route is fine: the next rebalance retries
+        try:
+            await self._check_filters()
+        except ClientConfigError:
+            await self._instance.close(consumer_group=self.group)  # its timers run no more
+            raise
         await self._instance.heartbeat()
+
+    async def _check_filters(self) -> None:
+        """Ask every broker of a SQL92 subscription's topic whether it serves it (as the Java
+        consumer's start does): ClientConfigError with the broker's reason when one does not."""
+        instance = self._instance
+        for sub in self.subscriptions.values():
+            if sub.expression_type == EXPRESSION_TAG:
+                continue
+            route = instance.routes.get(sub.topic)
+            datas = route.data.broker_datas if route is not None else []
+            for addr in sorted({a for bd in datas for a in bd.broker_addrs.values()}):
+                try:
+                    await instance.api.check_client_config(addr, instance.client_id, self.group, sub)
+                except MQBrokerError as exc:
+                    raise ClientConfigError(f"broker {addr} does not serve the {sub.expression_type} "
+                                            f"subscription of {sub.topic!r}: {exc.remark}") from None
 
     # -- GET_CONSUMER_RUNNING_INFO ------------------------------------------------------------
     def running_info(self, jstack: bool = False) -> ConsumerRunningInfo:

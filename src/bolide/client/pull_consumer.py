@@ -32,6 +32,7 @@ from bolide.client.allocate import AllocateStrategy, allocate_averagely
 from bolide.client.config import ClientConfig
 from bolide.client.consumer_base import ConsumerBase, cancel_and_wait
 from bolide.client.errors import ClientConfigError, ClientStateError, NoRouteError
+from bolide.client.filtering import MessageSelector
 from bolide.client.process_queue import MIB
 from bolide.client.pulling import pull
 from bolide.client.results import ConsumeFrom, MessageModel, PullStatus
@@ -116,9 +117,9 @@ class PullConsumer(ConsumerBase):
         self._assign_task: asyncio.Task[None] | None = None
 
     # -- configuration ------------------------------------------------------------------------
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Consume ``topic`` (messages whose tag matches ``expression``), sharing its queues with
-        the group."""
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Consume ``topic`` (messages whose tag matches ``expression``, or that a
+        ``MessageSelector.by_sql(...)`` selects), sharing its queues with the group."""
         if self._assigned is not None:
             raise ClientStateError("this consumer has assigned queues: use subscribe() or assign(), not both")
         super().subscribe(topic, expression)

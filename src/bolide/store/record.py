@@ -258,8 +258,8 @@ def _property(props: bytes, needle: bytes) -> str | None:
     return value.decode("utf-8", "replace") if value is not None else None
 
 
-def record_property(buf: memoryview | bytes, needle: bytes) -> str | None:
-    """One property of the record at the start of ``buf``; ``needle`` is ``b"KEY\\x01"``."""
+def record_properties_blob(buf: memoryview | bytes) -> bytes:
+    """The encoded properties of the record at the start of ``buf``."""
     sys_flag = _I32.unpack_from(buf, 36)[0]
     p = 48 + (20 if sys_flag & sysflag.BORNHOST_V6 else 8) + 8
     p += (20 if sys_flag & sysflag.STOREHOST_V6 else 8) + 12
@@ -269,7 +269,13 @@ def record_property(buf: memoryview | bytes, needle: bytes) -> str | None:
     else:
         p += 2 + _I16.unpack_from(buf, p)[0]
     props_len = _I16.unpack_from(buf, p)[0]
-    return _property(bytes(buf[p + 2 : p + 2 + props_len]), needle) if props_len > 0 else None
+    return bytes(buf[p + 2 : p + 2 + props_len]) if props_len > 0 else b""
+
+
+def record_property(buf: memoryview | bytes, needle: bytes) -> str | None:
+    """One property of the record at the start of ``buf``; ``needle`` is ``b"KEY\\x01"``."""
+    props = record_properties_blob(buf)
+    return _property(props, needle) if props else None
 
 
 def read_store_timestamp(buf: memoryview | bytes, pos: int) -> int:

@@ -851,8 +851,10 @@ class MessageStore:
 
     def get_message(self, group: str, topic: str, queue_id: int, offset: int,
                     max_count: int = 32, tags: Iterable[str] | None = None, *,
-                    joined: bool = False) -> GetMessageResult:
-        """Read up to ``max_count`` messages from ``offset``; ``tags`` filters by exact tag.
+                    joined: bool = False,
+                    record_filter: Callable[[memoryview], bool] | None = None) -> GetMessageResult:
+        """Read up to ``max_count`` messages from ``offset``; ``tags`` filters by exact tag,
+        ``record_filter`` (called with each record's bytes) by anything else (SQL92).
         ``joined``: the records copied back to back into one buffer (a pull's body) instead of
         a view per record."""
         self._require_open()
@@ -903,7 +905,8 @@ class MessageStore:
         seg_start = seg_end = 0  # the segment of the last record read, and its written end
         seg_view: memoryview | None = None
         entries = view[: n * ENTRY_SIZE]
-        fast = entry_select.ENABLED and (codes is None or len(codes) <= entry_select.MAX_CODES)
+        fast = (entry_select.ENABLED and record_filter is None
+                and (codes is None or len(codes) <= entry_select.MAX_CODES))
         code_tuple = tuple(codes) if codes is not None else None
         tag_tuple = tuple(t.encode("utf-8") for t in tag_set) if tag_set is not None else None
         limits = (cl_max, memory_limit, mem_count, mem_bytes, disk_count, disk_bytes)
@@ -946,6 +949,8 @@ class MessageStore:
                 seg_start, seg_end, seg_view = mf.file_from_offset, mf.end_offset, mf.view
                 buf = seg_view[phys - seg_start : phys - seg_start + size]
             if tag_set is not None and record_property(buf, b"TAGS\x01") not in tag_set:
+                continue
+            if record_filter is not None and not record_filter(buf):
                 continue
             if joined:
                 buffers += buf  # type: ignore[operator]

@@ -7,8 +7,11 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from bolide.broker.config import BrokerConfig
+from bolide.common.sql92 import SelectorError
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
 from bolide.protocol.bodies.client import (
+    EXPRESSION_SQL92,
     EXPRESSION_TAG,
     CheckClientRequestBody,
     ConsumerListBody,
@@ -24,6 +27,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 REGISTER_WAIT_S = 2.0  # within the 3 s a Java client waits for its heartbeat answer
+
+
+def property_filter_refusal(config: BrokerConfig, expression_type: str) -> str | None:
+    """Why a subscription of ``expression_type`` (not TAG) is not served, or None for SQL92
+    on a broker with enablePropertyFilter=true."""
+    if expression_type != EXPRESSION_SQL92:
+        return (f"The broker does not support consumer to filter message by {expression_type}: "
+                "subscribe with a tag expression (TagA || TagB) or SQL92")
+    if not config.enable_property_filter:
+        return ("The broker does not support consumer to filter message by SQL92: set "
+                "enablePropertyFilter=true in broker.conf, or subscribe with a tag expression")
+    return None
 
 
 class ConsumerProcessor:
@@ -141,15 +156,20 @@ class ConsumerProcessor:
         return request.make_response()  # its version (4.9.8) tells Java clients SQL92 is known
 
     def check_client_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        """Tag filters are supported; SQL92 is not (the Java consumer's start() then fails with
-        this remark, as against a RocketMQ broker with enablePropertyFilter=false)."""
+        """A consumer's start() asks whether its non-tag subscription is served: SQL92 with
+        enablePropertyFilter=true when the expression compiles (else 23 with the parse error),
+        nothing else (1, as a RocketMQ broker without the property filter answers)."""
         body = CheckClientRequestBody.decode(request.body_bytes())
         sub = body.subscription_data
-        if sub is not None and sub.expression_type != EXPRESSION_TAG:
-            return request.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                "The broker does not support consumer to filter message by " + sub.expression_type
-                + ": subscribe with a tag expression (TagA || TagB) instead")
+        if sub is None or sub.expression_type == EXPRESSION_TAG:
+            return request.make_response()
+        refused = property_filter_refusal(self.broker.config, sub.expression_type)
+        if refused is not None:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, refused)
+        try:
+            self.broker.selectors.get(sub.sub_string)
+        except SelectorError as exc:
+            return request.make_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
         return request.make_response()
 
     def unregister_client(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from bolide.broker.processors.consumer import property_filter_refusal
 from bolide.broker.topic_config import PERM_READ
+from bolide.common.properties import decode_properties
+from bolide.common.sql92 import Selector, SelectorError
 from bolide.protocol.bodies.client import EXPRESSION_TAG, SubscriptionData
 from bolide.protocol.bodies.route import MASTER_ID
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -13,6 +17,7 @@ from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers.consumer import PullMessageRequestHeader, PullMessageResponseHeader
 from bolide.remoting import NOT_NOW, NotNow, RequestContext
 from bolide.store import BrokerRole, GetStatus
+from bolide.store.record import record_properties_blob
 from bolide.store.results import GetMessageResult
 
 if TYPE_CHECKING:
@@ -40,11 +45,20 @@ def pull_code(result: GetMessageResult, offset: int) -> int:
     return ResponseCode.PULL_NOT_FOUND  # OFFSET_OVERFLOW_ONE, OFFSET_FOUND_NULL
 
 
-_Read = tuple[RemotingCommand, PullMessageRequestHeader | None, list[str] | None]
+RecordFilter = Callable[[memoryview], bool]
+_Selection = tuple[list[str] | None, RecordFilter | None]  # tags, SQL92 filter of the records
+_Read = tuple[RemotingCommand, PullMessageRequestHeader | None, _Selection]
 
 
 def _refusal(request: RemotingCommand, code: int, remark: str) -> _Read:
-    return request.make_response(code, remark), None, None
+    return request.make_response(code, remark), None, (None, None)
+
+
+def sql_filter(selector: Selector) -> RecordFilter:
+    """Records whose properties the SQL92 ``selector`` matches."""
+    def selected(record: memoryview) -> bool:
+        return selector.matches(decode_properties(record_properties_blob(record)))
+    return selected
 
 
 class PullProcessor:
@@ -61,7 +75,7 @@ class PullProcessor:
         return NOT_NOW if self._may_hold(response, header) else response
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-        response, header, tags = self._first_read(request)
+        response, header, selection = self._first_read(request)
         if not self._may_hold(response, header):
             return response
         assert header is not None
@@ -87,7 +101,7 @@ class PullProcessor:
             # a wake-up for messages this pull already had before it was held waits on
             if (broker.store.get_max_offset_in_queue(header.topic, header.queue_id) > header.queue_offset
                     or loop.time() >= deadline):
-                return self._read(request, header, tags)
+                return self._read(request, header, selection)
 
     def _may_hold(self, response: RemotingCommand, header: PullMessageRequestHeader | None) -> bool:
         """Whether a pull that found nothing waits for messages."""
@@ -95,7 +109,7 @@ class PullProcessor:
                 and bool(header.sys_flag & FLAG_SUSPEND) and self.broker.config.long_polling_enable)
 
     def _first_read(self, request: RemotingCommand) -> _Read:
-        """Check the pull and read the queue: (response, header, tag filter); no header when the
+        """Check the pull and read the queue: (response, header, selection); no header when the
         pull was refused."""
         header = request.read_header(PullMessageRequestHeader)
         broker = self.broker
@@ -135,22 +149,29 @@ class PullProcessor:
                     f"the consumer's subscription of {header.topic} not exist: send HEART_BEAT "
                     "first or post the subscription with the pull")
             sub = found
+        selection: _Selection = (None if sub.matches_all else sub.tags_set, None)
         if sub.expression_type != EXPRESSION_TAG:
-            return _refusal(request, ResponseCode.SYSTEM_ERROR,
-                                         "The broker does not support consumer to filter message by "
-                                         f"{sub.expression_type}")
-        tags = None if sub.matches_all else sub.tags_set
+            refused = property_filter_refusal(broker.config, sub.expression_type)
+            if refused is not None:
+                return _refusal(request, ResponseCode.SYSTEM_ERROR, refused)
+            try:
+                selection = (None, sql_filter(broker.selectors.get(sub.sub_string)))
+            except SelectorError as exc:
+                return _refusal(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                f"the consumer's SQL92 subscription of {header.topic} does not "
+                                f"parse: {exc}")
         if header.sys_flag & FLAG_COMMIT_OFFSET and broker.role is not BrokerRole.SLAVE:
             broker.offsets.commit(header.consumer_group, header.topic, header.queue_id,
                                   header.commit_offset)
-        return self._read(request, header, tags), header, tags
+        return self._read(request, header, selection), header, selection
 
     def _read(self, request: RemotingCommand, header: PullMessageRequestHeader,
-              tags: list[str] | None) -> RemotingCommand:
+              selection: _Selection) -> RemotingCommand:
         broker = self.broker
+        tags, record_filter = selection
         result = broker.store.get_message(header.consumer_group, header.topic, header.queue_id,
                                           header.queue_offset, header.max_msg_nums, tags,
-                                          joined=True)
+                                          joined=True, record_filter=record_filter)
         code = pull_code(result, header.queue_offset)
         suggest = (self._suggest(header.consumer_group, result) if broker.config.slave_read_enable
                    else MASTER_ID)
