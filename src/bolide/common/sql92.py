@@ -133,9 +133,18 @@ class _Node:
     value: object = None  # of a constant
     prop: str | None = None  # of a property reference
     text: str = ""
+    depth: int = 1  # nesting of evaluate calls (bounded: evaluation recurses)
 
     def __str__(self) -> str:
         return self.text
+
+
+def _nested(*children: _Node) -> int:
+    """The depth of a node over ``children``; SelectorError past MAX_DEPTH."""
+    depth = 1 + max(c.depth for c in children)
+    if depth > MAX_DEPTH:
+        raise SelectorError(f"the expression nests deeper than {MAX_DEPTH} levels")
+    return depth
 
 
 def _constant(value: object, text: str, boolean: bool = False) -> _Node:
@@ -150,39 +159,44 @@ def _as_condition(node: _Node) -> _Node:
 
         def cast(p: Props) -> object:
             return None if p.get(name) is None else False
-        return _Node(cast, boolean=True, text=name)
+        return _Node(cast, boolean=True, text=name, depth=2)
     raise SelectorError(f"Expression will not result in a boolean value: {node}")
 
 
-def _and(a: _Node, b: _Node) -> _Node:
+def _all(terms: list[_Node]) -> _Node:
+    """``a AND b AND ...``: FALSE at the first FALSE, else unknown if any is, else TRUE (the
+    terms evaluated in order, as Java's left-nested ANDs do)."""
     def evaluate(p: Props) -> object:
-        lv = a.evaluate(p)
-        if lv is False:
-            return False
-        rv = b.evaluate(p)
-        if rv is False:
-            return False
-        return None if lv is None or rv is None else True
-    return _Node(evaluate, boolean=True, text=f"({a}) AND ({b})")
+        unknown = False
+        for term in terms:
+            v = term.evaluate(p)
+            if v is False:
+                return False
+            unknown = unknown or v is None
+        return None if unknown else True
+    return _Node(evaluate, boolean=True, text=" AND ".join(f"({t})" for t in terms),
+                 depth=_nested(*terms))
 
 
-def _or(a: _Node, b: _Node) -> _Node:
+def _any(terms: list[_Node]) -> _Node:
+    """``a OR b OR ...``: TRUE at the first TRUE, else unknown if any is, else FALSE."""
     def evaluate(p: Props) -> object:
-        lv = a.evaluate(p)
-        if lv is True:
-            return True
-        rv = b.evaluate(p)
-        if rv is True:
-            return True
-        return None if lv is None or rv is None else False
-    return _Node(evaluate, boolean=True, text=f"({a}) OR ({b})")
+        unknown = False
+        for term in terms:
+            v = term.evaluate(p)
+            if v is True:
+                return True
+            unknown = unknown or v is None
+        return None if unknown else False
+    return _Node(evaluate, boolean=True, text=" OR ".join(f"({t})" for t in terms),
+                 depth=_nested(*terms))
 
 
 def _not(a: _Node) -> _Node:
     def evaluate(p: Props) -> object:
         v = a.evaluate(p)
         return None if v is None else v is not True
-    return _Node(evaluate, boolean=True, text=f"NOT ({a})")
+    return _Node(evaluate, boolean=True, text=f"NOT ({a})", depth=_nested(a))
 
 
 def _equal(a: _Node, b: _Node) -> _Node:
@@ -193,7 +207,7 @@ def _equal(a: _Node, b: _Node) -> _Node:
         if lv is None or _java_equals(lv, rv):
             return True
         return _compare(lv, rv) == 0
-    return _Node(evaluate, boolean=True, text=f"{a} = {b}")
+    return _Node(evaluate, boolean=True, text=f"{a} = {b}", depth=_nested(a, b))
 
 
 _ORDER = {">": lambda c: c > 0, ">=": lambda c: c >= 0, "<": lambda c: c < 0, "<=": lambda c: c <= 0}
@@ -224,7 +238,7 @@ def _ordering(op: str, a: _Node, b: _Node) -> _Node:
         if isinstance(lv, str) and isinstance(rv, str):
             return test(_compare(_to_double(lv), _to_double(rv)))
         return test(_compare(lv, rv))
-    return _Node(evaluate, boolean=True, text=f"{a} {op} {b}")
+    return _Node(evaluate, boolean=True, text=f"{a} {op} {b}", depth=_nested(a, b))
 
 
 def _string_test(a: _Node, search: str, test: Callable[[str, str], bool], negate: bool, name: str) -> _Node:
@@ -235,7 +249,8 @@ def _string_test(a: _Node, search: str, test: Callable[[str, str], bool], negate
         if not isinstance(v, str):
             return False
         return test(v, search) != negate
-    return _Node(evaluate, boolean=True, text=f"{a} {'NOT ' if negate else ''}{name} '{search}'")
+    return _Node(evaluate, boolean=True, text=f"{a} {'NOT ' if negate else ''}{name} '{search}'",
+                 depth=_nested(a))
 
 
 def _in(a: _Node, values: list[str], negate: bool) -> _Node:
@@ -248,7 +263,8 @@ def _in(a: _Node, values: list[str], negate: bool) -> _Node:
         if not isinstance(v, str):
             return None
         return (v in allowed) != negate
-    return _Node(evaluate, boolean=True, text=f"{a} {'NOT ' if negate else ''}IN {sorted(allowed)}")
+    return _Node(evaluate, boolean=True, text=f"{a} {'NOT ' if negate else ''}IN {sorted(allowed)}",
+                 depth=_nested(a))
 
 
 def _negate(a: _Node) -> _Node:
@@ -264,7 +280,7 @@ def _negate(a: _Node) -> _Node:
         if _is_number(v):
             return -v  # type: ignore[operator]
         raise _EvalError(f"cannot negate {v!r}")
-    return _Node(evaluate, text=f"-{a}")
+    return _Node(evaluate, text=f"-{a}", depth=_nested(a))
 
 
 # -- tokens and parser ---------------------------------------------------------------------
@@ -346,19 +362,19 @@ class _Parser:
 
     def or_expr(self) -> _Node:
         self.deeper()
-        left = self.and_expr()
+        terms = [self.and_expr()]
         while self.at("OR"):
             self.i += 1
-            left = _or(_as_condition(left), _as_condition(self.and_expr()))
+            terms.append(self.and_expr())
         self.depth -= 1
-        return left
+        return terms[0] if len(terms) == 1 else _any([_as_condition(t) for t in terms])
 
     def and_expr(self) -> _Node:
-        left = self.equality()
+        terms = [self.equality()]
         while self.at("AND"):
             self.i += 1
-            left = _and(_as_condition(left), _as_condition(self.equality()))
-        return left
+            terms.append(self.equality())
+        return terms[0] if len(terms) == 1 else _all([_as_condition(t) for t in terms])
 
     def equality(self) -> _Node:
         left = self.comparison()
@@ -430,8 +446,8 @@ class _Parser:
                 raise SelectorError(f"Illegal values of between, left value({low}) must less than "
                                     f"or equal to right value({high})")
         if negate:
-            return _or(_ordering("<", value, low), _ordering(">", value, high))
-        return _and(_ordering(">=", value, low), _ordering("<=", value, high))
+            return _any([_ordering("<", value, low), _ordering(">", value, high)])
+        return _all([_ordering(">=", value, low), _ordering("<=", value, high)])
 
     def unary(self) -> _Node:
         self.deeper()

@@ -1,9 +1,10 @@
 """Coverage-guided fuzzing (atheris, libFuzzer) of the decoders that read bytes from outside:
 the frame splitter, both header codecs, the command decoder, the broker's property rewrite,
-the CommitLog scan of recovery and dispatch, the pull path's choice of ConsumeQueue entries
-and the Spark readers' record decoder. The compiled twins (``bolide.protocol._codec``,
-``bolide.store._fastscan``) run beside their Python versions on every input, so a crash in C
-ends the run with the input that caused it, and any difference between the two is a failure.
+the CommitLog scan of recovery and dispatch, the pull path's choice of ConsumeQueue entries,
+the Spark readers' record decoder and the SQL92 selectors consumers subscribe with. The
+compiled twins (``bolide.protocol._codec``, ``bolide.store._fastscan``) run beside their Python
+versions on every input, so a crash in C ends the run with the input that caused it, and any
+difference between the two is a failure.
 
     python -m bolide.testing.fuzz TARGET [libFuzzer options] [CORPUS_DIR ...]
     python -m bolide.testing.fuzz frames -max_total_time=300 fuzz-corpus/frames
@@ -11,7 +12,8 @@ ends the run with the input that caused it, and any difference between the two i
 
 An empty (or new) corpus directory starts with the target's seeds, valid inputs built here;
 with none, a temporary one is used. Decoders may refuse an input only with
-:class:`~bolide.errors.ProtocolError`; every other exception is a finding. ``make fuzz`` runs
+:class:`~bolide.errors.ProtocolError` (the SQL92 parser with its SelectorError, and a compiled
+selector answers every message with True or False); every other exception is a finding. ``make fuzz`` runs
 every target for a while; the tests run each for a fixed number of inputs with a fixed seed.
 """
 
@@ -294,6 +296,29 @@ def _seed_select() -> list[bytes]:
     return [bytes([flags, 2]) + entries + fixed + seg for flags in (0, 1, 2, 6, 7)]
 
 
+def _sql92() -> TargetFn:
+    from bolide.common.sql92 import SelectorError, compile_selector
+
+    def target(data: bytes) -> None:
+        text, _, rest = data.decode("utf-8", "replace").partition("\x00")
+        try:
+            selector = compile_selector(text)
+        except SelectorError:
+            return
+        props = dict(item.partition("=")[::2] for item in rest.split("\x01") if item)
+        answer = selector.matches(props)
+        if not isinstance(answer, bool):
+            raise AssertionError(f"{text!r} answered {answer!r} for {props!r}")
+
+    return target
+
+
+def _seed_sql92() -> list[bytes]:
+    return [b"a > 5\x00a=10", b"a BETWEEN 1 AND 3 OR b IN ('x', 'y')\x00b=x\x01a=2",
+            b"NOT (c IS NULL) AND d CONTAINS 'q'\x00d=aqb", b"x = 5.5e3 AND y <> TRUE\x00x=5500\x01y=false",
+            b"n >= -10L AND TAGS STARTSWITH 'ev' AND k NOT ENDSWITH 'z'\x00n=3\x01TAGS=even\x01k=ab"]
+
+
 TARGETS: dict[str, tuple[Callable[[], TargetFn], Callable[[], list[bytes]]]] = {
     "frames": (_frames, _seed_frames),
     "json-header": (_json_header, lambda: _seed_headers(0)),
@@ -303,6 +328,7 @@ TARGETS: dict[str, tuple[Callable[[], TargetFn], Callable[[], list[bytes]]]] = {
     "decoder": (_decoder, _seed_records),
     "scan": (_scan, _seed_records),
     "select": (_select, _seed_select),
+    "sql92": (_sql92, _seed_sql92),
 }
 
 
