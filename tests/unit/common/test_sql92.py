@@ -97,3 +97,11 @@ def test_the_cache_keeps_the_latest_and_remembers_errors() -> None:
     for _ in range(2):
         with pytest.raises(SelectorError):
             cache.get("a >")
+
+
+def test_long_and_or_chains_are_evaluated_and_deep_nesting_is_refused() -> None:
+    terms = [f"a={i}" for i in range(1500)]  # far past Python's recursion limit if nested
+    assert compile_selector(" OR ".join(terms)).matches({"a": "1499"}) is True
+    assert compile_selector(" AND ".join(["a=1"] * 2000)).matches({"a": "1"}) is True
+    with pytest.raises(SelectorError, match="deeper"):
+        compile_selector(" = ".join(["a"] + ["TRUE"] * (MAX_DEPTH + 1)))
