@@ -28,6 +28,10 @@
 //	    CheckLocalTransaction: SEND status msgId state I and CHECK I state topic msgId. The producer
 //	    keeps running (its check answers are oneway) until a push consumer in GROUP has received
 //	    every committed message: MSG body tags keys queueId queueOffset msgId.
+//	sql NAMESRV TOPIC GROUP N EXPECT EXPRESSION TIMEOUT
+//	    sends N messages "sql-I" with the user property n=I and tag even or odd, then a push
+//	    consumer subscribed with MessageSelector{Type: SQL92, Expression: EXPRESSION} prints
+//	    MSG body n tags until EXPECT distinct messages arrived.
 package main
 
 import (
@@ -62,6 +66,8 @@ func runScenario(args []string) {
 		code = litePull(args[1], args[2], args[3], atoi(args[4]), seconds(args[5]))
 	case len(args) == 6 && args[0] == "transaction":
 		code = transaction(args[1], args[2], args[3], atoi(args[4]), seconds(args[5]))
+	case len(args) == 8 && args[0] == "sql":
+		code = sql(args[1], args[2], args[3], atoi(args[4]), atoi(args[5]), args[6], seconds(args[7]))
 	default:
 		return
 	}
@@ -621,6 +627,56 @@ func transaction(ns, topic, group string, n int, timeout time.Duration) int {
 		}
 		return consumer.ConsumeSuccess, nil
 	})
+	defer func() { _ = c.Shutdown() }()
+	if !wait(done, deadline) {
+		return 3
+	}
+	return 0
+}
+
+func sql(ns, topic, group string, n, expect int, expression string, timeout time.Duration) int {
+	deadline := time.Now().Add(timeout)
+	p := newProducer(ns)
+	for i := 0; i < n; i++ {
+		tag := "odd"
+		if i%2 == 0 {
+			tag = "even"
+		}
+		msg := primitive.NewMessage(topic, []byte(fmt.Sprintf("sql-%d", i))).WithTag(tag)
+		msg.WithProperty("n", strconv.Itoa(i))
+		if _, err := p.SendSync(context.Background(), msg); err != nil {
+			fail(1, "send %d: %v", i, err)
+		}
+	}
+	_ = p.Shutdown()
+
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	done := make(chan struct{})
+	var once sync.Once
+	c, err := rmq.NewPushConsumer(pushOptions(ns, group, instance("s"))...)
+	if err != nil {
+		fail(1, "new push consumer: %v", err)
+	}
+	selector := consumer.MessageSelector{Type: consumer.SQL92, Expression: expression}
+	err = c.Subscribe(topic, selector, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		for _, m := range msgs {
+			emit("MSG", text(m), m.GetProperty("n"), m.GetTags())
+			mu.Lock()
+			seen[text(m)] = true
+			if len(seen) >= expect {
+				once.Do(func() { close(done) })
+			}
+			mu.Unlock()
+		}
+		return consumer.ConsumeSuccess, nil
+	})
+	if err != nil {
+		fail(1, "subscribe %s: %v", topic, err)
+	}
+	if err = c.Start(); err != nil {
+		fail(1, "start push consumer: %v", err)
+	}
 	defer func() { _ = c.Shutdown() }()
 	if !wait(done, deadline) {
 		return 3

@@ -2,8 +2,8 @@
 beyond the plain round trip, mirroring ``test_java_scenarios_bolide.py``: SendSync/SendAsync/
 SendOneWay/batch sends, retries ending in the dead letter queue, orderly consumption with queue
 locks, two push consumers sharing a group (clustering rebalance and broadcasting), the pull
-consumer, and the
-TransactionProducer with CheckLocalTransaction, mirroring ``test_java_transactions_bolide.py``.
+consumer, a SQL92 subscription, and the TransactionProducer with CheckLocalTransaction,
+mirroring ``test_java_transactions_bolide.py``.
 
 The driver is ``interop/go-client/scenarios.go`` (commands of the ``goclient`` binary); each test
 runs one command against an in-process NameServer + Broker on free ports. Go's pull consumer
@@ -220,3 +220,18 @@ def test_go_transaction_producer(tmp_path: Path) -> None:
     assert_consistent(StoreConfig(store_path_root_dir=str(tmp_path / "store"),
                                   mapped_file_size_commit_log=COMMIT_LOG,
                                   mapped_file_size_consume_queue=CONSUME_QUEUE))
+
+
+def test_go_sql92_subscription(tmp_path: Path) -> None:
+    """MessageSelector{Type: SQL92}: the broker (enablePropertyFilter=true) delivers only the
+    messages whose properties match (the Go client sends the expression with its pulls)."""
+    go, env = goclient(tmp_path)
+    topic, expression = "GoSql", "n >= 10 AND TAGS = 'even' AND n NOT IN ('14')"
+
+    async def test(s: Servers) -> list[list[str]]:
+        await create_topic(s, topic)
+        return await run_driver([*go, "sql", s.namesrv_addr, topic, "go_sql_cg", "20", "4", expression, "60"],
+                                tmp_path / "sql.log", env=env)
+
+    lines = with_servers(tmp_path, test, enable_property_filter=True)
+    assert {(f[1], f[2], f[3]) for f in lines} == {(f"sql-{i}", str(i), "even") for i in (10, 12, 16, 18)}

@@ -1,7 +1,8 @@
 """The official Java client (rocketmq-client 4.9.7 and 5.3.3, unmodified) against Bolide beyond
 the plain round trip: sync/async/oneway/batch sends, retries ending in the dead letter queue,
 orderly consumption with queue locks, two push consumers sharing a group (clustering rebalance
-and broadcasting), the lite pull consumer, and query by key / view by id.
+and broadcasting), the lite pull consumer, query by key / view by id, and SQL92 subscriptions
+(MessageSelector.bySql).
 
 The driver is ``interop/java-client/BolideScenarios.java``; each test runs one of its commands
 in a JVM against an in-process NameServer + Broker on free ports.
