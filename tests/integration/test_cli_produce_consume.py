@@ -33,7 +33,7 @@ class _Servers:
     async def main(self, store_dir: Path) -> None:
         self.stop = asyncio.Event()
         try:
-            async with running_servers(store_dir) as servers:
+            async with running_servers(store_dir, enable_property_filter=True) as servers:
                 self.servers = servers
                 self.ready.set()
                 await self.stop.wait()
@@ -100,6 +100,20 @@ def test_consume_from_last_skips_older_messages(ns: str) -> None:
     bolide("produce", "-n", ns, "-t", "KcatLast", input="new\n")
     got = consume(ns, "-t", "KcatLast", "-g", "kcat-last", "--count", "1", "--timeout", "5")
     assert [m["body"] for m in got] == ["new"]
+
+
+def test_consume_with_a_sql92_selector(ns: str) -> None:
+    create_topic(ns, "KcatSql", 1)
+    for tag in ("a", "b", "a"):
+        bolide("produce", "-n", ns, "-t", "KcatSql", "--tags", tag, "--keys", f"k{tag}", input=f"{tag}\n")
+    got = consume(ns, "-t", "KcatSql", "-g", "kcat-sql", "--from", "first", "--sql",
+                  "TAGS = 'a' AND KEYS IS NOT NULL", "--count", "2", "--timeout", "5")
+    assert [m["body"] for m in got] == ["a", "a"]
+    bad = bolide("consume", "-n", ns, "-t", "KcatSql", "-g", "kcat-sql", "--sql", "TAGS =", ok=False)
+    assert bad.exit_code == 1 and "not a SQL92 selector" in bad.output
+    both = bolide("consume", "-n", ns, "-t", "KcatSql", "-g", "kcat-sql", "--sql", "a = 1", "--tags", "x",
+                  ok=False)
+    assert both.exit_code == 2 and "not both" in both.output
 
 
 def test_produce_file_with_key_field(ns: str, tmp_path: Path) -> None:

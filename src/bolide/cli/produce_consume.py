@@ -21,6 +21,7 @@ from bolide.cli.admin_common import emit, namesrv_option, output_option, run, ta
 from bolide.client.admin import Admin
 from bolide.client.admin_types import message_dict
 from bolide.client.errors import ClientConfigError, ClientStateError
+from bolide.client.filtering import MessageSelector
 from bolide.client.producer import Producer
 from bolide.client.pull_consumer import PullConsumer
 from bolide.client.results import ConsumeFrom, SendResult
@@ -145,15 +146,19 @@ def queue_of(owned: set[MessageQueue], addrs: dict[str, str], msg: MessageExt) -
 @click.option("-t", "--topic", required=True)
 @click.option("-g", "--group", required=True, help="Consumer group (its offsets are committed).")
 @click.option("--tags", "expression", default="*", show_default=True, help="Tag expression: '*' or 'A || B'.")
+@click.option("--sql", help="Instead of tags, a SQL92 expression over the message properties, e.g. "
+              "\"region = 'eu' AND n > 5\" (the broker needs enablePropertyFilter=true).")
 @click.option("--from", "start", type=click.Choice(["first", "last"]), default="last", show_default=True,
               help="Where a group without a committed offset starts.")
 @click.option("--count", type=click.IntRange(1), help="Exit after this many messages.")
 @click.option("--timeout", type=click.FloatRange(0, min_open=True),
               help="Exit after this many seconds without a message (default: run until Ctrl+C).")
-def consume(namesrv: str, topic: str, group: str, expression: str, start: str, count: int | None,
-            timeout: float | None) -> None:
+def consume(namesrv: str, topic: str, group: str, expression: str, sql: str | None, start: str,
+            count: int | None, timeout: float | None) -> None:
     """Print TOPIC's messages for GROUP as JSON lines (topic, queueId, queueOffset, msgId, tags,
     keys, body, ...), committing the offsets of what was printed."""
+    if sql is not None and expression != "*":
+        raise click.UsageError("give --tags or --sql, not both")
     printed = 0
     cut: tuple[MessageQueue, int] | None = None  # the queue whose last batch was printed in part
 
@@ -161,7 +166,7 @@ def consume(namesrv: str, topic: str, group: str, expression: str, start: str, c
         consumer = PullConsumer(namesrv, group, auto_commit=False, pull_batch_size=32,
                                 consume_from=ConsumeFrom.FIRST_OFFSET if start == "first"
                                 else ConsumeFrom.LAST_OFFSET)
-        consumer.subscribe(topic, expression)
+        consumer.subscribe(topic, MessageSelector.by_sql(sql) if sql is not None else expression)
         async with Admin(namesrv) as admin:  # TopicNotExistError names the fix
             addrs = {mq.broker_name: addr for mq, addr in await admin.queues(topic)}
         loop = asyncio.get_running_loop()
