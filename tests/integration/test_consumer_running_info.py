@@ -189,8 +189,8 @@ def test_consumer_status_command(tmp_path: Path) -> None:
         async def listener(msgs: list[MessageExt], ctx: ConsumeContext) -> None:
             seen.extend(msgs)
 
-        first, second = (PushConsumer(s.namesrv_addr, "cri-cli", listener=listener, **FAST)
-                         for _ in range(2))
+        first, second = (PushConsumer(s.namesrv_addr, "cri-cli", listener=listener,
+                                      persist_offset_interval_ms=100, **FAST) for _ in range(2))
         for c in (first, second):
             c.subscribe("CriCli")
         async with first, second:
@@ -226,6 +226,25 @@ def test_consumer_status_command(tmp_path: Path) -> None:
             assert "not online: check the client id with consumerConnection -g cri-cli" in missing.output
             nobody = await asyncio.to_thread(invoke, "cri-nobody")
             assert nobody.exit_code == 1 and "no consumer of group 'cri-nobody' is online" in nobody.output
+
+            # consumerProgress -s: which consumer holds each queue
+            await wait_until(lambda: all(s.broker.offsets.query("cri-cli", "CriCli", q) is not None
+                                         for q in range(4)))
+
+            def progress(*args: str) -> Result:
+                return CliRunner().invoke(cli, ["admin", "consumerProgress", "-n", s.namesrv_addr, *args])
+
+            shown = await asyncio.to_thread(progress, "-g", "cri-cli", "-s", "--output", "json")
+            assert shown.exit_code == 0, shown.output
+            owners = {q["queueId"]: q["client"] for q in json.loads(shown.output)["queues"]
+                      if q["topic"] == "CriCli"}
+            held = {mq.queue_id: c.client_id for c in (first, second) for mq in c.assignment()
+                    if mq.topic == "CriCli"}
+            assert owners == held and set(owners.values()) == {first.client_id, second.client_id}
+            plain = await asyncio.to_thread(progress, "-g", "cri-cli", "--output", "json")
+            assert {q["client"] for q in json.loads(plain.output)["queues"]} == {None}
+            refused = await asyncio.to_thread(progress, "-s")
+            assert refused.exit_code == 2 and "--show-client needs -g GROUP" in refused.output
 
     run_with_servers(tmp_path, test, timeout=60)
 

@@ -67,22 +67,35 @@ def delete_sub_group(namesrv: str, output: str, group: str, broker_addr: str | N
          table(f"Group {group} deleted", ["broker"], ([a] for a in addrs)))
 
 
-def progress_table(p: GroupProgress) -> Any:
-    return table(f"Progress of {p.group}", ["topic", "brokerName", "queueId", "brokerOffset",
-                                            "consumerOffset", "lag", "lagTime", "lastConsumed"],
+def progress_table(p: GroupProgress, show_client: bool = False) -> Any:
+    columns = ["topic", "brokerName", "queueId", "brokerOffset", "consumerOffset", "lag", "lagTime",
+               "lastConsumed"] + (["client"] if show_client else [])
+    return table(f"Progress of {p.group}", columns,
                  ([q.queue.topic, q.queue.broker_name, q.queue.queue_id, q.broker_offset, q.consumer_offset,
-                   q.lag, fmt_duration(q.lag_ms), fmt_time(q.last_consumed_ms)] for q in p.queues))
+                   q.lag, fmt_duration(q.lag_ms), fmt_time(q.last_consumed_ms)]
+                  + ([q.client or ""] if show_client else []) for q in p.queues))
 
 
 @click.command("consumerProgress")
 @admin_options
 @click.option("-g", "--group", help="Consumer group (default: a summary of every group).")
 @click.option("-t", "--topic", help="Only this topic.")
-def consumer_progress(namesrv: str, output: str, group: str | None, topic: str | None) -> None:
+@click.option("-s", "--show-client", is_flag=True,
+              help="With -g: the consumer holding each queue (asks each online consumer, 307).")
+def consumer_progress(namesrv: str, output: str, group: str | None, topic: str | None,
+                      show_client: bool) -> None:
     """Lag per queue, in messages and in store time (105, then 208 and 202 per broker)."""
+    if show_client and not group:
+        raise click.UsageError("--show-client needs -g GROUP")
+
     async def job(admin: Admin) -> list[GroupProgress]:
         if group:
-            return [await admin.consumer_progress(group, topic)]
+            progress = await admin.consumer_progress(group, topic)
+            if show_client:
+                owners = await admin.queue_owners(group)
+                for q in progress.queues:
+                    q.client = owners.get(q.queue)
+            return [progress]
         groups = [t[len(RETRY_GROUP_TOPIC_PREFIX):] for t in await admin.topic_list()
                   if t.startswith(RETRY_GROUP_TOPIC_PREFIX)]
         return [await admin.consumer_progress(g, topic) for g in groups]
@@ -93,7 +106,7 @@ def consumer_progress(namesrv: str, output: str, group: str | None, topic: str |
         note = (f"total lag {p.total_lag} messages, max {fmt_duration(p.max_lag_ms)}; consume TPS "
                 f"{p.consume_tps:.2f}" if p.queues else
                 f"no consume stats for group {group}: it has committed no offset yet (or the name is wrong)")
-        emit(output, p.to_dict(), progress_table(p), note=note)
+        emit(output, p.to_dict(), progress_table(p, show_client), note=note)
         return
     rows = [[p.group, len(p.queues), f"{p.consume_tps:.2f}", p.total_lag, fmt_duration(p.max_lag_ms)]
             for p in found]

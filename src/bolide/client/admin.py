@@ -306,6 +306,25 @@ class Admin:
                                     f"consumerConnection of {group!r}")
         return ConsumerConnection.decode(response.body_bytes())
 
+    async def queue_owners(self, group: str) -> dict[MessageQueue, str]:
+        """Which online consumer of ``group`` holds each queue (mqadmin consumerProgress -s),
+        from each one's report (GET_CONSUMER_RUNNING_INFO); empty when none is online. A
+        consumer that does not answer is left out."""
+        try:
+            conn = await self.consumer_connection(group)
+        except MQBrokerError as exc:
+            if exc.code == ResponseCode.CONSUMER_NOT_ONLINE:
+                return {}
+            raise
+        owners: dict[MessageQueue, str] = {}
+        for client_id in sorted(c.client_id for c in conn.connection_set):
+            try:
+                info = await self.consumer_running_info(group, client_id)
+            except MQBrokerError:
+                continue
+            owners.update(dict.fromkeys(info.mq_table, client_id))
+        return owners
+
     async def consumer_running_info(self, group: str, client_id: str, *,
                                     jstack: bool = False) -> ConsumerRunningInfo:
         """What one online consumer reports of itself (mqadmin consumerStatus): the broker

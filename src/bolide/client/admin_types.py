@@ -40,6 +40,7 @@ class QueueProgress:
     last_consumed_ms: int = 0  # store time of the message at consumer_offset - 1 (0: unknown)
     newest_ms: int = 0  # store time of the queue's last message (0: empty or unknown)
     earliest_ms: int = 0  # store time of the oldest retained message (asked only when needed)
+    client: str | None = None  # the consumer holding the queue (consumerProgress -s), if asked
 
     @property
     def lag(self) -> int:
@@ -54,7 +55,8 @@ class QueueProgress:
         return {"topic": self.queue.topic, "brokerName": self.queue.broker_name,
                 "queueId": self.queue.queue_id, "brokerOffset": self.broker_offset,
                 "consumerOffset": self.consumer_offset, "lag": self.lag, "lagMs": self.lag_ms,
-                "lastConsumedTimestamp": self.last_consumed_ms, "newestTimestamp": self.newest_ms}
+                "lastConsumedTimestamp": self.last_consumed_ms, "newestTimestamp": self.newest_ms,
+                "client": self.client}
 
 
 @dataclass(slots=True)

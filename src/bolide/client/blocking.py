@@ -444,6 +444,9 @@ class Admin(_Blocking[_admin.Admin]):
     def consumer_connection(self, group: str) -> ConsumerConnection:
         return self._run(lambda c: c.consumer_connection(group))
 
+    def queue_owners(self, group: str) -> dict[MessageQueue, str]:
+        return self._run(lambda c: c.queue_owners(group))
+
     def consumer_running_info(self, group: str, client_id: str, *,
                               jstack: bool = False) -> ConsumerRunningInfo:
         return self._run(lambda c: c.consumer_running_info(group, client_id, jstack=jstack))
