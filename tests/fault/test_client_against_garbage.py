@@ -271,53 +271,44 @@ def test_every_route_reader_refuses_a_route_of_too_many_queues() -> None:
     asyncio.run(asyncio.wait_for(main(), 60))
 
 
+async def answered_with(code: int, fields: dict[str, str],
+                        call: Callable[[ClientConfig], Awaitable[object]]) -> None:
+    """Run ``call`` against a broker (and NameServer) that answers every request but route
+    lookups with ``code`` and the ext ``fields``; it must raise ProtocolError naming them."""
+    server = RemotingServer("127.0.0.1", 0)
+
+    async def answer(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        if request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
+            return request.make_response(body=one_broker_route(server.address, 1))
+        response = request.make_response(code)
+        response.ext_fields = dict(fields)
+        return response
+
+    server.register_default(answer)
+    await server.start()
+    try:
+        with pytest.raises(ProtocolError, match="not integers"):
+            await call(ClientConfig(namesrv_addr=server.address))
+    finally:
+        await server.close()
+
+
 @pytest.mark.parametrize("fields", [{"queueId": "x", "queueOffset": "1"},
                                     {"queueId": "0", "queueOffset": "b"}], ids=["queue-id", "queue-offset"])
 def test_a_send_answer_with_fields_that_are_not_numbers_is_a_protocol_error(fields: dict[str, str]) -> None:
-    async def main() -> None:
-        server = RemotingServer("127.0.0.1", 0)
+    async def send(config: ClientConfig) -> None:
+        async with Producer(config, "pg") as producer:
+            await producer.send(Message("T", b"x"))
 
-        async def answer(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-            if request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
-                return request.make_response(body=one_broker_route(server.address, 1))
-            response = request.make_response()
-            response.ext_fields = {"msgId": "m", **fields}
-            return response
-
-        server.register_default(answer)
-        await server.start()
-        producer = Producer(ClientConfig(namesrv_addr=server.address), "pg")
-        try:
-            with pytest.raises(ProtocolError, match="not integers"):
-                await producer.send(Message("T", b"x"))
-        finally:
-            await producer.close()
-            await server.close()
-
-    asyncio.run(asyncio.wait_for(main(), 60))
+    asyncio.run(asyncio.wait_for(answered_with(ResponseCode.SUCCESS, {"msgId": "m", **fields}, send), 60))
 
 
 @pytest.mark.parametrize("fields", [{"nextBeginOffset": "abc"}, {"minOffset": "1.5"},
                                     {"suggestWhichBrokerId": "127.0.0.1:10911"}])
 def test_a_pull_answer_with_offsets_that_are_not_numbers_is_a_protocol_error(fields: dict[str, str]) -> None:
-    async def main() -> None:
-        server = RemotingServer("127.0.0.1", 0)
+    async def read(config: ClientConfig) -> None:
+        async with Admin(config) as admin:
+            await admin.read_messages(MessageQueue("T", "b", 0), 0, 1)
 
-        async def answer(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-            if request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
-                return request.make_response(body=one_broker_route(server.address, 1))
-            response = request.make_response(ResponseCode.PULL_NOT_FOUND)
-            response.ext_fields = {"nextBeginOffset": "0", "minOffset": "0", "maxOffset": "0", **fields}
-            return response
-
-        server.register_default(answer)
-        await server.start()
-        admin = Admin(ClientConfig(namesrv_addr=server.address))
-        try:
-            with pytest.raises(ProtocolError, match="not integers"):
-                await admin.read_messages(MessageQueue("T", "b", 0), 0, 1)
-        finally:
-            await admin.close()
-            await server.close()
-
-    asyncio.run(asyncio.wait_for(main(), 60))
+    offsets = {"nextBeginOffset": "0", "minOffset": "0", "maxOffset": "0", **fields}
+    asyncio.run(asyncio.wait_for(answered_with(ResponseCode.PULL_NOT_FOUND, offsets, read), 60))

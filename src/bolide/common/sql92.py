@@ -163,33 +163,29 @@ def _as_condition(node: _Node) -> _Node:
     raise SelectorError(f"Expression will not result in a boolean value: {node}")
 
 
-def _all(terms: list[_Node]) -> _Node:
-    """``a AND b AND ...``: FALSE at the first FALSE, else unknown if any is, else TRUE (the
-    terms evaluated in order, as Java's left-nested ANDs do)."""
+def _chain(terms: list[_Node], decisive: bool) -> _Node:
+    """``a AND b AND ...`` (``decisive`` False) or ``a OR b OR ...`` (True): the terms in order,
+    as Java's left-nested operators evaluate them; the first term equal to ``decisive`` decides,
+    else unknown if any term is unknown, else ``not decisive``."""
     def evaluate(p: Props) -> object:
         unknown = False
         for term in terms:
             v = term.evaluate(p)
-            if v is False:
-                return False
+            if v is decisive:
+                return decisive
             unknown = unknown or v is None
-        return None if unknown else True
-    return _Node(evaluate, boolean=True, text=" AND ".join(f"({t})" for t in terms),
+        return None if unknown else not decisive
+    joiner = " OR " if decisive else " AND "
+    return _Node(evaluate, boolean=True, text=joiner.join(f"({t})" for t in terms),
                  depth=_nested(*terms))
+
+
+def _all(terms: list[_Node]) -> _Node:
+    return _chain(terms, False)
 
 
 def _any(terms: list[_Node]) -> _Node:
-    """``a OR b OR ...``: TRUE at the first TRUE, else unknown if any is, else FALSE."""
-    def evaluate(p: Props) -> object:
-        unknown = False
-        for term in terms:
-            v = term.evaluate(p)
-            if v is True:
-                return True
-            unknown = unknown or v is None
-        return None if unknown else False
-    return _Node(evaluate, boolean=True, text=" OR ".join(f"({t})" for t in terms),
-                 depth=_nested(*terms))
+    return _chain(terms, True)
 
 
 def _not(a: _Node) -> _Node:
