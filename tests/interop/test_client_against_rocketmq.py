@@ -26,6 +26,7 @@ from client_roundtrip import unavailable
 from bolide.cli.main import cli
 from bolide.client import (
     Admin,
+    ClientConfig,
     ConsumeContext,
     ConsumeFrom,
     ConsumeStatus,
@@ -427,3 +428,48 @@ def test_bolide_admin_group_commands(rmq: RocketMQ) -> None:
     assert admin("resetOffsetByTime", "-g", "cli-cg", "-t", "CliGroups", "-s", "0")["applied"] is True
     until(lambda: admin("consumerProgress", "-g", "cli-cg")["queues"][0]["consumerOffset"] == 0)
     assert admin("deleteTopic", "-t", "CliGroups")["deleted"] is True
+
+
+def test_signed_requests_against_a_broker_with_plain_acl(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """ClientConfig(access_key, secret_key) signs for RocketMQ's plain ACL: a 4.9.7 broker with
+    aclEnable=true (accounts in interop/rocketmq/home/conf/plain_acl.yml) lets the admin account
+    create a topic, send and consume, refuses the read-only account's sends, and unsigned ones."""
+    run_dir = tmp_path_factory.mktemp("client-rocketmq-acl")
+    try:
+        server = RocketMQ("4.9.7", run_dir)
+    except RocketMQUnavailable as exc:
+        unavailable(f"real RocketMQ unavailable: {exc}")
+    admin_keys = {"access_key": "bolide-admin", "secret_key": "bolide-admin-secret"}
+    reader_keys = {"access_key": "bolide-reader", "secret_key": "bolide-reader-secret"}
+
+    async def test() -> None:
+        ns = server.namesrv_addr
+        signed = ClientConfig(ns, **admin_keys)
+        async with Admin(signed) as admin:
+            await admin.create_topic("ItAcl", read_queue_nums=2, write_queue_nums=2)
+        await wait_for_route(ns, "ItAcl")
+        async with Producer(signed, "acl-pg") as producer:
+            sent = [await producer.send(Message("ItAcl", b"acl-%d" % i)) for i in range(4)]
+        assert all(r.status is SendStatus.SEND_OK for r in sent)
+        consumer = PullConsumer(signed, "acl-cg", consume_from=ConsumeFrom.FIRST_OFFSET,
+                                rebalance_interval_ms=300, suspend_ms=1000, pull_timeout_ms=5000)
+        consumer.subscribe("ItAcl")
+        async with consumer:
+            got = await poll_exactly(consumer, 4)
+        assert sorted(m.body for m in got) == [b"acl-%d" % i for i in range(4)]
+        for config, why in ((ClientConfig(ns, **reader_keys), "No default permission for topic:ItAcl"),
+                            (ClientConfig(ns), "No accessKey is configured"),
+                            (ClientConfig(ns, access_key="bolide-admin", secret_key="wrong"),
+                             "Check signature failed for accessKey=bolide-admin")):
+            async with Producer(config, "acl-pg") as producer:
+                with pytest.raises(MQClientError, match=why):
+                    await producer.send(Message("ItAcl", b"refused"))
+
+    try:
+        server.start_namesrv()
+        server.start_broker(BrokerSettings(run_dir / "store", extra={"aclEnable": "true"}))
+        asyncio.run(wait_for_route(server.namesrv_addr, "TBW102"))
+        run(test)
+    finally:
+        server.kill_broker()
+        server.stop()

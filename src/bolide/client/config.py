@@ -27,7 +27,9 @@ class ClientConfig:
 
     ``namesrv_addr`` is ``"host:port"`` or several joined by ``;`` (as RocketMQ writes it).
     ``instance_name`` defaults to ``<pid>#<nanos>``, so the client id is ``ip@pid#nanos`` like
-    the Java client's.
+    the Java client's. ``access_key`` and ``secret_key`` (and ``security_token``) sign every
+    request for a broker with RocketMQ's plain ACL on (``aclEnable=true``), as the Java
+    client's AclClientRPCHook does.
     """
 
     namesrv_addr: str
@@ -36,6 +38,9 @@ class ClientConfig:
     api_timeout_ms: int = 3000
     poll_name_server_interval_ms: int = 30_000
     heartbeat_broker_interval_ms: int = 30_000
+    access_key: str | None = None
+    secret_key: str | None = dataclasses.field(default=None, repr=False)
+    security_token: str | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.namesrv_addrs:
@@ -44,6 +49,9 @@ class ClientConfig:
         for name in ("api_timeout_ms", "poll_name_server_interval_ms", "heartbeat_broker_interval_ms"):
             if getattr(self, name) <= 0:
                 raise ClientConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if bool(self.access_key) != bool(self.secret_key):
+            raise ClientConfigError("give both access_key and secret_key (an account of the broker's "
+                                    "plain_acl.yml), or neither")
 
     @property
     def namesrv_addrs(self) -> list[str]:

@@ -22,6 +22,7 @@ from bolide.errors import BolideError
 from bolide.protocol.bodies.client import ConsumerData, HeartbeatData, MessageQueue, ProducerData
 from bolide.protocol.bodies.route import MASTER_ID
 from bolide.remoting import Processor, RemotingClient
+from bolide.remoting.hooks import AclClientRPCHook
 
 log = logging.getLogger(__name__)
 TIMER_GRACE_S = 3.0  # how long close() lets a timer job under way finish
@@ -33,7 +34,9 @@ class ClientInstance:
     def __init__(self, config: ClientConfig) -> None:
         self.config = config
         self.client_id = config.make_client_id()
-        self.remoting = RemotingClient(connect_timeout_ms=config.api_timeout_ms)
+        hooks = ([AclClientRPCHook(config.access_key, config.secret_key, config.security_token)]
+                 if config.access_key and config.secret_key else [])
+        self.remoting = RemotingClient(hooks=hooks, connect_timeout_ms=config.api_timeout_ms)
         self.api = ClientAPI(self.remoting, config.namesrv_addrs, config.api_timeout_ms)
         self.routes: dict[str, TopicRoute] = {}
         # the broker id each queue's last pull answer suggested pulling from next
