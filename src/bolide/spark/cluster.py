@@ -14,7 +14,7 @@ from concurrent.futures import Future
 
 import pyarrow as pa
 
-from bolide.client import MessageQueue, PullConsumer
+from bolide.client import ClientConfig, MessageQueue, PullConsumer
 from bolide.client.blocking import Admin, LoopThread
 from bolide.client.filtering import subscription
 from bolide.client.results import PullResult, PullStatus
@@ -35,7 +35,7 @@ FLUSH_BYTES = 8 * 1024 * 1024  # record bytes decoded into one Arrow batch at mo
 class Cluster:
     """A blocking Admin client for one read; use as a context manager."""
 
-    def __init__(self, nameserver: str, timeout_ms: int = 10_000) -> None:
+    def __init__(self, nameserver: str | ClientConfig, timeout_ms: int = 10_000) -> None:
         self.nameserver = nameserver
         self.admin = Admin(nameserver, timeout_ms=timeout_ms)
         self._addrs: dict[QueueKey, str] = {}
@@ -151,7 +151,7 @@ class GroupCommitter:
     only a heartbeat or a pull creates the group (autoCreateSubscriptionGroup).
     """
 
-    def __init__(self, nameserver: str, group: str) -> None:
+    def __init__(self, nameserver: str | ClientConfig, group: str) -> None:
         self.group = group
         self._runner = LoopThread(f"bolide-spark-commit-{group}")
         self._consumer = PullConsumer(nameserver, group, auto_commit=False)

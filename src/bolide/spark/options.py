@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bolide.client.config import ClientConfig
 from bolide.client.errors import ClientConfigError
 
 EARLIEST = -2  # offset sentinels in JSON offsets, as in Kafka and rocketmq-spark
@@ -21,10 +22,10 @@ READ_OPTIONS = {
     "nameserver", "topic", "startingoffsets", "endingoffsets", "startingtimestamp", "endingtimestamp",
     "subexpression", "tags", "minpartitions", "failondataloss", "maxoffsetspertrigger",
     "minoffsetspertrigger", "maxtriggerdelay", "consumergroup", "readbatchsize", "pullbatchsize",
-    "timeoutms", "path",
+    "timeoutms", "path", "accesskey", "secretkey",
 }
 WRITE_OPTIONS = {"nameserver", "topic", "producergroup", "sendtimeoutms", "retrytimes", "batchsize",
-                 "timeoutms", "path", "checkpointlocation"}
+                 "timeoutms", "path", "checkpointlocation", "accesskey", "secretkey"}
 
 # Offsets given in JSON: topic -> broker -> queue id -> offset, or topic -> queue id -> offset
 # (every broker's queue with that id).
@@ -117,7 +118,7 @@ def parse_offsets(name: str, raw: str | None, default: str, *, allow_latest: boo
 class ReadOptions:
     """What a read (batch or streaming) of ``rocketmq`` was asked for."""
 
-    nameserver: str
+    nameserver: str | ClientConfig  # a ClientConfig when requests are signed for plain ACL
     topics: tuple[str, ...]
     starting: OffsetSpec
     ending: OffsetSpec
@@ -142,12 +143,19 @@ def _check_known(options: Mapping[str, str], known: set[str], what: str) -> None
                                + ", ".join(sorted(known - {"path", "checkpointlocation"})))
 
 
-def _nameserver(options: Mapping[str, str]) -> str:
+def _nameserver(options: Mapping[str, str]) -> str | ClientConfig:
+    """The NameServers, with the plain-ACL keys (options accessKey and secretKey) when given."""
     ns = _get(options, "nameserver")
     if ns is None:
         raise SparkOptionError('option nameserver is required: .option("nameserver", "127.0.0.1:9876") '
                                "(several NameServers joined by ';')")
-    return ns
+    access_key, secret_key = _get(options, "accessKey"), _get(options, "secretKey")
+    if access_key is None and secret_key is None:
+        return ns
+    if access_key is None or secret_key is None:
+        raise SparkOptionError("give both accessKey and secretKey (an account of the brokers' "
+                               "plain_acl.yml), or neither")
+    return ClientConfig(ns, access_key=access_key, secret_key=secret_key)
 
 
 def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -201,7 +209,7 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
 class WriteOptions:
     """What a write (batch or streaming) to ``rocketmq`` was asked for."""
 
-    nameserver: str
+    nameserver: str | ClientConfig  # a ClientConfig when requests are signed for plain ACL
     topic: str | None = None
     producer_group: str = "BOLIDE_SPARK_PRODUCER"
     send_timeout_ms: int = 3000
