@@ -1,58 +1,64 @@
 """A consumer's figures per topic (Java ConsumerStatsManager), reported in
 GET_CONSUMER_RUNNING_INFO: pull and consume round trips and rates over the last minute, failed
-messages over the last hour. Fixed memory: one slot per second (per minute for the hour)."""
+messages over the last hour.
+
+Each event only adds to running totals; the totals are copied once a second (and the failure
+count once a minute) into a short ring, and a report subtracts the copy of a minute (an hour)
+ago. Fixed memory per topic, a few additions per pull or listener call.
+"""
 
 from __future__ import annotations
 
 import time
+from collections import deque
+from typing import TypeVar
 
 from bolide.protocol.bodies.admin import TopicConsumeStatus
 
+MINUTE_S = 60
+T = TypeVar("T")
 
-class Window:
-    """Sums and counts of the last ``slots`` periods of ``period_s`` seconds each."""
 
-    __slots__ = ("_counts", "_periods", "_started", "_sums", "period_s")
-
-    def __init__(self, slots: int = 60, period_s: float = 1.0, now: float | None = None) -> None:
-        self.period_s = period_s
-        self._periods = [-1] * slots  # which period each slot holds
-        self._sums = [0.0] * slots
-        self._counts = [0] * slots
-        self._started = time.monotonic() if now is None else now
-
-    def add(self, value: float, count: int = 1, now: float | None = None) -> None:
-        period = int((time.monotonic() if now is None else now) / self.period_s)
-        i = period % len(self._periods)
-        if self._periods[i] != period:
-            self._periods[i], self._sums[i], self._counts[i] = period, 0.0, 0
-        self._sums[i] += value
-        self._counts[i] += count
-
-    def totals(self, now: float | None = None) -> tuple[float, int, float]:
-        """The sum and count over the window, and the seconds it covers (less while young)."""
-        now = time.monotonic() if now is None else now
-        period = int(now / self.period_s)
-        oldest = period - len(self._periods)
-        total, count = 0.0, 0
-        for p, s, c in zip(self._periods, self._sums, self._counts, strict=True):
-            if oldest < p <= period:
-                total += s
-                count += c
-        span = min(len(self._periods) * self.period_s, max(now - self._started, 1.0))
-        return total, count, span
+def _since(ring: deque[tuple[float, T]], now: float, window_s: float, current: T) -> tuple[float, T]:
+    """The oldest copy within ``window_s`` of ``now``; ``current`` (nothing in the window) when
+    every copy is older (a copy is taken at the first event of each second, or minute, so the
+    events after the newest copy are as old as it)."""
+    for at, values in ring:
+        if now - at <= window_s:
+            return at, values
+    return now, current
 
 
 class _TopicStats:
-    __slots__ = ("consume_rt", "failed", "failed_hour", "ok", "pull_rt", "pulled")
+    """Running totals of one topic and their copies of the last minute (one per second) and
+    of the last hour's failures (one per minute)."""
+
+    __slots__ = ("_minute", "_second", "calls", "consume_ms", "failed", "hours", "ok", "pull_ms",
+                 "pulled", "pulls", "seconds")
 
     def __init__(self, now: float) -> None:
-        self.pull_rt = Window(now=now)  # ms per pull answer that brought messages
-        self.pulled = Window(now=now)  # messages pulled
-        self.consume_rt = Window(now=now)  # ms per listener call
-        self.ok = Window(now=now)  # messages consumed
-        self.failed = Window(now=now)  # messages to consume again
-        self.failed_hour = Window(60, 60.0, now=now)
+        self.pulls = self.pulled = self.calls = self.ok = self.failed = 0
+        self.pull_ms = self.consume_ms = 0.0
+        self._second = int(now)
+        self.seconds: deque[tuple[float, tuple[float, ...]]] = deque([(now, self.totals())],
+                                                                     maxlen=MINUTE_S + 1)
+        self._minute = self._second // MINUTE_S
+        self.hours: deque[tuple[float, int]] = deque([(now, 0)], maxlen=MINUTE_S + 1)
+
+    def totals(self) -> tuple[float, ...]:
+        return (self.pulls, self.pull_ms, self.pulled, self.calls, self.consume_ms, self.ok,
+                self.failed)
+
+    def tick(self, now: float) -> None:
+        """Before an event at ``now``: copy the totals when a new second began."""
+        second = int(now)
+        if second == self._second:
+            return
+        self._second = second
+        self.seconds.append((now, self.totals()))
+        if second // MINUTE_S != self._minute:
+            self._minute = second // MINUTE_S
+            self.hours.append((now, self.failed))
 
 
 class ConsumerStats:
@@ -65,23 +71,23 @@ class ConsumerStats:
         stats = self._topics.get(topic)
         if stats is None:
             stats = self._topics[topic] = _TopicStats(now)
+        stats.tick(now)
         return stats
 
-    def pulled(self, topic: str, rt_ms: float, messages: int) -> None:
+    def pulled(self, topic: str, rt_ms: float, messages: int, now: float | None = None) -> None:
         """A pull answered with ``messages`` messages after ``rt_ms``."""
-        now = time.monotonic()
-        stats = self._of(topic, now)
-        stats.pull_rt.add(rt_ms, now=now)
-        stats.pulled.add(messages, now=now)
+        stats = self._of(topic, time.monotonic() if now is None else now)
+        stats.pulls += 1
+        stats.pull_ms += rt_ms
+        stats.pulled += messages
 
-    def consumed(self, topic: str, rt_ms: float, ok: int, failed: int) -> None:
+    def consumed(self, topic: str, rt_ms: float, ok: int, failed: int, now: float | None = None) -> None:
         """A listener call over ``ok + failed`` messages that took ``rt_ms``."""
-        now = time.monotonic()
-        stats = self._of(topic, now)
-        stats.consume_rt.add(rt_ms, now=now)
-        stats.ok.add(ok, now=now)
-        stats.failed.add(failed, now=now)
-        stats.failed_hour.add(failed, now=now)
+        stats = self._of(topic, time.monotonic() if now is None else now)
+        stats.calls += 1
+        stats.consume_ms += rt_ms
+        stats.ok += ok
+        stats.failed += failed
 
     def status(self, topic: str, now: float | None = None) -> TopicConsumeStatus:
         """The topic's figures as GET_CONSUMER_RUNNING_INFO reports them (zeros when none)."""
@@ -89,16 +95,15 @@ class ConsumerStats:
         stats = self._topics.get(topic)
         if stats is None:
             return TopicConsumeStatus()
-        rt_sum, pulls, _ = stats.pull_rt.totals(now)
-        pulled, _, span = stats.pulled.totals(now)
-        c_sum, calls, _ = stats.consume_rt.totals(now)
-        ok, _, _ = stats.ok.totals(now)
-        failed, _, _ = stats.failed.totals(now)
-        failed_hour, _, _ = stats.failed_hour.totals(now)
+        at, before = _since(stats.seconds, now, MINUTE_S, stats.totals())
+        pulls, pull_ms, pulled, calls, consume_ms, ok, failed = (
+            cur - old for cur, old in zip(stats.totals(), before, strict=True))
+        span = max(now - at, 1.0)
+        _, failed_before = _since(stats.hours, now, 60 * MINUTE_S, stats.failed)
         return TopicConsumeStatus(
-            pull_rt=round(rt_sum / pulls, 3) if pulls else 0.0,
+            pull_rt=round(pull_ms / pulls, 3) if pulls else 0.0,
             pull_tps=round(pulled / span, 3),
-            consume_rt=round(c_sum / calls, 3) if calls else 0.0,
+            consume_rt=round(consume_ms / calls, 3) if calls else 0.0,
             consume_ok_tps=round(ok / span, 3),
             consume_failed_tps=round(failed / span, 3),
-            consume_failed_msgs=int(failed_hour))
+            consume_failed_msgs=stats.failed - failed_before)
