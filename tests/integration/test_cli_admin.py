@@ -192,6 +192,17 @@ def test_progress_connections_and_reset(ns: str, servers: ServerThread) -> None:
         wait_for(lambda: bool(got.extend(consumer.poll(timeout_ms=200))) or len(got) >= 7)
         consumer.commit({queues[0]: 2, queues[1]: 3})
 
+        stats = admin_json(ns, "brokerConsumeStats", "-b", servers.servers.broker_addr)
+        mine = {q["queueId"]: (q["brokerOffset"], q["consumerOffset"], q["diff"]) for q in stats["queues"]
+                if q["group"] == "adm-cg"}
+        assert mine == {0: (4, 2, 2), 1: (3, 3, 0)} and stats["totalDiff"] >= 2
+        assert "adm-cg" in admin_table(ns, "brokerConsumeStats", "-b", servers.servers.broker_addr)
+        cq = admin_json(ns, "queryCq", "-t", "AdmProg", "-q", "0", "-i", "1", "-c", "5", "-g", "adm-cg")
+        assert (cq["minQueueIndex"], cq["maxQueueIndex"]) == (0, 4)
+        assert [e["queueOffset"] for e in cq["entries"]] == [1, 2, 3]
+        assert cq["subscription"]["topic"] == "AdmProg"
+        assert "commitLogOffset" in admin_table(ns, "queryCq", "-t", "AdmProg", "-q", "1", "-i", "0")
+
         conn = admin_json(ns, "consumerConnection", "-g", "adm-cg")
         assert [c["clientId"] for c in conn["connectionSet"]] == [consumer.client_id]
         assert "AdmProg" in conn["subscriptionTable"]
@@ -248,6 +259,9 @@ def test_producer_connection(ns: str, servers: ServerThread) -> None:
         assert [c["clientId"] for c in conn["connectionSet"]] == ["127.0.0.1@adm-test"]
         assert "127.0.0.1@adm-test" in admin_table(ns, "producerConnection", "-g", "adm-producers",
                                                    "-t", "AdmPc")
+        table = admin_json(ns, "producer", "-b", broker)  # GET_ALL_PRODUCER_INFO
+        assert [p["clientId"] for p in table["adm-producers"]] == ["127.0.0.1@adm-test"]
+        assert "127.0.0.1@adm-test" in admin_table(ns, "producer", "-b", broker)
     finally:
         servers.run(client.close())
     gone = bolide("admin", "producerConnection", "-g", "nobody", "-t", "AdmPc", "-n", ns, ok=False)

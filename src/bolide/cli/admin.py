@@ -1,16 +1,17 @@
 """``bolide admin``: mqadmin's commands, with mqadmin's names, over :class:`bolide.client.admin.Admin`.
 
 Each command takes ``-n host:port`` (or NAMESRV_ADDR) and ``--output table|json``. The
-commands live in :mod:`~bolide.cli.admin_topics`, :mod:`~bolide.cli.admin_groups`,
-:mod:`~bolide.cli.admin_consumers`, :mod:`~bolide.cli.admin_messages` and
-:mod:`~bolide.cli.admin_ha`; docs/admin.md describes each with examples.
+commands live in :mod:`~bolide.cli.admin_topics`, :mod:`~bolide.cli.admin_brokers`,
+:mod:`~bolide.cli.admin_groups`, :mod:`~bolide.cli.admin_consumers`,
+:mod:`~bolide.cli.admin_messages` and :mod:`~bolide.cli.admin_ha`; docs/admin.md describes
+each with examples.
 """
 
 from __future__ import annotations
 
 import click
 
-from bolide.cli import admin_consumers, admin_groups, admin_ha, admin_messages, admin_topics
+from bolide.cli import admin_brokers, admin_consumers, admin_groups, admin_ha, admin_messages, admin_topics
 
 
 @click.group()
@@ -18,6 +19,6 @@ def admin() -> None:
     """RocketMQ administration (mqadmin command names): topics, groups, progress, messages."""
 
 
-for _command in (*admin_topics.COMMANDS, *admin_groups.COMMANDS, *admin_consumers.COMMANDS,
-                 *admin_messages.COMMANDS, *admin_ha.COMMANDS):
+for _command in (*admin_topics.COMMANDS, *admin_brokers.COMMANDS, *admin_groups.COMMANDS,
+                 *admin_consumers.COMMANDS, *admin_messages.COMMANDS, *admin_ha.COMMANDS):
     admin.add_command(_command)

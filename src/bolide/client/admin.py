@@ -46,8 +46,12 @@ from bolide.protocol.bodies.admin import (
     ConsumerConnection,
     ConsumerRunningInfo,
     ConsumeStats,
+    ConsumeStatsList,
     KVTable,
     ProducerConnection,
+    ProducerInfo,
+    ProducerTableInfo,
+    QueryConsumeQueueResponseBody,
     TopicList,
     TopicOffset,
     TopicStatsTable,
@@ -72,6 +76,7 @@ from bolide.protocol.headers import (
     QueryMessageRequestHeader,
     ViewMessageRequestHeader,
 )
+from bolide.protocol.headers.admin import GetConsumeStatsInBrokerHeader, QueryConsumeQueueRequestHeader
 from bolide.protocol.headers.base import Header
 
 TOOLS_GROUP = "TOOLS_CONSUMER"  # the group mqadmin's reads use (built into every broker)
@@ -188,6 +193,28 @@ class Admin:
         response = await self._call(addr, RequestCode.GET_BROKER_RUNTIME_INFO, None,
                                     "GET_BROKER_RUNTIME_INFO")
         return KVTable.decode(response.body_bytes()).table
+
+    async def broker_consume_stats(self, addr: str, *, order_only: bool = False) -> ConsumeStatsList:
+        """Every consumer group's progress on a broker (mqadmin brokerConsumeStats); with
+        ``order_only`` only ordered topics."""
+        response = await self._call(addr, RequestCode.GET_BROKER_CONSUME_STATS,
+                                    GetConsumeStatsInBrokerHeader(is_order=order_only),
+                                    "GET_BROKER_CONSUME_STATS")
+        return ConsumeStatsList.decode(response.body_bytes())
+
+    async def producer_table(self, addr: str) -> dict[str, list[ProducerInfo]]:
+        """A broker's producer connections by group (mqadmin producer)."""
+        response = await self._call(addr, RequestCode.GET_ALL_PRODUCER_INFO, None, "GET_ALL_PRODUCER_INFO")
+        return ProducerTableInfo.decode(response.body_bytes()).data
+
+    async def consume_queue(self, addr: str, topic: str, queue_id: int, index: int, count: int = 10,
+                            group: str | None = None) -> QueryConsumeQueueResponseBody:
+        """``count`` ConsumeQueue entries of a queue from ``index`` on a broker, with the
+        queue's bounds and ``group``'s subscription (mqadmin queryCq)."""
+        header = QueryConsumeQueueRequestHeader(topic=topic, queue_id=queue_id, index=index, count=count,
+                                                consumer_group=group)
+        response = await self._call(addr, RequestCode.QUERY_CONSUME_QUEUE, header, "QUERY_CONSUME_QUEUE")
+        return QueryConsumeQueueResponseBody.decode(response.body_bytes())
 
     async def ha_status(self, broker_addr: str) -> HARuntimeInfo:
         """A broker's replication status (GET_BROKER_HA_STATUS 907, mqadmin haStatus): a

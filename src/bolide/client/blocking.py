@@ -42,7 +42,10 @@ from bolide.protocol.bodies.admin import (
     ConsumeMessageDirectlyResult,
     ConsumerConnection,
     ConsumerRunningInfo,
+    ConsumeStatsList,
     ProducerConnection,
+    ProducerInfo,
+    QueryConsumeQueueResponseBody,
     TopicOffset,
 )
 from bolide.protocol.bodies.broker import SubscriptionGroupConfig
@@ -419,6 +422,16 @@ class Admin(_Blocking[_admin.Admin]):
 
     def broker_runtime_info(self, addr: str) -> dict[str, str]:
         return self._run(lambda c: c.broker_runtime_info(addr))
+
+    def broker_consume_stats(self, addr: str, *, order_only: bool = False) -> ConsumeStatsList:
+        return self._run(lambda c: c.broker_consume_stats(addr, order_only=order_only))
+
+    def producer_table(self, addr: str) -> dict[str, list[ProducerInfo]]:
+        return self._run(lambda c: c.producer_table(addr))
+
+    def consume_queue(self, addr: str, topic: str, queue_id: int, index: int, count: int = 10,
+                      group: str | None = None) -> QueryConsumeQueueResponseBody:
+        return self._run(lambda c: c.consume_queue(addr, topic, queue_id, index, count, group))
 
     def ha_status(self, broker_addr: str) -> HARuntimeInfo:
         return self._run(lambda c: c.ha_status(broker_addr))
