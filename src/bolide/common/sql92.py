@@ -94,7 +94,8 @@ def _convert(value: object, to: str) -> object:
 
 
 def _compare(lv: object, rv: object) -> int:
-    """Java's ComparisonExpression.__compare with string conversion on."""
+    """Java's ComparisonExpression.__compare with string conversion on (NaN compares only
+    approximately as Java's Double.compareTo does; it is rare in properties)."""
     lc, rc = _java_class(lv), _java_class(rv)
     if lc != rc:
         if lc == "bool":
@@ -110,11 +111,7 @@ def _compare(lv: object, rv: object) -> int:
         # int, long and double: compared as numbers (Java widens the narrower one)
     if lv == rv:
         return 0
-    try:
-        return -1 if lv < rv else 1  # type: ignore[operator]
-    except TypeError:
-        return -1
-    # NaN compares as in Java's Double.compareTo only approximately; it is rare in properties
+    return -1 if lv < rv else 1  # type: ignore[operator]  # same kinds once converted
 
 
 def _java_equals(lv: object, rv: object) -> bool:
