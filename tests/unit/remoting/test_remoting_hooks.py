@@ -4,6 +4,9 @@ signed call verified by the server."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import hmac
 
 import pytest
 from remoting_kit import ECHO, LOOPS, run, serving
@@ -129,3 +132,14 @@ def test_a_ready_frame_answers_while_no_hook_is_registered(loop: str) -> None:
         assert processor.used == ["frame", "frame", "object"]
 
     run(loop, scenario())
+
+
+def test_signed_values_follow_java_key_order_beyond_ascii() -> None:
+    """Java orders keys by UTF-16 code units: a character past U+FFFF (a surrogate pair, from
+    U+D800) sorts before U+FFFD, which Python's code point order puts after it."""
+    ext = {"\uFFFD": "second", "\U0001F600": "first", "a": "zero"}
+    mac = hmac.new(b"secret", b"zerofirstsecond", hashlib.sha1)
+    assert acl_signature("secret", ext) == base64.b64encode(mac.digest()).decode()
+    ascii_only = {"b": "2", "B": "1", "a": "3"}  # uppercase first, as in Java
+    mac = hmac.new(b"secret", b"132", hashlib.sha1)
+    assert acl_signature("secret", ascii_only) == base64.b64encode(mac.digest()).decode()
