@@ -25,7 +25,8 @@ from bolide.testing.servers import Servers, running_servers
 class ServerThread:
     """NameServer + Broker on an event loop in a background thread."""
 
-    def __init__(self, store_dir: Any) -> None:
+    def __init__(self, store_dir: Any, **broker_options: Any) -> None:
+        self.broker_options = broker_options
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
         self.servers: Servers | None = None
@@ -37,7 +38,7 @@ class ServerThread:
     async def _main(self, store_dir: Any) -> None:
         self._stop = asyncio.Event()
         try:
-            async with running_servers(store_dir) as servers:
+            async with running_servers(store_dir, **self.broker_options) as servers:
                 self.servers = servers
                 self.ready.set()
                 await self._stop.wait()
@@ -277,3 +278,62 @@ def test_unreachable_namesrv_is_a_clear_error() -> None:
     bad_time = bolide("admin", "resetOffsetByTime", "-g", "g", "-t", "t", "-s", "yesterday", "-n",
                       "127.0.0.1:1", ok=False)
     assert bad_time.exit_code == 2 and "is not a time" in bad_time.output
+
+
+ACL_YML = """\
+accounts:
+  - accessKey: cli-admin
+    secretKey: cli-admin-secret
+    admin: true
+"""
+
+
+def test_acl_commands_and_signed_cli_clients(tmp_path: Any) -> None:
+    """The ACL commands against a broker with aclEnable=true, signed by ``bolide admin
+    --access-key/--secret-key``; produce and consume signed with their own options."""
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(ACL_YML)
+    st = ServerThread(tmp_path / "store", acl_enable=True, acl_file=str(acl_file))
+    st.thread.start()
+    assert st.ready.wait(30) and st.error is None, st.error
+    try:
+        assert st.servers is not None
+        ns, addr = st.servers.namesrv_addr, st.servers.broker_addr
+        keys = ("--access-key", "cli-admin", "--secret-key", "cli-admin-secret")
+        unsigned = bolide("admin", "topicList", "-n", ns, ok=True)  # the NameServer has no ACL
+        assert unsigned.exit_code == 0
+        refused = bolide("admin", "brokerStatus", "-b", addr, "-n", ns, ok=False)
+        assert refused.exit_code == 1 and "No accessKey is configured" in refused.output
+        half = bolide("admin", "--access-key", "cli-admin", "brokerStatus", "-b", addr, "-n", ns,
+                      ok=False)
+        assert half.exit_code == 2 and "give both --access-key and --secret-key" in half.output
+
+        def signed(*args: str) -> Any:
+            return json.loads(bolide("admin", *keys, *args, "-n", ns, "--output", "json").stdout)
+
+        assert signed("updateAclConfig", "-a", "cli-writer", "-s", "cli-writer-secret", "-i", "DENY",
+                      "-t", "CliAcl=PUB|SUB", "-u", "SUB")["brokers"] == [addr]
+        signed("updateTopic", "-t", "CliAcl", "-r", "1", "-w", "1")
+        [config] = signed("getAclConfig")
+        writer = next(a for a in config["plainAccessConfigs"] if a["accessKey"] == "cli-writer")
+        assert writer["topicPerms"] == ["CliAcl=PUB|SUB"] and writer["defaultTopicPerm"] == "DENY"
+        [version] = signed("clusterAclConfigVersion")
+        assert version["files"][str(acl_file)]["counter"] == 1
+        assert "cli-writer" in bolide("admin", *keys, "getAclConfig", "-n", ns).stdout
+
+        writer_keys = ("--access-key", "cli-writer", "--secret-key", "cli-writer-secret")
+        bolide("produce", *writer_keys, "-t", "CliAcl", "-n", ns, input="one\ntwo\n")
+        out = bolide("consume", *writer_keys, "-t", "CliAcl", "-g", "cli-acl-cg", "--from", "first",
+                     "--count", "2", "-n", ns).stdout
+        assert [json.loads(line)["body"] for line in out.splitlines()] == ["one", "two"]
+        denied = bolide("produce", *writer_keys, "-t", "Elsewhere", "-n", ns, input="x\n", ok=False)
+        assert "No default permission for topic:Elsewhere" in denied.output
+
+        signed("updateGlobalWhiteAddr", "-g", "127.0.0.1")
+        assert bolide("admin", "brokerStatus", "-b", addr, "-n", ns).exit_code == 0
+        signed("updateGlobalWhiteAddr", "-g", "")
+        assert signed("deleteAclConfig", "-a", "cli-writer")["accessKey"] == "cli-writer"
+        gone = bolide("admin", *keys, "deleteAclConfig", "-a", "cli-writer", "-n", ns, ok=False)
+        assert gone.exit_code == 1 and "deleted failed" in gone.output
+    finally:
+        st.stop()

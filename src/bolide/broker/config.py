@@ -4,7 +4,9 @@ read by :meth:`bolide.store.StoreConfig.from_properties` from the same file)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bolide.common.config_file import PropertiesConfig, config_field
@@ -41,6 +43,10 @@ class BrokerConfig(PropertiesConfig):
     auto_create_subscription_group: bool = _key("autoCreateSubscriptionGroup", True)
     # consumers may subscribe with SQL92 expressions over message properties (off, as in RocketMQ)
     enable_property_filter: bool = _key("enablePropertyFilter", False)
+    # plain ACL: check every request against the accounts of bolideAclFile (RocketMQ's
+    # plain_acl.yml; empty: $ROCKETMQ_HOME/conf/plain_acl.yml) and the .yml files in acl/ beside it
+    acl_enable: bool = _key("aclEnable", False)
+    acl_file: str = _key("bolideAclFile", "")
     register_name_server_period_ms: int = _key("registerNameServerPeriod", 30_000)
     register_broker_timeout_ms: int = _key("registerBrokerTimeoutMills", 6000)
     long_polling_enable: bool = _key("longPollingEnable", True)
@@ -97,6 +103,22 @@ class BrokerConfig(PropertiesConfig):
         if not 10_000 <= self.register_name_server_period_ms <= 60_000:
             object.__setattr__(self, "register_name_server_period_ms",
                                min(max(self.register_name_server_period_ms, 10_000), 60_000))
+
+    def acl_file_path(self) -> Path:
+        """The main plain-ACL file; ConfigError when neither bolideAclFile nor ROCKETMQ_HOME
+        says where it is, or it does not exist."""
+        if self.acl_file:
+            path = Path(self.acl_file).expanduser()
+        elif os.environ.get("ROCKETMQ_HOME"):
+            path = Path(os.environ["ROCKETMQ_HOME"]) / "conf" / "plain_acl.yml"
+        else:
+            raise ConfigError("aclEnable=true needs the accounts file: set bolideAclFile="
+                              "/path/to/plain_acl.yml (RocketMQ's format) or ROCKETMQ_HOME")
+        if not path.is_file():
+            raise ConfigError(f"aclEnable=true but the ACL file {path} does not exist: create it "
+                              "with at least one account (docs/operations.md, Plain ACL) or set "
+                              "bolideAclFile")
+        return path
 
     @property
     def namesrv_addrs(self) -> list[str]:

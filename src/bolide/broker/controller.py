@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from bolide.broker.acl import AclFileWatcher, AclValidator, PlainAcl
 from bolide.broker.clients import ClientManager
 from bolide.broker.config import BrokerConfig
 from bolide.broker.flush_waiters import FlushWaiters
@@ -16,6 +17,7 @@ from bolide.broker.housekeeping import ClientHousekeeping
 from bolide.broker.long_polling import PullHoldService
 from bolide.broker.loop_lag import LoopLagMonitor
 from bolide.broker.persistence import ConfigPersister
+from bolide.broker.processors.acl_admin import AclAdminProcessor
 from bolide.broker.processors.admin import AdminProcessor
 from bolide.broker.processors.admin_stats import AdminStatsProcessor
 from bolide.broker.processors.consumer import ConsumerProcessor
@@ -83,6 +85,13 @@ class BrokerController:
             self.fast_server = RemotingServer(self.config.bind_address, fast_port,
                                               processors=self.server.processors)
             self.fast_server.on_channel_close(self._channel_closed)
+        # plain ACL (aclEnable): every request is checked before its processor runs
+        self.acl: PlainAcl | None = None
+        self._acl_watcher: AclFileWatcher | None = None
+        if self.config.acl_enable:
+            self.acl = PlainAcl(self.config.acl_file_path())
+            self._acl_watcher = AclFileWatcher(self.acl)
+            self.server.processors.add_hook(AclValidator(self.acl))
         config_dir = self._store_config.config_dir
         self.topics = TopicConfigManager(self.config, config_dir / "topics.json")
         self.offsets = ConsumerOffsetManager(config_dir / ConsumerOffsetManager.FILE_NAME)
@@ -185,7 +194,8 @@ class BrokerController:
                           AdminProcessor(self), SendBackProcessor(self), LockProcessor(self),
                           QueryProcessor(self), AdminStatsProcessor(self),
                           EndTransactionProcessor(self), ResetOffsetProcessor(self),
-                          HAAdminProcessor(self), ConsumerRelayProcessor(self)):
+                          HAAdminProcessor(self), ConsumerRelayProcessor(self),
+                          AclAdminProcessor(self)):
             for code in processor.CODES:
                 self.server.register(code, processor)
         self.registration = BrokerRegistration(self.config, self.topics, self.namesrv_client,
@@ -208,6 +218,8 @@ class BrokerController:
             self.ha_slave.start()
         self.housekeeping.start()
         self.loop_lag.start()
+        if self._acl_watcher is not None:
+            self._acl_watcher.start()
         if self.role is not BrokerRole.SLAVE:  # the master checks half messages
             self.transaction_check.start()
         return self
@@ -236,6 +248,10 @@ class BrokerController:
         return self.ha_master if self.role is BrokerRole.SYNC_MASTER else None
 
     def _load_config_files(self) -> None:
+        if self.acl is not None:
+            state = self.acl.load()
+            log.info("plain ACL on: %d accounts and %d global white addresses from %s",
+                     len(state.accounts), len(state.global_white), self.acl.main_file)
         for what, loaded in (("topic configs", self.topics.load()),
                              ("consumer offsets", self.offsets.load()),
                              ("delay offsets", self.delay_offsets.load()),
@@ -287,6 +303,8 @@ class BrokerController:
             await self.ha_master.close()
         await self.housekeeping.close()
         await self.loop_lag.close()
+        if self._acl_watcher is not None:
+            await self._acl_watcher.close()
         if self.schedule is not None:
             await self.schedule.close()
         await self.transaction_check.close()

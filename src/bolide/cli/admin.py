@@ -11,14 +11,25 @@ from __future__ import annotations
 
 import click
 
-from bolide.cli import admin_brokers, admin_consumers, admin_groups, admin_ha, admin_messages, admin_topics
+from bolide.cli import (
+    admin_acl,
+    admin_brokers,
+    admin_consumers,
+    admin_groups,
+    admin_ha,
+    admin_messages,
+    admin_topics,
+)
+from bolide.cli.admin_common import acl_options
 
 
 @click.group()
+@acl_options
 def admin() -> None:
     """RocketMQ administration (mqadmin command names): topics, groups, progress, messages."""
 
 
 for _command in (*admin_topics.COMMANDS, *admin_brokers.COMMANDS, *admin_groups.COMMANDS,
-                 *admin_consumers.COMMANDS, *admin_messages.COMMANDS, *admin_ha.COMMANDS):
+                 *admin_consumers.COMMANDS, *admin_messages.COMMANDS, *admin_ha.COMMANDS,
+                 *admin_acl.COMMANDS):
     admin.add_command(_command)

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bolide.client.admin import Admin
+from bolide.client.config import ClientConfig
 from bolide.errors import BolideError, RemotingConnectError
 
 T = TypeVar("T")
@@ -37,6 +38,36 @@ def output_option(fn: F) -> F:
                         show_default=True, help="A rich table, or a JSON document.")(fn)
 
 
+def _remember(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value:
+        ctx.meta[f"bolide.{param.name}"] = value
+    return value
+
+
+def acl_options(fn: F) -> F:
+    """``--access-key`` and ``--secret-key``, kept for :func:`client_config`."""
+    fn = click.option("--secret-key", envvar="BOLIDE_SECRET_KEY", expose_value=False,
+                      callback=_remember, help="Secret key of that account; env BOLIDE_SECRET_KEY.")(fn)
+    return click.option("--access-key", envvar="BOLIDE_ACCESS_KEY", expose_value=False,
+                        callback=_remember,
+                        help="Sign every request with this plain-ACL account (brokers with "
+                             "aclEnable=true); env BOLIDE_ACCESS_KEY.")(fn)
+
+
+def client_config(namesrv: str) -> str | ClientConfig:
+    """The client settings of a command: ``namesrv``, signed with the ACL account that
+    ``--access-key`` / ``--secret-key`` gave (on the command or on ``bolide admin``)."""
+    ctx = click.get_current_context(silent=True)
+    meta = ctx.meta if ctx is not None else {}
+    access_key, secret_key = meta.get("bolide.access_key"), meta.get("bolide.secret_key")
+    if not access_key and not secret_key:
+        return namesrv
+    if not (access_key and secret_key):
+        raise click.UsageError("give both --access-key and --secret-key (or BOLIDE_ACCESS_KEY "
+                               "and BOLIDE_SECRET_KEY) to sign requests for ACL")
+    return ClientConfig(namesrv, access_key=access_key, secret_key=secret_key)
+
+
 def admin_options(fn: F) -> F:
     """``-n`` and ``--output``."""
     return namesrv_option(output_option(fn))
@@ -55,7 +86,7 @@ def run(coro: Awaitable[T]) -> T:
 def with_admin(namesrv: str, job: Callable[[Admin], Awaitable[T]]) -> T:
     """Run ``job(admin)`` with a started Admin, closed afterwards."""
     async def main() -> T:
-        async with Admin(namesrv) as admin:
+        async with Admin(client_config(namesrv)) as admin:
             return await job(admin)
     return run(main())
 

@@ -7,7 +7,16 @@ from typing import Any
 
 import click
 
-from bolide.cli.admin_common import admin_options, emit, fmt_time, parse_time, run, table, with_admin
+from bolide.cli.admin_common import (
+    admin_options,
+    client_config,
+    emit,
+    fmt_time,
+    parse_time,
+    run,
+    table,
+    with_admin,
+)
 from bolide.client.admin import Admin
 from bolide.client.admin_types import body_text, message_dict
 from bolide.client.errors import ClientConfigError, MessageNotFoundError, MQBrokerError
@@ -147,7 +156,7 @@ def send_message(namesrv: str, output: str, topic: str, body: str, keys: str | N
                  broker_name: str | None, queue_id: int | None) -> None:
     """Send one message (the producer's flow: 105, then 310)."""
     async def main() -> Any:
-        async with Producer(namesrv, group=ADMIN_PRODUCER_GROUP) as producer:
+        async with Producer(client_config(namesrv), group=ADMIN_PRODUCER_GROUP) as producer:
             queue = None
             if queue_id is not None:
                 queues = [q for q in await producer.publish_queues(topic)

@@ -17,7 +17,15 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-from bolide.cli.admin_common import emit, namesrv_option, output_option, run, table
+from bolide.cli.admin_common import (
+    acl_options,
+    client_config,
+    emit,
+    namesrv_option,
+    output_option,
+    run,
+    table,
+)
 from bolide.client.admin import Admin
 from bolide.client.admin_types import message_dict
 from bolide.client.errors import ClientConfigError, ClientStateError
@@ -58,6 +66,7 @@ def lines_of(stream: IO[bytes], advance: Any) -> Iterator[tuple[int, str]]:
 
 @click.command()
 @namesrv_option
+@acl_options
 @output_option
 @click.option("-t", "--topic", required=True)
 @click.option("-f", "--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -87,7 +96,7 @@ def produce(namesrv: str, output: str, topic: str, path: Path | None, tags: str 
             results.append(task.result())
 
     async def main() -> None:
-        async with Producer(namesrv, group=group) as producer:
+        async with Producer(client_config(namesrv), group=group) as producer:
             window = asyncio.Semaphore(in_flight)
             pending: set[asyncio.Task[SendResult]] = set()
 
@@ -143,6 +152,7 @@ def queue_of(owned: set[MessageQueue], addrs: dict[str, str], msg: MessageExt) -
 
 @click.command()
 @namesrv_option
+@acl_options
 @click.option("-t", "--topic", required=True)
 @click.option("-g", "--group", required=True, help="Consumer group (its offsets are committed).")
 @click.option("--tags", "expression", default="*", show_default=True, help="Tag expression: '*' or 'A || B'.")
@@ -163,11 +173,11 @@ def consume(namesrv: str, topic: str, group: str, expression: str, sql: str | No
     cut: tuple[MessageQueue, int] | None = None  # the queue whose last batch was printed in part
 
     async def main() -> None:
-        consumer = PullConsumer(namesrv, group, auto_commit=False, pull_batch_size=32,
+        consumer = PullConsumer(client_config(namesrv), group, auto_commit=False, pull_batch_size=32,
                                 consume_from=ConsumeFrom.FIRST_OFFSET if start == "first"
                                 else ConsumeFrom.LAST_OFFSET)
         consumer.subscribe(topic, MessageSelector.by_sql(sql) if sql is not None else expression)
-        async with Admin(namesrv) as admin:  # TopicNotExistError names the fix
+        async with Admin(client_config(namesrv)) as admin:  # TopicNotExistError names the fix
             addrs = {mq.broker_name: addr for mq, addr in await admin.queues(topic)}
         loop = asyncio.get_running_loop()
         async with consumer:

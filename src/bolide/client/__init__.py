@@ -10,6 +10,7 @@ from bolide.client.admin import Admin
 from bolide.client.allocate import allocate_averagely, allocate_by_circle
 from bolide.client.config import ClientConfig
 from bolide.client.errors import (
+    AclRefusedError,
     ClientConfigError,
     ClientStateError,
     MessageError,
@@ -38,6 +39,7 @@ from bolide.common.message import Message, MessageExt
 
 __all__ = [
     "DEFAULT_PRODUCER_GROUP",
+    "AclRefusedError",
     "Admin",
     "ClientConfig",
     "ClientConfigError",

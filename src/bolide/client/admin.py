@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Self
 
+from bolide.client.admin_acl import AclAdminCalls
 from bolide.client.admin_types import GroupProgress, OffsetChange, QueueProgress, ResetPlan
 from bolide.client.api import request
 from bolide.client.config import ClientConfig, as_config
@@ -83,7 +84,7 @@ TOOLS_GROUP = "TOOLS_CONSUMER"  # the group mqadmin's reads use (built into ever
 DEFAULT_TOPIC = "TBW102"
 
 
-class Admin:
+class Admin(AclAdminCalls):
     """Topics, groups, progress and message lookups; asyncio API (blocking twin in
     :mod:`bolide.client.blocking`)."""
 

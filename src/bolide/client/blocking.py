@@ -32,6 +32,7 @@ from bolide.client import producer as _producer
 from bolide.client import pull_consumer as _pull
 from bolide.client import push_consumer as _push
 from bolide.client import transaction as _tx
+from bolide.client.admin_acl import AclVersion
 from bolide.client.admin_types import GroupProgress, ResetPlan
 from bolide.client.errors import ClientStateError
 from bolide.client.filtering import MessageSelector
@@ -39,6 +40,7 @@ from bolide.client.results import PullResult, SendResult, SendStatus
 from bolide.client.selector import MessageQueueSelector
 from bolide.common.message import Message, MessageExt
 from bolide.protocol.bodies.admin import (
+    BrokerClusterAclConfig,
     ConsumeMessageDirectlyResult,
     ConsumerConnection,
     ConsumerRunningInfo,
@@ -470,6 +472,22 @@ class Admin(_Blocking[_admin.Admin]):
     def consume_message_directly(self, group: str, client_id: str, msg_id: str,
                                  topic: str | None = None) -> ConsumeMessageDirectlyResult:
         return self._run(lambda c: c.consume_message_directly(group, client_id, msg_id, topic))
+
+    def update_acl_account(self, access_key: str, secret_key: str, **kwargs: Any) -> list[str]:
+        return self._run(lambda c: c.update_acl_account(access_key, secret_key, **kwargs))
+
+    def delete_acl_account(self, access_key: str, **kwargs: Any) -> list[str]:
+        return self._run(lambda c: c.delete_acl_account(access_key, **kwargs))
+
+    def update_global_white_addrs(self, addresses: Iterable[str], **kwargs: Any) -> list[str]:
+        addresses = list(addresses)
+        return self._run(lambda c: c.update_global_white_addrs(addresses, **kwargs))
+
+    def acl_versions(self, **kwargs: Any) -> list[AclVersion]:
+        return self._run(lambda c: c.acl_versions(**kwargs))
+
+    def acl_config(self, **kwargs: Any) -> dict[str, BrokerClusterAclConfig]:
+        return self._run(lambda c: c.acl_config(**kwargs))
 
     def online_consumers(self, group: str, topic: str) -> list[str]:
         return self._run(lambda c: c.online_consumers(group, topic))

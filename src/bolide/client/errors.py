@@ -64,6 +64,13 @@ class BrokerSystemError(MQBrokerError):
     advice = "the server failed internally; retry, and check the broker log if it persists"
 
 
+class AclRefusedError(MQBrokerError):
+    """The broker's plain ACL refused the request (SYSTEM_ERROR with an ACL remark)."""
+
+    advice = ("the broker checks plain ACL: sign with ClientConfig(access_key=..., secret_key=...) "
+              "of an account of its plain_acl.yml that may do this (the remark says what is missing)")
+
+
 class SystemBusyError(MQBrokerError):
     retriable = True
     advice = "the broker is overloaded; retry after a short pause or lower the send rate"
@@ -148,8 +155,10 @@ def error_class(code: int) -> type[MQBrokerError]:
 def error_for_response(response: RemotingCommand, what: str, addr: str = "") -> MQBrokerError:
     """The exception for an error ``response`` to the request described by ``what``."""
     cls = error_class(response.code)
-    where = f" from {addr}" if addr else ""
     remark = response.remark or ""
+    if cls is BrokerSystemError and (remark.startswith("AclError:") or "AclException" in remark):
+        cls = AclRefusedError  # Bolide's and RocketMQ's refusals; retrying cannot help
+    where = f" from {addr}" if addr else ""
     message = (f"{what} failed: {code_name(response.code, True)}{where}"
                f"{': ' + remark if remark else ''}; {cls.advice}")
     return cls(message, response.code, remark)

@@ -41,7 +41,8 @@ RESTART_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "listen
                           "bolideBindAddress", "bolideMaxHeldPulls", "bolideMaxClientGroups",
                           "flushConsumerOffsetInterval", "flushDelayOffsetInterval",
                           "clusterTopicEnable", "brokerTopicEnable", "traceTopicEnable",
-                          "msgTraceTopicName", "useTLS", "filterServerNums"})
+                          "msgTraceTopicName", "useTLS", "filterServerNums", "aclEnable",
+                          "bolideAclFile"})
 
 
 def config_properties(*configs: Any) -> dict[str, str]:

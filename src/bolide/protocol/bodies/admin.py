@@ -231,3 +231,25 @@ class QueryConsumeQueueResponseBody(Bean):
     queue_data: list[ConsumeQueueData] = jfield(factory=list)
     max_queue_index: int = 0
     min_queue_index: int = 0
+
+
+@bean
+class PlainAccessConfig(Bean):
+    """One plain-ACL account, as ``plain_acl.yml`` and GET_BROKER_CLUSTER_ACL_CONFIG hold it."""
+
+    access_key: str | None = None
+    secret_key: str | None = None
+    white_remote_address: str | None = None
+    admin: bool = False
+    default_topic_perm: str | None = None
+    default_group_perm: str | None = None
+    topic_perms: list[str] | None = None
+    group_perms: list[str] | None = None
+
+
+@bean
+class BrokerClusterAclConfig(Bean):
+    """GET_BROKER_CLUSTER_ACL_CONFIG (54) answer (Java's GetBrokerClusterAclConfigResponseBody)."""
+
+    global_white_addrs: list[str] = jfield(factory=list)
+    plain_access_configs: list[PlainAccessConfig] = jfield(factory=list)

@@ -170,3 +170,45 @@ class ResetOffsetRequestHeader(Header):
     is_force: bool = False
     queue_id: int | None = None  # 5.x: one queue
     offset: int | None = None  # 5.x: to this offset instead of a time
+
+
+@header
+class CreateAccessConfigRequestHeader(Header):
+    """UPDATE_AND_CREATE_ACL_CONFIG (50); perms lists are comma-joined ``name=PERM`` entries."""
+
+    access_key: str
+    secret_key: str | None = None
+    white_remote_address: str | None = None
+    admin: bool = False
+    default_topic_perm: str | None = None
+    default_group_perm: str | None = None
+    topic_perms: str | None = None
+    group_perms: str | None = None
+
+
+@header
+class DeleteAccessConfigRequestHeader(Header):
+    """DELETE_ACL_CONFIG (51)."""
+
+    access_key: str
+
+
+@header
+class UpdateGlobalWhiteAddrsConfigRequestHeader(Header):
+    """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53): comma-joined patterns, and the file to change
+    (the broker's main ACL file when empty)."""
+
+    global_white_addrs: str
+    acl_file_full_path: str | None = None
+
+
+@header
+class GetBrokerAclConfigResponseHeader(Header):
+    """GET_BROKER_CLUSTER_ACL_INFO (52) answer: DataVersion JSON of the main file and, in
+    ``allAclFileVersion``, of every file by path."""
+
+    version: str
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    all_acl_file_version: str | None = None
