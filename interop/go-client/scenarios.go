@@ -32,6 +32,10 @@
 //	    sends N messages "sql-I" with the user property n=I and tag even or odd, then a push
 //	    consumer subscribed with MessageSelector{Type: SQL92, Expression: EXPRESSION} prints
 //	    MSG body n tags until EXPECT distinct messages arrived.
+//	acl NAMESRV TOPIC GROUP N ACCESS_KEY SECRET_KEY TIMEOUT
+//	    with WithCredentials(ACCESS_KEY, SECRET_KEY): N sync sends and a batch of 2 (SEND mode
+//	    status ...), a push consumer printing MSG body until all N + 2 arrived; then one send with
+//	    a wrong secret and one unsigned: REFUSED mode reason.
 package main
 
 import (
@@ -68,6 +72,8 @@ func runScenario(args []string) {
 		code = transaction(args[1], args[2], args[3], atoi(args[4]), seconds(args[5]))
 	case len(args) == 8 && args[0] == "sql":
 		code = sql(args[1], args[2], args[3], atoi(args[4]), atoi(args[5]), args[6], seconds(args[7]))
+	case len(args) == 8 && args[0] == "acl":
+		code = acl(args[1], args[2], args[3], atoi(args[4]), args[5], args[6], seconds(args[7]))
 	default:
 		return
 	}
@@ -682,4 +688,63 @@ func sql(ns, topic, group string, n, expect int, expression string, timeout time
 		return 3
 	}
 	return 0
+}
+
+func acl(ns, topic, group string, n int, accessKey, secretKey string, timeout time.Duration) int {
+	deadline := time.Now().Add(timeout)
+	keys := primitive.Credentials{AccessKey: accessKey, SecretKey: secretKey}
+	p := newProducer(ns, producer.WithCredentials(keys))
+	for i := 0; i < n; i++ {
+		msg := primitive.NewMessage(topic, []byte(fmt.Sprintf("acl-%d", i))).WithTag("acl")
+		r, err := p.SendSync(context.Background(), msg)
+		if err != nil {
+			fail(1, "send %d: %v", i, err)
+		}
+		printSend("sync", r)
+	}
+	batch := []*primitive.Message{primitive.NewMessage(topic, []byte("acl-batch-0")),
+		primitive.NewMessage(topic, []byte("acl-batch-1"))}
+	r, err := p.SendSync(context.Background(), batch...)
+	if err != nil {
+		fail(1, "send batch: %v", err)
+	}
+	printSend("batch", r)
+	_ = p.Shutdown()
+
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	done := make(chan struct{})
+	var once sync.Once
+	c := startPush(ns, topic, group, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		for _, m := range msgs {
+			emit("MSG", text(m))
+			mu.Lock()
+			seen[text(m)] = true
+			if len(seen) >= n+2 {
+				once.Do(func() { close(done) })
+			}
+			mu.Unlock()
+		}
+		return consumer.ConsumeSuccess, nil
+	}, consumer.WithCredentials(keys))
+	ok := wait(done, deadline)
+	_ = c.Shutdown()
+	if !ok {
+		return 3
+	}
+	wrong := primitive.Credentials{AccessKey: accessKey, SecretKey: secretKey + "-wrong"}
+	refusedSend("wrong-secret", ns, topic, producer.WithCredentials(wrong))
+	refusedSend("unsigned", ns, topic)
+	return 0
+}
+
+func refusedSend(mode, ns, topic string, opts ...producer.Option) {
+	p := newProducer(ns, append(opts, producer.WithRetry(0))...)
+	defer func() { _ = p.Shutdown() }()
+	r, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte("refused")))
+	if err != nil {
+		emit("REFUSED", mode, strings.NewReplacer("\n", " ", "\t", " ").Replace(err.Error()))
+		return
+	}
+	printSend(mode, r)
 }

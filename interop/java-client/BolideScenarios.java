@@ -6,6 +6,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.MessageSelector;
@@ -20,6 +22,7 @@ import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.remoting.RPCHook;
 
 /**
  * Client scenarios beyond the plain round trip, for interop tests (rocketmq-client 4.9.x API).
@@ -51,6 +54,11 @@ import org.apache.rocketmq.common.message.MessageQueue;
  *                                  odd, then a push consumer subscribed by
  *                                  MessageSelector.bySql(EXPRESSION) prints MSG body n tags until
  *                                  EXPECT arrived; REFUSED reason when its start is refused
+ *   acl NAMESRV TOPIC GROUP N ACCESS_KEY SECRET_KEY TIMEOUT
+ *                                  with AclClientRPCHook(ACCESS_KEY, SECRET_KEY): N sync sends
+ *                                  and a batch of 2 (SEND mode status ...), a push consumer
+ *                                  printing MSG body until all N + 2 arrived; then one send
+ *                                  with a wrong secret and one unsigned: REFUSED mode reason
  * </pre>
  */
 public final class BolideScenarios {
@@ -88,6 +96,9 @@ public final class BolideScenarios {
                 code = sql(a[1], a[2], a[3], Integer.parseInt(a[4]), Integer.parseInt(a[5]), a[6],
                            Integer.parseInt(a[7]));
                 break;
+            case "acl":
+                code = acl(a[1], a[2], a[3], Integer.parseInt(a[4]), a[5], a[6], Integer.parseInt(a[7]));
+                break;
             default:
                 usage();
                 return;
@@ -122,7 +133,11 @@ public final class BolideScenarios {
     }
 
     private static DefaultMQProducer producer(String namesrv) throws Exception {
-        DefaultMQProducer producer = new DefaultMQProducer("bolide_scenarios_pg");
+        return producer(namesrv, null);
+    }
+
+    private static DefaultMQProducer producer(String namesrv, RPCHook hook) throws Exception {
+        DefaultMQProducer producer = new DefaultMQProducer("bolide_scenarios_pg", hook);
         producer.setNamesrvAddr(namesrv);
         producer.setInstanceName(instance("p"));
         producer.setSendMsgTimeout(5000);
@@ -132,7 +147,13 @@ public final class BolideScenarios {
     }
 
     private static DefaultMQPushConsumer pushConsumer(String namesrv, String group, String name) {
-        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+        return pushConsumer(namesrv, group, name, null);
+    }
+
+    private static DefaultMQPushConsumer pushConsumer(String namesrv, String group, String name,
+                                                      RPCHook hook) {
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(hook);
+        consumer.setConsumerGroup(group);
         consumer.setNamesrvAddr(namesrv);
         consumer.setInstanceName(name);
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
@@ -463,6 +484,65 @@ public final class BolideScenarios {
             MessageExt m = producer.viewMessage(topic, offsetMsgId);
             line("VIEW", text(m), m.getTopic());
             return 0;
+        } finally {
+            producer.shutdown();
+        }
+    }
+
+    private static int acl(String namesrv, String topic, String group, int n, String accessKey,
+                           String secretKey, int timeoutSec) throws Exception {
+        RPCHook hook = new AclClientRPCHook(new SessionCredentials(accessKey, secretKey));
+        DefaultMQProducer producer = producer(namesrv, hook);
+        try {
+            for (int i = 0; i < n; i++) {
+                printSend("sync", producer.send(new Message(topic, "acl", utf8("acl-" + i))));
+            }
+            List<Message> batch = new ArrayList<>();
+            batch.add(new Message(topic, "acl", utf8("acl-batch-0")));
+            batch.add(new Message(topic, "acl", utf8("acl-batch-1")));
+            printSend("batch", producer.send(batch));
+        } finally {
+            producer.shutdown();
+        }
+        CountDownLatch done = new CountDownLatch(n + 2);
+        Set<String> seen = ConcurrentHashMap.newKeySet();
+        DefaultMQPushConsumer consumer = pushConsumer(namesrv, group, instance("acl"), hook);
+        consumer.subscribe(topic, "*");
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                line("MSG", text(m));
+                if (seen.add(text(m))) {
+                    done.countDown();
+                }
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        consumer.start();
+        try {
+            if (!done.await(timeoutSec, TimeUnit.SECONDS)) {
+                return 3;
+            }
+        } finally {
+            consumer.shutdown();
+        }
+        RPCHook wrong = new AclClientRPCHook(new SessionCredentials(accessKey, secretKey + "-wrong"));
+        refusedSend("wrong-secret", namesrv, wrong, topic);
+        refusedSend("unsigned", namesrv, null, topic);
+        return 0;
+    }
+
+    private static void refusedSend(String mode, String namesrv, RPCHook hook, String topic)
+        throws Exception {
+        DefaultMQProducer producer = producer(namesrv, hook);
+        producer.setRetryTimesWhenSendFailed(0);
+        try {
+            printSend(mode, producer.send(new Message(topic, "acl", utf8("refused"))));
+        } catch (Exception e) {
+            StringBuilder why = new StringBuilder();
+            for (Throwable t = e; t != null; t = t.getCause()) {  // the broker's remark is a cause
+                why.append(t.getMessage()).append(" | ");
+            }
+            line("REFUSED", mode, why.toString().replace('\n', ' ').replace('\t', ' '));
         } finally {
             producer.shutdown();
         }

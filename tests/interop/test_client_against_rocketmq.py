@@ -21,12 +21,11 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from client_roundtrip import unavailable
+from client_roundtrip import acl_scenario, unavailable
 
 from bolide.cli.main import cli
 from bolide.client import (
     Admin,
-    ClientConfig,
     ConsumeContext,
     ConsumeFrom,
     ConsumeStatus,
@@ -439,31 +438,9 @@ def test_signed_requests_against_a_broker_with_plain_acl(tmp_path_factory: pytes
         server = RocketMQ("4.9.7", run_dir)
     except RocketMQUnavailable as exc:
         unavailable(f"real RocketMQ unavailable: {exc}")
-    admin_keys = {"access_key": "bolide-admin", "secret_key": "bolide-admin-secret"}
-    reader_keys = {"access_key": "bolide-reader", "secret_key": "bolide-reader-secret"}
 
     async def test() -> None:
-        ns = server.namesrv_addr
-        signed = ClientConfig(ns, **admin_keys)
-        async with Admin(signed) as admin:
-            await admin.create_topic("ItAcl", read_queue_nums=2, write_queue_nums=2)
-        await wait_for_route(ns, "ItAcl")
-        async with Producer(signed, "acl-pg") as producer:
-            sent = [await producer.send(Message("ItAcl", b"acl-%d" % i)) for i in range(4)]
-        assert all(r.status is SendStatus.SEND_OK for r in sent)
-        consumer = PullConsumer(signed, "acl-cg", consume_from=ConsumeFrom.FIRST_OFFSET,
-                                rebalance_interval_ms=300, suspend_ms=1000, pull_timeout_ms=5000)
-        consumer.subscribe("ItAcl")
-        async with consumer:
-            got = await poll_exactly(consumer, 4)
-        assert sorted(m.body for m in got) == [b"acl-%d" % i for i in range(4)]
-        for config, why in ((ClientConfig(ns, **reader_keys), "No default permission for topic:ItAcl"),
-                            (ClientConfig(ns), "No accessKey is configured"),
-                            (ClientConfig(ns, access_key="bolide-admin", secret_key="wrong"),
-                             "Check signature failed for accessKey=bolide-admin")):
-            async with Producer(config, "acl-pg") as producer:
-                with pytest.raises(MQClientError, match=why):
-                    await producer.send(Message("ItAcl", b"refused"))
+        await acl_scenario(server.namesrv_addr, "ItAcl")
 
     try:
         server.start_namesrv()

@@ -370,10 +370,14 @@ class RocketMQ:
     """One NameServer and one Broker of a given RocketMQ version, on free loopback ports."""
 
     def __init__(self, version: str, run_dir: Path, *, broker_port: int | None = None,
-                 namesrv_port: int | None = None) -> None:
+                 namesrv_port: int | None = None,
+                 tools_account: tuple[str, str] | None = None) -> None:
         """``namesrv_port``: a NameServer already listening on that loopback port (Bolide's,
-        say) that brokers register with; :meth:`start_namesrv` is then not used."""
+        say) that brokers register with; :meth:`start_namesrv` is then not used.
+        ``tools_account``: (accessKey, secretKey) that mqadmin signs its requests with, for
+        brokers with plain ACL (a ``conf/tools.yml`` in a home of this run's own)."""
         self.version = version
+        self.tools_account = tools_account
         self.major = int(version.split(".")[0])
         self.run_dir = Path(run_dir).resolve()
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -412,8 +416,18 @@ class RocketMQ:
         return self.run_dir / role / "logs" / "rocketmqlogs"
 
     def rocketmq_home(self) -> Path:
-        """4.9.x reads conf/logback_*.xml from here; 5.x only needs the directory to exist."""
-        return interop_dir() / "rocketmq" / "home"
+        """4.9.x reads conf/logback_*.xml from here, mqadmin its ACL account from
+        conf/tools.yml; 5.x only needs the directory to exist."""
+        shared = interop_dir() / "rocketmq" / "home"
+        if self.tools_account is None:
+            return shared
+        home = self.run_dir / "rocketmq-home"
+        if not (home / "conf").is_dir():
+            shutil.copytree(shared / "conf", home / "conf")
+            access_key, secret_key = self.tools_account
+            (home / "conf" / "tools.yml").write_text(f"accessKey: {access_key}\n"
+                                                     f"secretKey: {secret_key}\n")
+        return home
 
     def _java(self, role: str, heap: list[str], main: str, extra_cp: str = "") -> list[str]:
         cp = f"{extra_cp}{os.pathsep}{self.classpath}" if extra_cp else self.classpath
