@@ -271,6 +271,18 @@ def test_producer_connection(ns: str, servers: ServerThread) -> None:
     assert "no consumer of group 'nobody' is online" in offline.output
 
 
+def test_clean_expired_and_unused_consume_queues(ns: str, servers: ServerThread) -> None:
+    """cleanExpiredCQ and cleanUnusedTopic: nothing expired here, each broker says so."""
+    assert servers.servers is not None
+    addr = servers.servers.broker_addr
+    doc = admin_json(ns, "cleanExpiredCQ")
+    assert doc == {"brokers": {addr: "deleted 0 ConsumeQueues of topics whose messages are all gone"}}
+    doc = admin_json(ns, "cleanUnusedTopic", "-b", addr)
+    assert list(doc["brokers"]) == [addr]
+    assert doc["brokers"][addr].startswith("deleted 0 ConsumeQueues of unused topics")
+    assert "cleanUnusedTopic" in admin_table(ns, "cleanUnusedTopic", "-c", "DefaultCluster")
+
+
 def test_unreachable_namesrv_is_a_clear_error() -> None:
     result = bolide("admin", "topicList", "-n", "127.0.0.1:1", ok=False)
     assert result.exit_code == 1

@@ -6,7 +6,7 @@ consumerStatus / consumerProgress -s (GET_CONSUMER_RUNNING_INFO relayed to a Pyt
 consumer, whose report mqadmin parses), queryMsgById -g -d (CONSUME_MESSAGE_DIRECTLY),
 brokerConsumeStats, producer, queryCq, sendMsgStatus, the three exports, statsAll,
 checkMsgSendRT, the config getters, KV config, cloneGroupOffset, write permissions,
-updateTopicPerm and deleteExpiredCommitLog.
+updateTopicPerm, deleteExpiredCommitLog, cleanExpiredCQ and cleanUnusedTopic.
 
 The servers run on this process's event loop while mqadmin is a JVM subprocess, so each batch
 runs in a thread (``asyncio.to_thread``). A raw RemotingClient heartbeats as consumer group
@@ -169,6 +169,8 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                 ["wipeWritePerm", "-b", "broker-a"], ["addWritePerm", "-b", "broker-a"],
                 ["updateTopicPerm", "-b", s.broker_addr, "-t", TOPIC, "-p", "4"],
                 ["deleteExpiredCommitLog", "-b", s.broker_addr],  # DELETE_EXPIRED_COMMITLOG
+                ["cleanExpiredCQ", "-b", s.broker_addr],  # CLEAN_EXPIRED_CONSUMEQUEUE
+                ["cleanUnusedTopic", "-c", "DefaultCluster"],  # CLEAN_UNUSED_TOPIC
             ] + ([["haStatus", "-b", s.broker_addr]] if major5 else [])  # GET_BROKER_HA_STATUS
             before, max_phy = len(seen), s.broker.store.max_phy_offset
             outputs = await asyncio.to_thread(rmq.mqadmin_batch, commands)
@@ -307,6 +309,8 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
     assert "success" in output("updateTopicPerm", "-b", broker_addr, "-t", TOPIC, "-p", "4"), log
     assert state["perm"] == 4, log
     assert output("deleteExpiredCommitLog", "-b", broker_addr).strip() == "success", log
+    assert output("cleanExpiredCQ", "-b", broker_addr).strip() == "success", log
+    assert output("cleanUnusedTopic", "-c", "DefaultCluster").strip() == "success", log
 
     # haStatus (GET_BROKER_HA_STATUS, 5.x): a master without slaves
     if version.startswith("5"):

@@ -4,20 +4,13 @@ mqadmin's options. They need an admin account: ``bolide admin --access-key AK --
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
-from bolide.cli.admin_common import admin_options, emit, fmt_time, table, with_admin
+from bolide.cli.admin_common import admin_options, emit, fmt_time, table, target_options, with_admin
 from bolide.client.admin_acl import AclVersion
 from bolide.protocol.bodies.admin import BrokerClusterAclConfig
 
 PERMS = click.Choice(["PUB", "SUB", "PUB|SUB", "SUB|PUB", "DENY"])
-
-
-def targets(fn: Any) -> Any:
-    fn = click.option("-c", "--cluster", help="Every master of this cluster (default: every master).")(fn)
-    return click.option("-b", "--broker-addr", help="This broker only (host:port).")(fn)
 
 
 def _list(text: str | None) -> list[str] | None:
@@ -26,7 +19,7 @@ def _list(text: str | None) -> list[str] | None:
 
 @click.command("updateAclConfig")
 @admin_options
-@targets
+@target_options
 @click.option("-a", "--access-key", "account", required=True, help="The account's access key.")
 @click.option("-s", "--secret-key", "secret", required=True, help="Its secret key.")
 @click.option("-w", "--white-remote-address", help="Addresses that skip its checks, e.g. 192.168.0.*.")
@@ -52,7 +45,7 @@ def update_acl_config(namesrv: str, output: str, broker_addr: str | None, cluste
 
 @click.command("deleteAclConfig")
 @admin_options
-@targets
+@target_options
 @click.option("-a", "--access-key", "account", required=True, help="The account to delete.")
 def delete_acl_config(namesrv: str, output: str, broker_addr: str | None, cluster: str | None,
                       account: str) -> None:
@@ -65,7 +58,7 @@ def delete_acl_config(namesrv: str, output: str, broker_addr: str | None, cluste
 
 @click.command("updateGlobalWhiteAddr")
 @admin_options
-@targets
+@target_options
 @click.option("-g", "--global-white-remote-addresses", "addresses", required=True,
               help="Comma-separated patterns, e.g. 10.10.103.*,192.168.0.* ('' empties the list).")
 @click.option("-p", "--acl-file-full-path", help="The ACL file to change (default: the broker's main one).")
@@ -82,7 +75,7 @@ def update_global_white_addr(namesrv: str, output: str, broker_addr: str | None,
 
 @click.command("clusterAclConfigVersion")
 @admin_options
-@targets
+@target_options
 def cluster_acl_config_version(namesrv: str, output: str, broker_addr: str | None,
                                cluster: str | None) -> None:
     """The ACL data version of each broker and of each of its ACL files (52)."""
@@ -99,7 +92,7 @@ def cluster_acl_config_version(namesrv: str, output: str, broker_addr: str | Non
 
 @click.command("getAclConfig")
 @admin_options
-@targets
+@target_options
 def get_acl_config(namesrv: str, output: str, broker_addr: str | None, cluster: str | None) -> None:
     """The global white addresses and the accounts of each broker (54)."""
     found: dict[str, BrokerClusterAclConfig] = with_admin(

@@ -1,5 +1,6 @@
 """``bolide admin`` commands that look inside one broker: brokerConsumeStats (every group's
-progress there), producer (its producer connections) and queryCq (ConsumeQueue entries)."""
+progress there), producer (its producer connections), queryCq (ConsumeQueue entries), and
+cleanExpiredCQ / cleanUnusedTopic (ConsumeQueues whose messages are all gone)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import click
 
-from bolide.cli.admin_common import admin_options, emit, fmt_time, table, with_admin
+from bolide.cli.admin_common import admin_options, emit, fmt_time, table, target_options, with_admin
 from bolide.client.admin import Admin
 from bolide.protocol.bodies.admin import ConsumeStatsList, ProducerInfo, QueryConsumeQueueResponseBody
 
@@ -79,4 +80,30 @@ def query_cq(namesrv: str, output: str, topic: str, queue_id: int, index: int, c
                             ["queueOffset", "commitLogOffset", "size", "tagsCode"], rows), note=note)
 
 
-COMMANDS = [broker_consume_stats, producer, query_cq]
+def _clean(namesrv: str, output: str, broker_addr: str | None, cluster: str | None,
+           unused_topics_only: bool) -> None:
+    answers: dict[str, str] = with_admin(namesrv, lambda admin: admin.clean_expired_cq(
+        unused_topics_only=unused_topics_only, broker_addr=broker_addr, cluster=cluster))
+    emit(output, {"brokers": answers},
+         table("cleanUnusedTopic" if unused_topics_only else "cleanExpiredCQ",
+               ["broker", "result"], sorted(answers.items())))
+
+
+@click.command("cleanExpiredCQ")
+@admin_options
+@target_options
+def clean_expired_cq(namesrv: str, output: str, broker_addr: str | None, cluster: str | None) -> None:
+    """Delete the ConsumeQueues whose messages retention has all removed (306)."""
+    _clean(namesrv, output, broker_addr, cluster, False)
+
+
+@click.command("cleanUnusedTopic")
+@admin_options
+@target_options
+def clean_unused_topic(namesrv: str, output: str, broker_addr: str | None, cluster: str | None) -> None:
+    """Delete the ConsumeQueues of topics the broker no longer has, once their messages are
+    all gone (316)."""
+    _clean(namesrv, output, broker_addr, cluster, True)
+
+
+COMMANDS = [broker_consume_stats, producer, query_cq, clean_expired_cq, clean_unused_topic]

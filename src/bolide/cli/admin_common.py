@@ -68,6 +68,12 @@ def client_config(namesrv: str) -> str | ClientConfig:
     return ClientConfig(namesrv, access_key=access_key, secret_key=secret_key)
 
 
+def target_options(fn: F) -> F:
+    """``-b`` and ``-c``: the brokers a command changes (default: every master)."""
+    fn = click.option("-c", "--cluster", help="Every master of this cluster (default: every master).")(fn)
+    return click.option("-b", "--broker-addr", help="This broker only (host:port).")(fn)
+
+
 def admin_options(fn: F) -> F:
     """``-n`` and ``--output``."""
     return namesrv_option(output_option(fn))

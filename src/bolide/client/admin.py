@@ -217,6 +217,18 @@ class Admin(AclAdminCalls):
         response = await self._call(addr, RequestCode.QUERY_CONSUME_QUEUE, header, "QUERY_CONSUME_QUEUE")
         return QueryConsumeQueueResponseBody.decode(response.body_bytes())
 
+    async def clean_expired_cq(self, *, unused_topics_only: bool = False,
+                               broker_addr: str | None = None,
+                               cluster: str | None = None) -> dict[str, str]:
+        """Have the target masters delete the ConsumeQueues whose messages are all gone
+        (mqadmin cleanExpiredCQ; with ``unused_topics_only``, cleanUnusedTopic: only those of
+        topics the broker no longer has); each broker's answer by address."""
+        code = (RequestCode.CLEAN_UNUSED_TOPIC if unused_topics_only
+                else RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE)
+        what = "cleanUnusedTopic" if unused_topics_only else "cleanExpiredCQ"
+        return {addr: (await self._call(addr, code, None, what)).remark or ""
+                for addr in await self._targets(broker_addr, cluster)}
+
     async def ha_status(self, broker_addr: str) -> HARuntimeInfo:
         """A broker's replication status (GET_BROKER_HA_STATUS 907, mqadmin haStatus): a
         master's slaves and their lag, or a slave's view of its master."""

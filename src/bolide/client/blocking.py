@@ -435,6 +435,9 @@ class Admin(_Blocking[_admin.Admin]):
                       group: str | None = None) -> QueryConsumeQueueResponseBody:
         return self._run(lambda c: c.consume_queue(addr, topic, queue_id, index, count, group))
 
+    def clean_expired_cq(self, **kwargs: Any) -> dict[str, str]:
+        return self._run(lambda c: c.clean_expired_cq(**kwargs))
+
     def ha_status(self, broker_addr: str) -> HARuntimeInfo:
         return self._run(lambda c: c.ha_status(broker_addr))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from pathlib import Path
 
@@ -309,3 +310,19 @@ def prepare_files(root: Path, topic: str, queue_id: int, file_size: int, first: 
         start += file_size
         room = start // ENTRY_SIZE
     return room
+
+
+def remove_queue_files(root: Path, topic: str, queue_id: int) -> int:
+    """Unlink every file of a queue's directory (mapped ones keep their mappings until
+    closed), then the directory and, when empty, the topic's; returns the files unlinked."""
+    directory = root / topic / str(queue_id)
+    removed = 0
+    if directory.is_dir():
+        for path in directory.iterdir():
+            if path.is_file():
+                path.unlink(missing_ok=True)
+                removed += 1
+    for empty in (directory, directory.parent):
+        with contextlib.suppress(OSError):
+            empty.rmdir()  # OSError when not empty: another queue of the topic
+    return removed

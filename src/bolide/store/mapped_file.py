@@ -204,6 +204,11 @@ class MappedFile:
         """Delete the file and close its descriptor but keep the mapping: readers may still
         hold views of it. :meth:`unmap` frees the pages (and the disk space) later."""
         _remove_quietly(self.path)
+        self.close_descriptor()
+
+    def close_descriptor(self) -> None:
+        """Close the file descriptor (the mapping stays); for a file already unlinked, whose
+        name a new file may have taken."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1

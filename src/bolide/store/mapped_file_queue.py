@@ -240,6 +240,13 @@ class MappedFileQueue:
             self.flushed_where = max(self.flushed_where, self.files[0].file_from_offset)
         return head
 
+    def detach_all(self) -> list[MappedFile]:
+        """Take every segment out (the queue is being deleted) and return them, still mapped:
+        the caller retires them. A writer or flusher holding the old list is not disturbed."""
+        with self._change:
+            files, self.files = self.files, []
+        return files
+
     def close(self) -> None:
         for mf in self.files:
             mf.close()

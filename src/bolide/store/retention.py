@@ -178,6 +178,7 @@ class _Retired:
     file: MappedFile
     at: float  # monotonic time it was retired
     warned_at: float = 0.0
+    closed: bool = True  # its descriptor is closed (retire() ran); else at the unmap
 
 
 class CleanService(threading.Thread):
@@ -208,6 +209,8 @@ class CleanService(threading.Thread):
         self.unmap_grace_s = UNMAP_GRACE_S
         self._stats = RetentionStats()
         self._retired: list[_Retired] = []
+        self._handed: list[MappedFile] = []  # files of dropped queues (retire_later)
+        self._handed_lock = threading.Lock()
         self._run_lock = threading.Lock()
         self._stop_event = threading.Event()
         self._wake = threading.Event()  # set by stop() and when files are retired
@@ -227,12 +230,12 @@ class CleanService(threading.Thread):
             if time.monotonic() >= next_run:
                 self._guarded(self.run_once)
                 next_run = time.monotonic() + interval
-            elif self._retired:
+            elif self._retired or self._handed:
                 self._guarded(self.release_retired)
             if self._floors_pending:
                 self._guarded(self.apply_topic_floors)
             wait = next_run - time.monotonic()
-            if self._retired:
+            if self._retired or self._handed:
                 wait = min(wait, self.unmap_grace_s / 2)
             self._wake.wait(max(wait, 0.001))
             self._wake.clear()
@@ -264,7 +267,7 @@ class CleanService(threading.Thread):
     # -- one run ------------------------------------------------------------------------
     def stats(self) -> RetentionStats:
         s = dataclasses.replace(self._stats, topic_floors=dict(self.topic_floors))
-        s.unmaps_pending = len(self._retired)
+        s.unmaps_pending = len(self._retired) + len(self._handed)
         return s
 
     def run_once(self, now_ms: int | None = None) -> RetentionStats:
@@ -297,6 +300,14 @@ class CleanService(threading.Thread):
         with self._run_lock:
             if self._unmap():
                 self._check_disk()
+
+    def retire_later(self, files: list[MappedFile]) -> None:
+        """Take the files of a dropped ConsumeQueue, already unlinked: their descriptors and
+        mappings are closed after the grace period (a flush or a reader may still be on
+        them). Never blocks."""
+        with self._handed_lock:
+            self._handed.extend(files)
+        self._wake.set()
 
     def check_disk(self) -> int:
         """Worst usage over the store's partitions; sets or clears the disk-full guard."""
@@ -412,11 +423,17 @@ class CleanService(threading.Thread):
     def _unmap(self, force: bool = False) -> int:
         """Close the mappings of retired files past the grace period; returns how many."""
         now = time.monotonic()
+        with self._handed_lock:
+            handed, self._handed = self._handed, []
+        self._retired += [_Retired(mf, now, closed=False) for mf in handed]
         keep: list[_Retired] = []
         closed = 0
         hung_after = self.config.destroy_mapped_file_interval_forcibly_ms / 1000
         rewarn = self.config.redelete_hanged_file_interval_ms / 1000
         for r in self._retired:
+            if (force or now - r.at >= self.unmap_grace_s) and not r.closed:
+                r.file.close_descriptor()  # unlinked already; a new file may have its name
+                r.closed = True
             if (force or now - r.at >= self.unmap_grace_s) and r.file.unmap():
                 closed += 1
                 continue

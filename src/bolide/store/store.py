@@ -31,7 +31,13 @@ from bolide.store import entry_select
 from bolide.store.checkpoint import Checkpoint, StoreLock
 from bolide.store.commitlog import CommitLog, RecordFieldError, SegmentUnavailable
 from bolide.store.config import BrokerRole, StoreConfig
-from bolide.store.consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue, prepare_files
+from bolide.store.consume_queue import (
+    ENTRY,
+    ENTRY_SIZE,
+    ConsumeQueue,
+    prepare_files,
+    remove_queue_files,
+)
 from bolide.store.delay import parse_delay_levels
 from bolide.store.dispatch import Dispatcher, DispatchListener, DispatchService
 from bolide.store.fast_put import new_appender
@@ -1139,6 +1145,46 @@ class MessageStore:
         self._require_open()
         assert self._clean_service is not None
         self._clean_service.delete_expired_now()
+
+    def clean_expired_queues(self, topics: Callable[[str], bool] | None = None,
+                             ) -> list[tuple[str, int]]:
+        """Delete the ConsumeQueues all of whose messages are gone from the CommitLog
+        (RocketMQ's cleanExpiredConsumerQueue), of the topics ``topics`` accepts (default:
+        all), never SCHEDULE_TOPIC_XXXX's delay levels; the (topic, queue id) pairs deleted.
+
+        Their files go and a later message to such a queue starts again at offset 0. Since
+        none of their records is left, no restart or repair can bring them back. A queue
+        with a message not dispatched yet is kept (the next call takes it)."""
+        self._require_open()
+        cl_min = self.commit_log.min_offset
+        expired = [(cq.topic, cq.queue_id) for cq in self._queue_snapshot()
+                   if cq.topic != SCHEDULE_TOPIC and 0 <= cq.max_physic_offset <= cl_min
+                   and (topics is None or topics(cq.topic))]
+        return [key for key in expired if self._drop_queue(key, cl_min)]
+
+    def _drop_queue(self, key: tuple[str, int], cl_min: int) -> bool:
+        """Forget an expired queue and delete its files; False when it changed meanwhile."""
+        with self.commit_log.put_lock, self._queue_room_lock:
+            cq = self._queues.get(key)
+            if (cq is None or cq.max_physic_offset > cl_min
+                    or self.commit_log.queue_offsets.get(key, cq.max_offset) != cq.max_offset):
+                return False  # written to since, or a put not dispatched yet
+            with self._queues_lock:
+                del self._queues[key]
+            self.commit_log.queue_offsets.pop(key, None)
+            self._queue_room.pop(key, None)
+            files = cq.files.detach_all()
+            remove_queue_files(self.config.consume_queue_dir, *key)
+        svc = self._clean_service
+        if svc is not None:
+            svc.retire_later(files)  # a flush or a reader may still be on them
+        else:
+            for mf in files:
+                mf.close_descriptor()
+                mf.unmap()
+        log.info("deleted the ConsumeQueue of %s/%d: its messages (offsets %d to %d) are all "
+                 "gone from the CommitLog", key[0], key[1], cq.min_offset, cq.max_offset)
+        return True
 
     def retention_stats(self) -> RetentionStats:
         """Files deleted so far, the last disk usage seen and whether writes are refused."""
