@@ -597,7 +597,7 @@ def test_trace_topic_and_the_keys_that_are_not_offered(tmp_path: Path) -> None:
             return set(s.broker.topics.table)
 
     assert "MyTraces" in asyncio.run(topics())
-    for key, value in (("useTLS", "true"), ("filterServerNums", "2")):
+    for key, value in (("filterServerNums", "2"),):
         try:
             BrokerConfig.from_mapping({key: value})
         except ConfigError as exc:

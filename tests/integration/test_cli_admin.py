@@ -349,3 +349,30 @@ def test_acl_commands_and_signed_cli_clients(tmp_path: Any) -> None:
         assert gone.exit_code == 1 and "deleted failed" in gone.output
     finally:
         st.stop()
+
+
+def test_cli_clients_over_tls(tmp_path: Any) -> None:
+    """``--tls`` on ``bolide admin``, produce and consume, against servers that enforce TLS."""
+    from pathlib import Path
+
+    from bolide.remoting.tls import TlsServerConfig
+
+    tls_dir = Path(__file__).resolve().parents[1] / "data" / "tls"
+    tls = TlsServerConfig(mode="enforcing", cert_path=str(tls_dir / "server.crt"),
+                          key_path=str(tls_dir / "server.key"))
+    st = ServerThread(tmp_path / "store", tls=tls, use_tls=True)
+    st.thread.start()
+    assert st.ready.wait(30) and st.error is None, st.error
+    try:
+        assert st.servers is not None
+        ns = st.servers.namesrv_addr
+        plain = bolide("admin", "topicList", "-n", ns, ok=False)
+        assert plain.exit_code == 1
+        bolide("produce", "--tls", "-t", "CliTls", "-n", ns, input="one\ntwo\n")
+        out = bolide("consume", "--tls", "-t", "CliTls", "-g", "cli-tls-cg", "--from", "first",
+                     "--count", "2", "-n", ns).stdout
+        assert [json.loads(line)["body"] for line in out.splitlines()] == ["one", "two"]
+        doc = json.loads(bolide("admin", "--tls", "topicList", "-n", ns, "-O", "json").stdout)
+        assert "CliTls" in doc["topics"]
+    finally:
+        st.stop()

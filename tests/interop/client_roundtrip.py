@@ -95,15 +95,17 @@ async def run_driver(cmd: list[str], log: Path, env: dict[str, str] | None = Non
 def round_trip(client: list[str], tmp_path: Path, topic: str, group: str, consume_timeout_sec: int,
                env: dict[str, str] | None = None,
                before: Callable[[Servers, str], Awaitable[None]] | None = None,
-               while_consuming: Callable[[Servers, str, str], Awaitable[None]] | None = None) -> None:
+               while_consuming: Callable[[Servers, str, str], Awaitable[None]] | None = None,
+               **server_options: Any) -> None:
     """Produce COUNT messages and consume them with ``client``; check both sides and the store.
     ``before(servers, topic)``, if given, runs once the servers are up (e.g. to create the topic).
     ``while_consuming(servers, topic, group)``, if given, runs once the consumer is started and before
-    anything is produced (so the consumer is still waiting for messages)."""
+    anything is produced (so the consumer is still waiting for messages). ``server_options`` go
+    to :func:`running_servers` (e.g. ``tls=``)."""
     store_dir = tmp_path / "store"
 
     async def main() -> tuple[list[Sent], list[Received]]:
-        async with running_servers(store_dir, auto_create_topic_enable=True) as servers:
+        async with running_servers(store_dir, auto_create_topic_enable=True, **server_options) as servers:
             ns = servers.namesrv_addr
             if before is not None:
                 await before(servers, topic)

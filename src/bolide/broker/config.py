@@ -38,7 +38,7 @@ class BrokerConfig(PropertiesConfig):
     trace_topic_enable: bool = _key("traceTopicEnable", False)
     msg_trace_topic_name: str = _key("msgTraceTopicName", "RMQ_SYS_TRACE_TOPIC")
     trace_on: bool = _key("traceOn", True)  # reported for mqadmin; Bolide has no broker-side trace hooks
-    use_tls: bool = _key("useTLS", False)  # TLS is not offered: true is refused
+    use_tls: bool = _key("useTLS", False)  # the broker's own connections use TLS (tls.server.* for clients')
     filter_server_nums: int = _key("filterServerNums", 0)  # filter servers are not offered: 0 only
     auto_create_subscription_group: bool = _key("autoCreateSubscriptionGroup", True)
     # consumers may subscribe with SQL92 expressions over message properties (off, as in RocketMQ)
@@ -92,9 +92,6 @@ class BrokerConfig(PropertiesConfig):
         if self.ha_transfer_batch_size <= 0 or self.ha_send_heartbeat_interval_ms <= 0:
             raise ConfigError("haTransferBatchSize and haSendHeartbeatInterval must be positive; "
                               "RocketMQ uses 32768 (bytes) and 5000 (ms)")
-        if self.use_tls:
-            raise ConfigError("useTLS=true: Bolide does not offer TLS; remove the key (clients must "
-                              "connect in plain TCP)")
         if self.filter_server_nums != 0:
             raise ConfigError("filterServerNums must be 0: Bolide has no filter servers; use tag "
                               "expressions")

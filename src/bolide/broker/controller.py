@@ -45,6 +45,7 @@ from bolide.errors import ConfigError
 from bolide.protocol.bodies.broker import TopicConfig
 from bolide.protocol.command import RemotingCommand
 from bolide.remoting import Channel, RemotingClient, RemotingServer
+from bolide.remoting.tls import TlsServerConfig, client_context
 from bolide.store import BrokerRole, MessageStore, StoreConfig
 from bolide.store.config_files import ConsumerOffsetManager, DelayOffsetManager
 
@@ -63,7 +64,7 @@ class BrokerController:
     """
 
     def __init__(self, config: BrokerConfig | None = None, store_config: StoreConfig | None = None,
-                 ) -> None:
+                 tls: TlsServerConfig | None = None) -> None:
         self.config = config if config is not None else BrokerConfig()
         self._store_config = store_config if store_config is not None else StoreConfig()
         self.role = self._store_config.broker_role
@@ -77,14 +78,18 @@ class BrokerController:
         self.ha_master: HAMaster | None = None
         self.ha_slave: HASlave | None = None
         self.slave_sync: SlaveSync | None = None  # a slave's copy of the master's metadata
-        self.server = RemotingServer(self.config.bind_address, self.config.listen_port)
+        tls = (tls or TlsServerConfig()).resolved()  # tls.server.* keys: clients' connections
+        tls_context, self.tls_mode = tls.server_context(), tls.tls_mode
+        self.server = RemotingServer(self.config.bind_address, self.config.listen_port,
+                                     tls=tls_context, tls_mode=self.tls_mode)
         self.server.on_channel_close(self._channel_closed)
         # the VIP ("fast") port, listenPort - 2, which Java clients up to 4.4 use by default
         self.fast_server: RemotingServer | None = None
         if self.config.vip_channel_enabled:
             fast_port = self.config.listen_port - 2 if self.config.listen_port >= 2 else 0
             self.fast_server = RemotingServer(self.config.bind_address, fast_port,
-                                              processors=self.server.processors)
+                                              processors=self.server.processors,
+                                              tls=tls_context, tls_mode=self.tls_mode)
             self.fast_server.on_channel_close(self._channel_closed)
         # plain ACL (aclEnable): every request is checked before its processor runs
         self.acl: PlainAcl | None = None
@@ -112,7 +117,8 @@ class BrokerController:
         self.queue_locks = QueueLocks(self.config.max_client_groups)
         self.housekeeping = ClientHousekeeping(self.clients, self.config.channel_expired_timeout_ms)
         self.loop_lag = LoopLagMonitor()
-        self.namesrv_client = RemotingClient()
+        # useTLS: the broker's own connections (NameServers, a slave's master) start with TLS
+        self.namesrv_client = RemotingClient(tls=client_context() if self.config.use_tls else None)
         self._store: MessageStore | None = None
         self._flush_waiters: FlushWaiters | None = None
         self._pull_holds: PullHoldService | None = None

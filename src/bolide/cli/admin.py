@@ -20,11 +20,11 @@ from bolide.cli import (
     admin_messages,
     admin_topics,
 )
-from bolide.cli.admin_common import acl_options
+from bolide.cli.admin_common import connection_options
 
 
 @click.group()
-@acl_options
+@connection_options
 def admin() -> None:
     """RocketMQ administration (mqadmin command names): topics, groups, progress, messages."""
 

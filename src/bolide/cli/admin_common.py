@@ -38,14 +38,17 @@ def output_option(fn: F) -> F:
                         show_default=True, help="A rich table, or a JSON document.")(fn)
 
 
-def _remember(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+def _remember(ctx: click.Context, param: click.Parameter, value: str | bool | None) -> object:
     if value:
         ctx.meta[f"bolide.{param.name}"] = value
     return value
 
 
-def acl_options(fn: F) -> F:
-    """``--access-key`` and ``--secret-key``, kept for :func:`client_config`."""
+def connection_options(fn: F) -> F:
+    """``--tls``, ``--access-key`` and ``--secret-key``, kept for :func:`client_config`."""
+    fn = click.option("--tls", is_flag=True, envvar="BOLIDE_TLS", expose_value=False,
+                      callback=_remember, help="Connect over TLS (servers with tls.server.mode "
+                      "permissive or enforcing); env BOLIDE_TLS=1.")(fn)
     fn = click.option("--secret-key", envvar="BOLIDE_SECRET_KEY", expose_value=False,
                       callback=_remember, help="Secret key of that account; env BOLIDE_SECRET_KEY.")(fn)
     return click.option("--access-key", envvar="BOLIDE_ACCESS_KEY", expose_value=False,
@@ -55,17 +58,20 @@ def acl_options(fn: F) -> F:
 
 
 def client_config(namesrv: str) -> str | ClientConfig:
-    """The client settings of a command: ``namesrv``, signed with the ACL account that
-    ``--access-key`` / ``--secret-key`` gave (on the command or on ``bolide admin``)."""
+    """The client settings of a command: ``namesrv``, over TLS with ``--tls``, signed with the
+    ACL account that ``--access-key`` / ``--secret-key`` gave (on the command or on
+    ``bolide admin``)."""
     ctx = click.get_current_context(silent=True)
     meta = ctx.meta if ctx is not None else {}
     access_key, secret_key = meta.get("bolide.access_key"), meta.get("bolide.secret_key")
-    if not access_key and not secret_key:
+    use_tls = bool(meta.get("bolide.tls"))
+    if not access_key and not secret_key and not use_tls:
         return namesrv
-    if not (access_key and secret_key):
+    if bool(access_key) != bool(secret_key):
         raise click.UsageError("give both --access-key and --secret-key (or BOLIDE_ACCESS_KEY "
                                "and BOLIDE_SECRET_KEY) to sign requests for ACL")
-    return ClientConfig(namesrv, access_key=access_key, secret_key=secret_key)
+    return ClientConfig(namesrv, access_key=access_key or None, secret_key=secret_key or None,
+                        use_tls=use_tls)
 
 
 def target_options(fn: F) -> F:

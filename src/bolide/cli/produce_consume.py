@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
 from bolide.cli.admin_common import (
-    acl_options,
     client_config,
+    connection_options,
     emit,
     namesrv_option,
     output_option,
@@ -66,7 +66,7 @@ def lines_of(stream: IO[bytes], advance: Any) -> Iterator[tuple[int, str]]:
 
 @click.command()
 @namesrv_option
-@acl_options
+@connection_options
 @output_option
 @click.option("-t", "--topic", required=True)
 @click.option("-f", "--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -152,7 +152,7 @@ def queue_of(owned: set[MessageQueue], addrs: dict[str, str], msg: MessageExt) -
 
 @click.command()
 @namesrv_option
-@acl_options
+@connection_options
 @click.option("-t", "--topic", required=True)
 @click.option("-g", "--group", required=True, help="Consumer group (its offsets are committed).")
 @click.option("--tags", "expression", default="*", show_default=True, help="Tag expression: '*' or 'A || B'.")

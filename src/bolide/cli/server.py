@@ -16,6 +16,7 @@ from bolide.errors import BolideError
 from bolide.namesrv.config import NamesrvConfig
 from bolide.namesrv.controller import NamesrvController
 from bolide.remoting import run
+from bolide.remoting.tls import TlsMode, TlsServerConfig
 from bolide.store import StoreConfig
 
 
@@ -34,6 +35,11 @@ def _broker_configs(conf: str | None, store: str | None, port: int | None,
                 StoreConfig.from_properties(conf, **store_over))
     store_over.setdefault("store_path_root_dir", "./store")
     return BrokerConfig(**broker_over), StoreConfig(**store_over)  # type: ignore[arg-type]
+
+
+def _tls(conf: str | None) -> TlsServerConfig:
+    """The ``tls.server.*`` keys of the config file (RocketMQ's names), or TLS off."""
+    return (TlsServerConfig.from_properties(conf) if conf else TlsServerConfig()).resolved()
 
 
 def _serve(main: Callable[[asyncio.Event], Coroutine[Any, Any, None]]) -> None:
@@ -74,14 +80,18 @@ def _first_steps(namesrv: str, broker: BrokerController) -> None:
 def start(store_dir: str | None, namesrv_port: int, broker_port: int | None, conf: str | None) -> None:
     """Run a NameServer and a Broker in one process on the embedded store."""
 
+    tls = _tls(conf)
+
     async def main(stop: asyncio.Event) -> None:
-        namesrv = NamesrvController(NamesrvConfig(), port=namesrv_port)
+        namesrv = NamesrvController(NamesrvConfig(), port=namesrv_port, tls=tls)
         await namesrv.start()
         ns_addr = f"127.0.0.1:{namesrv.port}"
         click.echo(f"NameServer listening on port {namesrv.port}")
         try:
             broker_config, store_config = _broker_configs(conf, store_dir, broker_port, ns_addr)
-            broker = BrokerController(broker_config, store_config)
+            if tls.tls_mode is TlsMode.ENFORCING:  # the broker registers with its NameServer
+                broker_config = broker_config.replace(use_tls=True)
+            broker = BrokerController(broker_config, store_config, tls)
             await broker.start()
             try:
                 _first_steps(ns_addr, broker)
@@ -103,8 +113,10 @@ def namesrv(conf: str | None, port: int | None) -> None:
     over = {"listen_port": port} if port is not None else {}
     config = NamesrvConfig.from_properties(conf, **over) if conf else NamesrvConfig(**over)
 
+    tls = _tls(conf)
+
     async def main(stop: asyncio.Event) -> None:
-        controller = NamesrvController(config)
+        controller = NamesrvController(config, tls=tls)
         await controller.start()
         click.echo(f"NameServer listening on port {controller.port}; Ctrl+C stops it")
         try:
@@ -123,9 +135,10 @@ def namesrv(conf: str | None, port: int | None) -> None:
 def broker(conf: str | None, namesrv_addr: str | None, store_dir: str | None, port: int | None) -> None:
     """Run a Broker."""
     broker_config, store_config = _broker_configs(conf, store_dir, port, namesrv_addr)
+    tls = _tls(conf)
 
     async def main(stop: asyncio.Event) -> None:
-        controller = BrokerController(broker_config, store_config)
+        controller = BrokerController(broker_config, store_config, tls)
         await controller.start()
         click.echo(f"Broker listening on {controller.broker_addr} (store {controller.store.root}); "
                    "Ctrl+C stops it")

@@ -29,7 +29,10 @@ class ClientConfig:
     ``instance_name`` defaults to ``<pid>#<nanos>``, so the client id is ``ip@pid#nanos`` like
     the Java client's. ``access_key`` and ``secret_key`` (and ``security_token``) sign every
     request for a broker with RocketMQ's plain ACL on (``aclEnable=true``), as the Java
-    client's AclClientRPCHook does.
+    client's AclClientRPCHook does. ``use_tls`` connects to NameServers and brokers over TLS
+    (servers with ``tls.server.mode`` permissive or enforcing), checking their certificate
+    against ``tls_ca_file`` when given, else not checking it (the Java client's default test
+    mode).
     """
 
     namesrv_addr: str
@@ -41,6 +44,8 @@ class ClientConfig:
     access_key: str | None = None
     secret_key: str | None = dataclasses.field(default=None, repr=False)
     security_token: str | None = dataclasses.field(default=None, repr=False)
+    use_tls: bool = False
+    tls_ca_file: str | None = None
 
     def __post_init__(self) -> None:
         if not self.namesrv_addrs:
@@ -52,6 +57,9 @@ class ClientConfig:
         if bool(self.access_key) != bool(self.secret_key):
             raise ClientConfigError("give both access_key and secret_key (an account of the broker's "
                                     "plain_acl.yml), or neither")
+        if self.tls_ca_file and not self.use_tls:
+            raise ClientConfigError("tls_ca_file is set but use_tls is not: set use_tls=True to "
+                                    "connect over TLS")
 
     @property
     def namesrv_addrs(self) -> list[str]:

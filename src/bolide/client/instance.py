@@ -23,6 +23,7 @@ from bolide.protocol.bodies.client import ConsumerData, HeartbeatData, MessageQu
 from bolide.protocol.bodies.route import MASTER_ID
 from bolide.remoting import Processor, RemotingClient
 from bolide.remoting.hooks import AclClientRPCHook
+from bolide.remoting.tls import client_context
 
 log = logging.getLogger(__name__)
 TIMER_GRACE_S = 3.0  # how long close() lets a timer job under way finish
@@ -36,7 +37,8 @@ class ClientInstance:
         self.client_id = config.make_client_id()
         hooks = ([AclClientRPCHook(config.access_key, config.secret_key, config.security_token)]
                  if config.access_key and config.secret_key else [])
-        self.remoting = RemotingClient(hooks=hooks, connect_timeout_ms=config.api_timeout_ms)
+        tls = client_context(config.tls_ca_file) if config.use_tls else None
+        self.remoting = RemotingClient(hooks=hooks, connect_timeout_ms=config.api_timeout_ms, tls=tls)
         self.api = ClientAPI(self.remoting, config.namesrv_addrs, config.api_timeout_ms)
         self.routes: dict[str, TopicRoute] = {}
         # the broker id each queue's last pull answer suggested pulling from next

@@ -11,6 +11,7 @@ from bolide.namesrv.config import NamesrvConfig
 from bolide.namesrv.processors import NamesrvProcessor
 from bolide.protocol.command import RemotingCommand
 from bolide.remoting import Channel, RemotingServer, RequestContext
+from bolide.remoting.tls import TlsServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -19,11 +20,13 @@ class NamesrvController:
     """Owns the NameServer's server socket, state and timers; ``port=0`` binds a free port."""
 
     def __init__(self, config: NamesrvConfig | None = None, *, host: str | None = None,
-                 port: int | None = None) -> None:
+                 port: int | None = None, tls: TlsServerConfig | None = None) -> None:
         self.config = config if config is not None else NamesrvConfig()
         self.processor = NamesrvProcessor(self.config)
+        tls = (tls or TlsServerConfig()).resolved()
         self.server = RemotingServer(host if host is not None else self.config.bind_address,
-                                     self.config.listen_port if port is None else port)
+                                     self.config.listen_port if port is None else port,
+                                     tls=tls.server_context(), tls_mode=tls.tls_mode)
         for code in self.processor.codes:
             self.server.register(code, self._process)
         self.server.on_channel_close(self._channel_closed)

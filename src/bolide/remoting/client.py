@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Iterable
 from typing import Any, Self
 
@@ -50,7 +51,9 @@ class RemotingClient:
 
     ``processors`` answers requests that servers send to this client; ``hooks`` run before
     each request is written and after its response arrives (not for oneways' responses,
-    which never come). ``connect_timeout_ms`` bounds each connection attempt.
+    which never come). ``connect_timeout_ms`` bounds each connection attempt (and its TLS
+    handshake). With ``tls`` (see :func:`bolide.remoting.tls.client_context`) every
+    connection starts with a TLS handshake.
     """
 
     def __init__(
@@ -63,9 +66,11 @@ class RemotingClient:
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         write_high_water: int = DEFAULT_WRITE_HIGH_WATER,
         write_low_water: int = DEFAULT_WRITE_LOW_WATER,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.processors = processors if processors is not None else ProcessorTable()
         self.hooks: list[RPCHook] = list(hooks)
+        self.tls = tls
         self.connect_timeout_ms = connect_timeout_ms
         self._channel_options: dict[str, Any] = {
             "max_frame_size": max_frame_size, "max_in_flight": max_in_flight,
@@ -221,11 +226,19 @@ class RemotingClient:
 
         try:
             async with asyncio.timeout(self.connect_timeout_ms / 1000):
-                _, channel = await loop.create_connection(factory, host, port)
+                if self.tls is None:
+                    _, channel = await loop.create_connection(factory, host, port)
+                else:
+                    _, channel = await loop.create_connection(factory, host, port, ssl=self.tls,
+                                                              server_hostname=host)
         except TimeoutError:
             raise RemotingConnectError(
                 f"could not connect to {addr} within {self.connect_timeout_ms} ms: check that the "
                 "server runs and the address is reachable, then retry") from None
+        except ssl.SSLError as exc:
+            raise RemotingConnectError(
+                f"TLS handshake with {addr} failed: {exc.reason or exc}; check that the server "
+                "has TLS on (tls.server.mode) and trusts this client") from None
         except OSError as exc:
             raise RemotingConnectError(
                 f"could not connect to {addr}: {exc.strerror or exc}; check that the server runs "

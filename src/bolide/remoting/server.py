@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import ssl
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, Self, TypeVar
 
@@ -35,6 +37,8 @@ from bolide.remoting.channel import (
 )
 from bolide.remoting.hooks import RPCHook
 from bolide.remoting.processor import Processor, ProcessorTable
+from bolide.remoting.tls import TlsMode
+from bolide.remoting.tls_listener import TlsListener
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +84,14 @@ class RemotingServer:
         write_high_water: int = DEFAULT_WRITE_HIGH_WATER,
         write_low_water: int = DEFAULT_WRITE_LOW_WATER,
         backlog: int = 1024,
+        tls: ssl.SSLContext | None = None,
+        tls_mode: TlsMode = TlsMode.DISABLED,
     ) -> None:
+        if tls is None and tls_mode is not TlsMode.DISABLED:
+            raise ValueError(f"TLS mode {tls_mode.value} needs an SSL context")
         self.host = host
+        self.tls = tls
+        self.tls_mode = tls_mode
         self._requested_port = port
         self.processors = processors if processors is not None else ProcessorTable()
         for hook in hooks:
@@ -92,7 +102,7 @@ class RemotingServer:
             "write_high_water": write_high_water, "write_low_water": write_low_water,
         }
         self._backlog = backlog
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | TlsListener | None = None
         self._channels: set[Channel] = set()
         # lost connections whose requests are still being processed, kept for close()
         self._draining: dict[Channel, asyncio.Future[None]] = {}
@@ -151,10 +161,16 @@ class RemotingServer:
             raise RuntimeError("the server was already started")
         loop = asyncio.get_running_loop()
         self._closing = False
-        self._server = await loop.create_server(
-            self._make_channel, self.host, self._requested_port,
-            backlog=self._backlog, reuse_address=True)
-        log.info("remoting server listening on %s", self.address)
+        if self.tls is None or self.tls_mode is TlsMode.DISABLED:
+            self._server = await loop.create_server(
+                self._make_channel, self.host, self._requested_port,
+                backlog=self._backlog, reuse_address=True)
+        else:  # each connection's first byte says whether it starts TLS
+            sock = socket.create_server((self.host or "0.0.0.0", self._requested_port),
+                                        backlog=self._backlog, reuse_port=False)
+            self._server = TlsListener(loop, sock, self._make_channel, self.tls, self.tls_mode)
+        log.info("remoting server listening on %s%s", self.address,
+                 "" if self.tls is None else f" (TLS {self.tls_mode.value})")
         return self
 
     async def close(self, grace_ms: int = 3000) -> None:

@@ -22,10 +22,11 @@ READ_OPTIONS = {
     "nameserver", "topic", "startingoffsets", "endingoffsets", "startingtimestamp", "endingtimestamp",
     "subexpression", "tags", "minpartitions", "failondataloss", "maxoffsetspertrigger",
     "minoffsetspertrigger", "maxtriggerdelay", "consumergroup", "readbatchsize", "pullbatchsize",
-    "timeoutms", "path", "accesskey", "secretkey",
+    "timeoutms", "path", "accesskey", "secretkey", "usetls", "tlscafile",
 }
 WRITE_OPTIONS = {"nameserver", "topic", "producergroup", "sendtimeoutms", "retrytimes", "batchsize",
-                 "timeoutms", "path", "checkpointlocation", "accesskey", "secretkey"}
+                 "timeoutms", "path", "checkpointlocation", "accesskey", "secretkey", "usetls",
+                 "tlscafile"}
 
 # Offsets given in JSON: topic -> broker -> queue id -> offset, or topic -> queue id -> offset
 # (every broker's queue with that id).
@@ -144,18 +145,23 @@ def _check_known(options: Mapping[str, str], known: set[str], what: str) -> None
 
 
 def _nameserver(options: Mapping[str, str]) -> str | ClientConfig:
-    """The NameServers, with the plain-ACL keys (options accessKey and secretKey) when given."""
+    """The NameServers, with the plain-ACL keys (options accessKey and secretKey) and TLS
+    (useTLS, tlsCaFile) when given."""
     ns = _get(options, "nameserver")
     if ns is None:
         raise SparkOptionError('option nameserver is required: .option("nameserver", "127.0.0.1:9876") '
                                "(several NameServers joined by ';')")
     access_key, secret_key = _get(options, "accessKey"), _get(options, "secretKey")
-    if access_key is None and secret_key is None:
+    use_tls, ca_file = _bool(options, "useTLS", False), _get(options, "tlsCaFile")
+    if access_key is None and secret_key is None and not use_tls and ca_file is None:
         return ns
-    if access_key is None or secret_key is None:
+    if (access_key is None) != (secret_key is None):
         raise SparkOptionError("give both accessKey and secretKey (an account of the brokers' "
                                "plain_acl.yml), or neither")
-    return ClientConfig(ns, access_key=access_key, secret_key=secret_key)
+    if ca_file is not None and not use_tls:
+        raise SparkOptionError('option tlsCaFile needs .option("useTLS", "true")')
+    return ClientConfig(ns, access_key=access_key, secret_key=secret_key, use_tls=use_tls,
+                        tls_ca_file=ca_file)
 
 
 def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:

@@ -186,18 +186,19 @@ JAVA_DRIVERS = (JAVA_CLIENT_MAIN, JAVA_SCENARIOS_MAIN)
 
 
 def java_client_command(version: str = DEFAULT_VERSION, home: Path | None = None,
-                        main: str = JAVA_CLIENT_MAIN) -> list[str]:
+                        main: str = JAVA_CLIENT_MAIN, jvm_options: Sequence[str] = ()) -> list[str]:
     """The ``java ...`` prefix that runs a driver of ``interop/java-client/`` (the official
     ``rocketmq-client`` of ``version``): ``BolideClient`` (``produce``/``consume``) or
     ``BolideScenarios`` (send modes, retries, orderly, groups, lite pull, query), whose commands
     are described in their sources. Compiles it once into ``interop/.cache``; ``home`` becomes
-    ``user.home``, where the client writes ``logs/rocketmqlogs`` and broadcasting offsets."""
+    ``user.home``, where the client writes ``logs/rocketmqlogs`` and broadcasting offsets;
+    ``jvm_options`` go to the JVM (e.g. ``-Dtls.enable=true``)."""
     require_tools()
     cp = classpath(version)
     src = interop_dir() / "java-client" / f"{main}.java"
     classes = _compile(src, f"java-client-{version}", cp)
     cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", *_COMMON_JVM,
-           "-Drocketmq.client.rebalance.waitInterval=1000"]
+           "-Drocketmq.client.rebalance.waitInterval=1000", *jvm_options]
     if home is not None:
         cmd.append(f"-Duser.home={home}")
     return [*cmd, "-cp", f"{classes}{os.pathsep}{cp}", main]

@@ -11,6 +11,7 @@ from typing import Any
 from bolide.broker import BrokerConfig, BrokerController
 from bolide.namesrv.config import NamesrvConfig
 from bolide.namesrv.controller import NamesrvController
+from bolide.remoting.tls import TlsServerConfig
 from bolide.store import StoreConfig
 
 
@@ -30,12 +31,13 @@ class Servers:
 
 @asynccontextmanager
 async def running_servers(store_dir: str | Path, *, store_options: dict[str, Any] | None = None,
+                          tls: TlsServerConfig | None = None,
                           **broker_options: Any) -> AsyncIterator[Servers]:
     """Start a NameServer and a Broker registered with it on 127.0.0.1, ports chosen by the OS;
-    ``broker_options`` override BrokerConfig fields, ``store_options`` StoreConfig fields. Both
-    are closed on exit."""
+    ``broker_options`` override BrokerConfig fields, ``store_options`` StoreConfig fields,
+    ``tls`` the TLS settings of both servers. Both are closed on exit."""
     namesrv = NamesrvController(NamesrvConfig(kv_config_path=str(Path(store_dir) / "kvConfig.json")),
-                                host="127.0.0.1", port=0)
+                                host="127.0.0.1", port=0, tls=tls)
     await namesrv.start()
     try:
         # the HA port too is the OS's choice: listenPort + 1 (RocketMQ's default) may be taken
@@ -46,7 +48,7 @@ async def running_servers(store_dir: str | Path, *, store_options: dict[str, Any
                                    mapped_file_size_commit_log=1024 * 1024,
                                    mapped_file_size_consume_queue=1000 * 20,
                                    **(store_options or {}))
-        broker = BrokerController(config, store_config)
+        broker = BrokerController(config, store_config, tls)
         await broker.start()
         try:
             yield Servers(namesrv, broker)
