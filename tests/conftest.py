@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,6 +39,26 @@ def small_config(root: Path, **overrides: object) -> StoreConfig:
     }
     values.update(overrides)
     return StoreConfig(**values)  # type: ignore[arg-type]
+
+
+def expire_all_but_the_last_segment(store: MessageStore) -> None:
+    """Age every CommitLog segment but the newest past fileReservedTime (72 h) and run
+    retention at 04:30 local time until they are gone (the store's ``deleteWhen`` must hold
+    04; at most deleteFileBatchMax files go a run)."""
+    store.flush()
+    assert store.wait_dispatched(10)
+    for cq in store.consume_queues():
+        cq.flush()
+    segments = [mf.path for mf in store.commit_log.files.files]
+    t = time.localtime()
+    now = int(time.mktime((t.tm_year, t.tm_mon, t.tm_mday, 4, 30, 0, 0, 0, -1)) * 1000)
+    for path in segments[:-1]:
+        os.utime(path, ((now - 100 * 3_600_000) / 1000,) * 2)
+    for _ in range(len(segments)):
+        if store.min_phy_offset == int(segments[-1].name):
+            break
+        store.run_retention(now)
+    assert store.min_phy_offset == int(segments[-1].name)
 
 
 def assert_consistent(config: StoreConfig) -> None:

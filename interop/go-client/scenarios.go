@@ -656,10 +656,7 @@ func sql(ns, topic, group string, n, expect int, expression string, timeout time
 	}
 	_ = p.Shutdown()
 
-	var mu sync.Mutex
-	seen := map[string]bool{}
-	done := make(chan struct{})
-	var once sync.Once
+	got := newDistinct(expect)
 	c, err := rmq.NewPushConsumer(pushOptions(ns, group, instance("s"))...)
 	if err != nil {
 		fail(1, "new push consumer: %v", err)
@@ -668,12 +665,7 @@ func sql(ns, topic, group string, n, expect int, expression string, timeout time
 	err = c.Subscribe(topic, selector, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 		for _, m := range msgs {
 			emit("MSG", text(m), m.GetProperty("n"), m.GetTags())
-			mu.Lock()
-			seen[text(m)] = true
-			if len(seen) >= expect {
-				once.Do(func() { close(done) })
-			}
-			mu.Unlock()
+			got.add(text(m))
 		}
 		return consumer.ConsumeSuccess, nil
 	})
@@ -684,7 +676,7 @@ func sql(ns, topic, group string, n, expect int, expression string, timeout time
 		fail(1, "start push consumer: %v", err)
 	}
 	defer func() { _ = c.Shutdown() }()
-	if !wait(done, deadline) {
+	if !wait(got.done, deadline) {
 		return 3
 	}
 	return 0
@@ -711,23 +703,15 @@ func acl(ns, topic, group string, n int, accessKey, secretKey string, timeout ti
 	printSend("batch", r)
 	_ = p.Shutdown()
 
-	var mu sync.Mutex
-	seen := map[string]bool{}
-	done := make(chan struct{})
-	var once sync.Once
+	got := newDistinct(n + 2)
 	c := startPush(ns, topic, group, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 		for _, m := range msgs {
 			emit("MSG", text(m))
-			mu.Lock()
-			seen[text(m)] = true
-			if len(seen) >= n+2 {
-				once.Do(func() { close(done) })
-			}
-			mu.Unlock()
+			got.add(text(m))
 		}
 		return consumer.ConsumeSuccess, nil
 	}, consumer.WithCredentials(keys))
-	ok := wait(done, deadline)
+	ok := wait(got.done, deadline)
 	_ = c.Shutdown()
 	if !ok {
 		return 3
@@ -747,4 +731,28 @@ func refusedSend(mode, ns, topic string, opts ...producer.Option) {
 		return
 	}
 	printSend(mode, r)
+}
+
+// distinct counts distinct keys from any goroutine and closes done once it has want of them.
+type distinct struct {
+	mu   sync.Mutex
+	seen map[string]bool
+	want int
+	done chan struct{}
+}
+
+func newDistinct(want int) *distinct {
+	return &distinct{seen: map[string]bool{}, want: want, done: make(chan struct{})}
+}
+
+func (d *distinct) add(key string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.seen[key] {
+		return
+	}
+	d.seen[key] = true
+	if len(d.seen) == d.want {
+		close(d.done)
+	}
 }

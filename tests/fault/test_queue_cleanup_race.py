@@ -4,7 +4,6 @@ are never touched by the deleted ones' cleanup, and the store verifies afterward
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
@@ -14,9 +13,8 @@ import pytest
 
 from bolide.common import Message
 from bolide.store import MessageStore
-from bolide.store.retention import HOUR_MS
 from bolide.testing.crash import check_queues
-from conftest import assert_consistent, small_config
+from conftest import assert_consistent, expire_all_but_the_last_segment, small_config
 
 QUEUES = [(f"Cold{t}", q) for t in range(7) for q in range(3)]
 
@@ -32,15 +30,7 @@ def test_queues_deleted_while_a_writer_starts_them_again(tmp_path: Path, seed: i
         for i in range(3000):  # spread over many segments, then expired but the last one
             topic, qid = QUEUES[rng.randrange(len(QUEUES))] if i < 2900 else ("Live", 0)
             assert store.put_message(Message(topic, b"old" + b"." * 300), qid).ok
-        store.flush()
-        assert store.wait_dispatched(10)
-        segments = [mf.path for mf in store.commit_log.files.files]
-        t = time.localtime()
-        now = int(time.mktime((t.tm_year, t.tm_mon, t.tm_mday, 4, 30, 0, 0, 0, -1)) * 1000)
-        for path in segments[:-1]:
-            os.utime(path, ((now - 100 * HOUR_MS) / 1000,) * 2)
-        for _ in range(len(segments)):
-            store.run_retention(now)
+        expire_all_but_the_last_segment(store)
         expired = {(cq.topic, cq.queue_id) for cq in store.consume_queues()
                    if 0 <= cq.max_physic_offset <= store.min_phy_offset}
         assert len(expired) >= 10

@@ -5,39 +5,17 @@ queues that still have messages stay."""
 from __future__ import annotations
 
 import asyncio
-import os
-import time
 from pathlib import Path
 
 from bolide.client import Admin
 from bolide.common import Message
-from bolide.store.retention import HOUR_MS
 from bolide.testing.servers import Servers
-from conftest import run_with_servers
+from conftest import expire_all_but_the_last_segment, run_with_servers
 
 
 def put(s: Servers, topic: str, count: int) -> None:
     for i in range(count):
         assert s.broker.store.put_message(Message(topic, b"%d|" % i + b"." * 400), 0).ok
-
-
-def expire_all_but_the_last_segment(s: Servers) -> None:
-    """Age every CommitLog segment but the newest and run retention at 04:30 (deleteWhen)."""
-    store = s.broker.store
-    store.flush()
-    assert store.wait_dispatched(10)
-    for cq in store.consume_queues():
-        cq.flush()
-    segments = [mf.path for mf in store.commit_log.files.files]
-    t = time.localtime()
-    now = int(time.mktime((t.tm_year, t.tm_mon, t.tm_mday, 4, 30, 0, 0, 0, -1)) * 1000)
-    for path in segments[:-1]:
-        os.utime(path, ((now - 100 * HOUR_MS) / 1000,) * 2)
-    for _ in range(len(segments)):
-        if store.min_phy_offset == int(segments[-1].name):
-            break
-        store.run_retention(now)
-    assert store.min_phy_offset == int(segments[-1].name)
 
 
 def test_clean_expired_and_unused_consume_queues(tmp_path: Path) -> None:
@@ -50,7 +28,7 @@ def test_clean_expired_and_unused_consume_queues(tmp_path: Path) -> None:
             await asyncio.to_thread(put, s, "Live", 6000)  # over 2 MiB: three 1 MiB segments
             await asyncio.to_thread(put, s, "DeletedRecently", 5)
             await admin.delete_topic("Deleted")
-            await asyncio.to_thread(expire_all_but_the_last_segment, s)
+            await asyncio.to_thread(expire_all_but_the_last_segment, s.broker.store)
             store = s.broker.store
             assert {"Deleted", "Quiet", "DeletedRecently"} <= set(store.topics())
 

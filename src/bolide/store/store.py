@@ -818,8 +818,10 @@ class MessageStore:
 
     def topics(self) -> dict[str, list[int]]:
         """Topics with ConsumeQueues, and their queue ids."""
+        with self._queues_lock:  # dispatch adds queues and cleaning removes them meanwhile
+            keys = sorted(self._queues)
         result: dict[str, list[int]] = {}
-        for topic, qid in sorted(self._queues):
+        for topic, qid in keys:
             result.setdefault(topic, []).append(qid)
         return result
 

@@ -4,15 +4,13 @@ offset 0, the other queues are untouched, and a reopened store agrees."""
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 from bolide.common import Message
 from bolide.store import GetStatus, MessageStore, StoreConfig
-from bolide.store.retention import HOUR_MS
 from bolide.testing.crash import check_queues
-from conftest import assert_consistent, small_config
+from conftest import assert_consistent, expire_all_but_the_last_segment, small_config
 
 
 def fill(store: MessageStore, topic: str, queue_id: int, count: int) -> None:
@@ -25,26 +23,6 @@ def config(root: Path) -> StoreConfig:
     return small_config(root, clean_resource_interval_ms=3_600_000,  # runs come from the test
                         delete_commit_log_files_interval_ms=0,
                         delete_consume_queue_files_interval_ms=0, delete_when="04")
-
-
-def expire_all_but_the_last_segment(store: MessageStore) -> None:
-    """Age every CommitLog segment but the newest past fileReservedTime and run retention
-    at 04:30, the deleteWhen hour."""
-    store.flush()
-    assert store.wait_dispatched(10)
-    for cq in store.consume_queues():
-        cq.flush()
-    segments = [mf.path for mf in store.commit_log.files.files]
-    t = time.localtime()
-    now = int(time.mktime((t.tm_year, t.tm_mon, t.tm_mday, 4, 30, 0, 0, 0, -1)) * 1000)
-    old = (now - 100 * HOUR_MS) / 1000
-    for path in segments[:-1]:
-        os.utime(path, (old, old))
-    for _ in range(len(segments)):  # at most deleteFileBatchMax files a run
-        if store.min_phy_offset == int(segments[-1].name):
-            break
-        store.run_retention(now)
-    assert store.min_phy_offset == int(segments[-1].name)
 
 
 def test_queues_whose_messages_are_all_gone_are_deleted(tmp_path: Path) -> None:
