@@ -56,6 +56,8 @@ class BrokerConfig(PropertiesConfig):
     max_pull_suspend_ms: int = _key("bolideMaxPullSuspendMillis", 25_000)
     max_client_groups: int = _key("bolideMaxClientGroups", 10_000)
     channel_expired_timeout_ms: int = _key("channelExpiredTimeout", 120_000)
+    # close client connections that read and wrote nothing for this long (0: never)
+    server_channel_max_idle_s: int = _key("serverChannelMaxIdleTimeSeconds", 120)
     flush_consumer_offset_interval_ms: int = _key("flushConsumerOffsetInterval", 5000)
     reject_transaction_message: bool = _key("rejectTransactionMessage", False)
     transaction_timeout_ms: int = _key("transactionTimeOut", 6000)

@@ -80,8 +80,9 @@ class BrokerController:
         self.slave_sync: SlaveSync | None = None  # a slave's copy of the master's metadata
         tls = (tls or TlsServerConfig()).resolved()  # tls.server.* keys: clients' connections
         tls_context, self.tls_mode = tls.server_context(), tls.tls_mode
+        idle_s = self.config.server_channel_max_idle_s
         self.server = RemotingServer(self.config.bind_address, self.config.listen_port,
-                                     tls=tls_context, tls_mode=self.tls_mode)
+                                     tls=tls_context, tls_mode=self.tls_mode, idle_timeout_s=idle_s)
         self.server.on_channel_close(self._channel_closed)
         # the VIP ("fast") port, listenPort - 2, which Java clients up to 4.4 use by default
         self.fast_server: RemotingServer | None = None
@@ -89,7 +90,8 @@ class BrokerController:
             fast_port = self.config.listen_port - 2 if self.config.listen_port >= 2 else 0
             self.fast_server = RemotingServer(self.config.bind_address, fast_port,
                                               processors=self.server.processors,
-                                              tls=tls_context, tls_mode=self.tls_mode)
+                                              tls=tls_context, tls_mode=self.tls_mode,
+                                              idle_timeout_s=idle_s)
             self.fast_server.on_channel_close(self._channel_closed)
         # plain ACL (aclEnable): every request is checked before its processor runs
         self.acl: PlainAcl | None = None

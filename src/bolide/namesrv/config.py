@@ -31,6 +31,8 @@ class NamesrvConfig(PropertiesConfig):
 
     listen_port: int = _key("listenPort", DEFAULT_PORT)
     bind_address: str = _key("bindAddress", "0.0.0.0")
+    # close connections that read and wrote nothing for this long (0: never), as RocketMQ
+    server_channel_max_idle_s: int = _key("serverChannelMaxIdleTimeSeconds", 120)
     rocketmq_home: str = _key("rocketmqHome", os.environ.get("ROCKETMQ_HOME", ""))
     kv_config_path: str = _key("kvConfigPath", str(_HOME / "kvConfig.json"))
     config_store_path: str = _key("configStorePath", str(_HOME / "namesrv.properties"))

@@ -108,6 +108,7 @@ class Channel(asyncio.Protocol):
         self.remote_address = "?"
         self.local_address = "?"
         self.attrs: dict[str, Any] = {}
+        self.activity = 0  # bumped by every read and write: a server closes channels it stops moving
 
     # -- state ------------------------------------------------------------------------------
     @property
@@ -149,6 +150,7 @@ class Channel(asyncio.Protocol):
             _call(self._on_open, self, "open")
 
     def data_received(self, data: bytes) -> None:
+        self.activity += 1
         try:
             frames = self._frames.feed(data)
         except ProtocolError as exc:
@@ -223,6 +225,7 @@ class Channel(asyncio.Protocol):
         system call for many responses to a pipelining client, instead of one each)."""
         out, self._out = self._out, []
         self._out_bytes = 0
+        self.activity += 1
         transport = self._transport
         if out and transport is not None and not transport.is_closing():
             transport.writelines(out)

@@ -21,6 +21,7 @@ import asyncio
 import logging
 import socket
 import ssl
+import time
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, Self, TypeVar
 
@@ -68,6 +69,8 @@ class RemotingServer:
     around every request (e.g. :class:`~bolide.remoting.hooks.AclVerifyRPCHook`). The channel
     limits (``max_in_flight`` concurrent requests per connection, queue bounds, write
     buffer high/low water marks in bytes) are described in :mod:`bolide.remoting.channel`.
+    ``idle_timeout_s`` > 0 closes connections that read and wrote nothing for that long and
+    have no request in progress (RocketMQ's ``serverChannelMaxIdleTimeSeconds``, 120).
     """
 
     def __init__(
@@ -86,6 +89,7 @@ class RemotingServer:
         backlog: int = 1024,
         tls: ssl.SSLContext | None = None,
         tls_mode: TlsMode = TlsMode.DISABLED,
+        idle_timeout_s: float = 0.0,
     ) -> None:
         if tls is None and tls_mode is not TlsMode.DISABLED:
             raise ValueError(f"TLS mode {tls_mode.value} needs an SSL context")
@@ -109,6 +113,9 @@ class RemotingServer:
         self._open_callbacks: list[ChannelCallback] = []
         self._close_callbacks: list[ChannelCallback] = []
         self._closing = False
+        self.idle_timeout_s = idle_timeout_s
+        self._idle_marks: dict[Channel, tuple[int, float]] = {}  # activity seen, and since when
+        self._idle_task: asyncio.Task[None] | None = None
 
     # -- configuration ----------------------------------------------------------------------
     def register(self, code: int, processor: Processor) -> None:
@@ -171,7 +178,34 @@ class RemotingServer:
             self._server = TlsListener(loop, sock, self._make_channel, self.tls, self.tls_mode)
         log.info("remoting server listening on %s%s", self.address,
                  "" if self.tls is None else f" (TLS {self.tls_mode.value})")
+        if self.idle_timeout_s > 0:
+            self._idle_task = loop.create_task(self._close_idle_forever(), name="remoting-idle")
         return self
+
+    async def _close_idle_forever(self) -> None:
+        period = max(self.idle_timeout_s / 4, 0.05)
+        while True:
+            await asyncio.sleep(period)
+            self.close_idle(time.monotonic())
+
+    def close_idle(self, now: float) -> int:
+        """Close the connections idle for ``idle_timeout_s`` at ``now`` (monotonic seconds):
+        no read or write since a check found them so, no request in progress. Returns how
+        many were closed."""
+        marks, closed = self._idle_marks, 0
+        for channel in list(self._channels):
+            seen = marks.get(channel)
+            if seen is None or seen[0] != channel.activity or not channel.idle:
+                marks[channel] = (channel.activity, now)
+            elif now - seen[1] >= self.idle_timeout_s:
+                log.info("closing the connection from %s: idle for %.0f s "
+                         "(serverChannelMaxIdleTimeSeconds)", channel.remote_address, now - seen[1])
+                channel.close()
+                del marks[channel]
+                closed += 1
+        for gone in [ch for ch in marks if ch not in self._channels]:
+            del marks[gone]
+        return closed
 
     async def close(self, grace_ms: int = 3000) -> None:
         """Stop accepting, let requests in progress finish (up to ``grace_ms``), close.
@@ -185,6 +219,9 @@ class RemotingServer:
         if server is None or self._closing:
             return
         self._closing = True
+        if self._idle_task is not None:
+            self._idle_task.cancel()
+            self._idle_task = None
         server.close()
         grace = grace_ms / 1000
         channels = list(self._channels)
