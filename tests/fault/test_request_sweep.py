@@ -30,6 +30,7 @@ from bolide.protocol.bodies.bean import Bean
 from bolide.protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from bolide.protocol.headers.base import Header
 from bolide.remoting import AclClientRPCHook, RemotingClient
+from bolide.remoting.tls import TlsServerConfig, client_context
 from bolide.store.config import BrokerRole, FlushDiskType
 from bolide.testing.servers import Servers, running_servers
 from conftest import no_traceback_logged
@@ -145,14 +146,17 @@ async def sweep(servers: Servers, client: RemotingClient, rnd: random.Random) ->
 
 
 # the broker's roles: a master flushing asynchronously (the probe sends and pulls before and
-# after), one flushing every put, a slave (it refuses sends: no probe), and a master with plain
-# ACL whose client signs with an account that may not use every topic and group
+# after), one flushing every put, a slave (it refuses sends: no probe), a master with plain
+# ACL whose client signs with an account that may not use every topic and group, and servers
+# that take TLS only
 ROLES: dict[str, dict[str, Any]] = {
     "async-flush-master": {},
     "sync-flush-master": {"flush_disk_type": FlushDiskType.SYNC_FLUSH},
     "slave": {"broker_role": BrokerRole.SLAVE},
     "acl-master": {},
+    "tls-master": {},
 }
+TLS_DIR = Path(__file__).resolve().parents[1] / "data" / "tls"
 ACL_ACCOUNTS = """\
 accounts:
   - accessKey: sweep-account
@@ -164,26 +168,30 @@ accounts:
 """
 
 
-def acl_settings(tmp_path: Path, role: str) -> tuple[dict[str, Any], list[AclClientRPCHook]]:
-    """The broker options and client hooks of ``role``."""
+def role_settings(tmp_path: Path, role: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The server options and client options of ``role``."""
+    if role == "tls-master":
+        tls = TlsServerConfig(mode="enforcing", cert_path=str(TLS_DIR / "server.crt"),
+                              key_path=str(TLS_DIR / "server.key"))
+        return {"tls": tls, "use_tls": True}, {"tls": client_context()}
     if role != "acl-master":
-        return {}, []
+        return {}, {}
     accounts = tmp_path / "plain_acl.yml"
     accounts.write_text(ACL_ACCOUNTS)
     return ({"acl_enable": True, "acl_file": str(accounts)},
-            [AclClientRPCHook("sweep-account", "sweep-secret")])
+            {"hooks": [AclClientRPCHook("sweep-account", "sweep-secret")]})
 
 
 @pytest.mark.parametrize("role", sorted(ROLES))
 def test_every_code_answers_random_fields_and_bodies_without_a_traceback(tmp_path: Path, role: str) -> None:
     slave = role == "slave"
-    broker_options, hooks = acl_settings(tmp_path, role)
+    server_options, client_options = role_settings(tmp_path, role)
 
     async def main() -> int:
         async with running_servers(tmp_path / "store", auto_create_topic_enable=True,
                                    store_options=ROLES[role], broker_id=1 if slave else 0,
-                                   **broker_options) as servers, \
-                RemotingClient(hooks=hooks) as client:
+                                   **server_options) as servers, \
+                RemotingClient(**client_options) as client:
             probe = Probe(servers, client)
             if not slave:
                 await probe.check()
