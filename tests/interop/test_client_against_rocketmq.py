@@ -17,6 +17,7 @@ import json
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from client_roundtrip import acl_scenario, unavailable
 from bolide.cli.main import cli
 from bolide.client import (
     Admin,
+    ClientConfig,
     ConsumeContext,
     ConsumeFrom,
     ConsumeStatus,
@@ -40,6 +42,7 @@ from bolide.client import (
     TransactionProducer,
     select_by_hash,
 )
+from bolide.errors import RemotingError
 from bolide.testing import rocketmq as rmqmod
 from bolide.testing.rocketmq import BrokerSettings, RocketMQ, RocketMQUnavailable
 
@@ -446,6 +449,58 @@ def test_signed_requests_against_a_broker_with_plain_acl(tmp_path_factory: pytes
         server.start_namesrv()
         server.start_broker(BrokerSettings(run_dir / "store", extra={"aclEnable": "true"}))
         asyncio.run(wait_for_route(server.namesrv_addr, "TBW102"))
+        run(test)
+    finally:
+        server.kill_broker()
+        server.stop()
+
+
+def test_tls_against_servers_that_enforce_it(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """ClientConfig(use_tls=True) against a 4.9.7 NameServer and broker started with
+    tls.server.mode=enforcing (and the broker registering over TLS): routes, a send and a
+    consume go over TLS; a plain client's connection is closed."""
+    run_dir = tmp_path_factory.mktemp("client-rocketmq-tls")
+    tls_dir = Path(__file__).resolve().parents[1] / "data" / "tls"
+    options = ["-Dtls.server.mode=enforcing", "-Dtls.test.mode.enable=false",
+               f"-Dtls.server.certPath={tls_dir / 'server.crt'}",
+               f"-Dtls.server.keyPath={tls_dir / 'server.key'}", "-Dtls.enable=true"]
+    try:
+        server = RocketMQ("4.9.7", run_dir, server_jvm_options=options)
+    except RocketMQUnavailable as exc:
+        unavailable(f"real RocketMQ unavailable: {exc}")
+
+    async def test() -> None:
+        secure = ClientConfig(server.namesrv_addr, use_tls=True,
+                              tls_ca_file=str(tls_dir / "server.crt"))
+        async with Admin(secure) as admin, asyncio.timeout(60):
+            while True:  # the broker's boot line comes before its routes reach the NameServer
+                try:
+                    await admin.topic_route("TBW102")
+                    break
+                except MQClientError:
+                    await asyncio.sleep(0.1)
+            await admin.create_topic("ItTls", read_queue_nums=1, write_queue_nums=1)
+        async with Producer(secure, "tls-pg") as producer, asyncio.timeout(60):
+            while True:  # until the new topic's route is out
+                try:
+                    sent = await producer.send(Message("ItTls", b"over tls"))
+                    break
+                except MQClientError:
+                    await asyncio.sleep(0.1)
+        assert sent.status is SendStatus.SEND_OK
+        consumer = PullConsumer(secure, "tls-cg", consume_from=ConsumeFrom.FIRST_OFFSET,
+                                rebalance_interval_ms=300, suspend_ms=1000, pull_timeout_ms=5000)
+        consumer.subscribe("ItTls")
+        async with consumer:
+            got = await poll_exactly(consumer, 1)
+        assert [m.body for m in got] == [b"over tls"]
+        async with Admin(server.namesrv_addr) as plain:
+            with pytest.raises(RemotingError):
+                await plain.topic_route("ItTls")
+
+    try:
+        server.start_namesrv()
+        server.start_broker(BrokerSettings(run_dir / "store"))
         run(test)
     finally:
         server.kill_broker()

@@ -372,13 +372,17 @@ class RocketMQ:
 
     def __init__(self, version: str, run_dir: Path, *, broker_port: int | None = None,
                  namesrv_port: int | None = None,
-                 tools_account: tuple[str, str] | None = None) -> None:
+                 tools_account: tuple[str, str] | None = None,
+                 server_jvm_options: Sequence[str] = ()) -> None:
         """``namesrv_port``: a NameServer already listening on that loopback port (Bolide's,
         say) that brokers register with; :meth:`start_namesrv` is then not used.
         ``tools_account``: (accessKey, secretKey) that mqadmin signs its requests with, for
-        brokers with plain ACL (a ``conf/tools.yml`` in a home of this run's own)."""
+        brokers with plain ACL (a ``conf/tools.yml`` in a home of this run's own).
+        ``server_jvm_options`` go to the NameServer's and the brokers' JVMs (e.g. TLS
+        ``-Dtls.server.mode=enforcing``)."""
         self.version = version
         self.tools_account = tools_account
+        self.server_jvm_options = list(server_jvm_options)
         self.major = int(version.split(".")[0])
         self.run_dir = Path(run_dir).resolve()
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -441,6 +445,7 @@ class RocketMQ:
             cmd += ["-Dsun.stdout.encoding=UTF-8", "-Dsun.stderr.encoding=UTF-8"]
         else:
             cmd += _JDK17_OPENS if self.major >= 5 else _JDK17_OPENS_4
+            cmd += self.server_jvm_options
         return [*cmd, "-cp", cp, main]
 
     def _env(self) -> dict[str, str]:
