@@ -8,6 +8,7 @@ import contextlib
 import errno
 import os
 import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -137,6 +138,12 @@ def test_disk_full_refuses_puts_keeps_reads_and_recovers(disk: _Disk, leave: int
             status, stored, remark = _put(store, rng, i)
             assert status is PutStatus.PUT_OK, remark
             acks += stored
+        # the clean thread's first run (at open) checks the disk too: a late one, on a busy
+        # machine, would see the disk filled below and refuse puts for the watermark instead
+        deadline = time.monotonic() + 30
+        while store.retention_stats().runs < 1:
+            assert time.monotonic() < deadline, "the clean thread never ran"
+            time.sleep(0.01)
         disk.fill(leave)
         # Fill up: every put is stored or refused with CREATE_MAPEDFILE_FAILED, never anything
         # else, until the same put is refused three times in a row. (A refusal may come before

@@ -186,7 +186,10 @@ class RemotingServer:
         period = max(self.idle_timeout_s / 4, 0.05)
         while True:
             await asyncio.sleep(period)
-            self.close_idle(time.monotonic())
+            try:
+                self.close_idle(time.monotonic())
+            except Exception:  # keep checking: one bad channel must not end the timer
+                log.exception("closing idle connections failed")
 
     def close_idle(self, now: float) -> int:
         """Close the connections idle for ``idle_timeout_s`` at ``now`` (monotonic seconds):
