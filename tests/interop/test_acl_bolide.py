@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from client_roundtrip import acl_scenario, run_driver, unavailable, with_servers
+from client_roundtrip import acl_admin_scenario, acl_scenario, run_driver, unavailable, with_servers
 
 from bolide.client import Admin, ClientConfig
 from bolide.testing.goclient import go_client_binary, go_env
@@ -65,6 +65,7 @@ def check_driver_lines(lines: list[list[str]]) -> None:
 def test_python_client_meets_the_answers_of_rocketmq(tmp_path: Path) -> None:
     async def test(s: Servers) -> None:
         await acl_scenario(s.namesrv_addr, "ItAcl")
+        await acl_admin_scenario(s.namesrv_addr, "ItAcl")
 
     with_acl(tmp_path, test)
 

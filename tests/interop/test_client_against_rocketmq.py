@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from client_roundtrip import acl_scenario, unavailable
+from client_roundtrip import acl_admin_scenario, acl_scenario, unavailable
 
 from bolide.cli.main import cli
 from bolide.client import (
@@ -435,15 +435,17 @@ def test_bolide_admin_group_commands(rmq: RocketMQ) -> None:
 def test_signed_requests_against_a_broker_with_plain_acl(tmp_path_factory: pytest.TempPathFactory) -> None:
     """ClientConfig(access_key, secret_key) signs for RocketMQ's plain ACL: a 4.9.7 broker with
     aclEnable=true (accounts in interop/rocketmq/home/conf/plain_acl.yml) lets the admin account
-    create a topic, send and consume, refuses the read-only account's sends, and unsigned ones."""
+    create a topic, send and consume, refuses the read-only account's sends, and unsigned ones;
+    the Admin's ACL calls add, list and delete an account there."""
     run_dir = tmp_path_factory.mktemp("client-rocketmq-acl")
-    try:
-        server = RocketMQ("4.9.7", run_dir)
+    try:  # a home of its own: the ACL admin calls rewrite the broker's plain_acl.yml
+        server = RocketMQ("4.9.7", run_dir, tools_account=("bolide-admin", "bolide-admin-secret"))
     except RocketMQUnavailable as exc:
         unavailable(f"real RocketMQ unavailable: {exc}")
 
     async def test() -> None:
         await acl_scenario(server.namesrv_addr, "ItAcl")
+        await acl_admin_scenario(server.namesrv_addr, "ItAcl")
 
     try:
         server.start_namesrv()
