@@ -14,7 +14,16 @@ from typing import Any, NoReturn
 
 import pytest
 
-from bolide.client import Message, MessageQueue, Producer
+from bolide.client import (
+    Admin,
+    ClientConfig,
+    ConsumeFrom,
+    Message,
+    MessageExt,
+    MessageQueue,
+    Producer,
+    PushConsumer,
+)
 from bolide.store import MessageStore, StoreConfig
 from bolide.store.verify import verify_store
 from bolide.testing.servers import Servers, running_servers
@@ -148,6 +157,29 @@ async def send_to_first_queue(namesrv: str, topic: str, bodies: list[bytes]) -> 
         for body in bodies:
             await producer.send(Message(topic, body), queue=queue)
     return queue
+
+
+async def send_then_push_consume(producer: str | ClientConfig, consumer: str | ClientConfig,
+                                 topic: str, count: int = 4) -> list[bytes]:
+    """Create ``topic`` (2 queues) and send ``count`` messages ``m0``... with ``producer``'s
+    settings, then consume them all with a push consumer of ``consumer``'s settings (group
+    ``<topic>-cg``); the bodies received, sorted."""
+    async with Admin(producer) as admin:
+        await admin.create_topic(topic, read_queue_nums=2, write_queue_nums=2)
+    async with Producer(producer, "tests_pg") as sender:
+        for i in range(count):
+            await sender.send(Message(topic, b"m%d" % i))
+    seen: list[MessageExt] = []
+
+    async def listener(msgs: list[MessageExt], ctx: object) -> None:
+        seen.extend(msgs)
+
+    push = PushConsumer(consumer, f"{topic}-cg", listener=listener,
+                        consume_from=ConsumeFrom.FIRST_OFFSET)
+    push.subscribe(topic)
+    async with push:
+        await wait_until(lambda: len(seen) >= count)
+    return sorted(m.body for m in seen)
 
 
 class _Tracebacks(logging.Handler):

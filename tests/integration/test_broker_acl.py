@@ -15,17 +15,14 @@ from bolide.client import (
     AclRefusedError,
     Admin,
     ClientConfig,
-    ConsumeFrom,
     Message,
-    MessageExt,
     MQBrokerError,
     Producer,
-    PushConsumer,
 )
 from bolide.errors import ConfigError
 from bolide.store import StoreConfig
 from bolide.testing.servers import Servers
-from conftest import run_with_servers, wait_until
+from conftest import run_with_servers, send_then_push_consume
 
 ACCOUNTS = """\
 globalWhiteRemoteAddresses: []
@@ -62,24 +59,10 @@ async def refused(config: ClientConfig, topic: str, why: str) -> None:
 def test_requests_are_checked_against_the_accounts(tmp_path: Path) -> None:
     async def test(s: Servers) -> None:
         ns = s.namesrv_addr
-        admin_config = ClientConfig(ns, **ADMIN)
-        async with Admin(admin_config) as admin:
-            await admin.create_topic("AclOrders", read_queue_nums=2, write_queue_nums=2)
-        async with Producer(admin_config, "acl-pg") as producer:
-            for i in range(4):
-                await producer.send(Message("AclOrders", b"m%d" % i))
-        seen: list[MessageExt] = []
-
-        async def listener(msgs: list[MessageExt], ctx: object) -> None:
-            seen.extend(msgs)
-
         # the read-only account consumes: heartbeat, pulls and offset commits need SUB only
-        consumer = PushConsumer(ClientConfig(ns, **READER), "acl-cg", listener=listener,
-                                consume_from=ConsumeFrom.FIRST_OFFSET)
-        consumer.subscribe("AclOrders")
-        async with consumer:
-            await wait_until(lambda: len(seen) == 4)
-        assert sorted(m.body for m in seen) == [b"m%d" % i for i in range(4)]
+        got = await send_then_push_consume(ClientConfig(ns, **ADMIN), ClientConfig(ns, **READER),
+                                           "AclOrders")
+        assert got == [b"m%d" % i for i in range(4)]
 
         await refused(ClientConfig(ns, **READER), "AclOrders",
                       "No default permission for topic:AclOrders")

@@ -11,19 +11,15 @@ from pathlib import Path
 import pytest
 
 from bolide.client import (
-    Admin,
     ClientConfig,
     ClientConfigError,
-    ConsumeFrom,
     Message,
-    MessageExt,
     MQBrokerError,
     Producer,
-    PushConsumer,
 )
 from bolide.remoting.hooks import AclVerifyRPCHook
 from bolide.testing.servers import Servers
-from conftest import run_with_servers, wait_until
+from conftest import run_with_servers, send_then_push_consume
 
 ACCOUNTS = {"RocketMQ": "12345678"}
 
@@ -32,20 +28,7 @@ def test_signed_clients_pass_and_others_are_refused(tmp_path: Path) -> None:
     async def test(s: Servers) -> None:
         s.broker.server.processors.add_hook(AclVerifyRPCHook(ACCOUNTS))
         signed = ClientConfig(s.namesrv_addr, access_key="RocketMQ", secret_key="12345678")
-        async with Admin(signed) as admin:
-            await admin.create_topic("AclTopic", read_queue_nums=2, write_queue_nums=2)
-        async with Producer(signed, "acl-pg") as producer:
-            for i in range(4):
-                await producer.send(Message("AclTopic", b"m%d" % i))
-        seen: list[MessageExt] = []
-
-        async def listener(msgs: list[MessageExt], ctx: object) -> None:
-            seen.extend(msgs)
-
-        consumer = PushConsumer(signed, "acl-cg", listener=listener, consume_from=ConsumeFrom.FIRST_OFFSET)
-        consumer.subscribe("AclTopic")
-        async with consumer:
-            await wait_until(lambda: len(seen) == 4)
+        assert await send_then_push_consume(signed, signed, "AclTopic") == [b"m%d" % i for i in range(4)]
 
         for config, why in ((signed.replace(secret_key="wrong"), "check signature failed"),
                             (ClientConfig(s.namesrv_addr), "has no AccessKey")):

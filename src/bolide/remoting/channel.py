@@ -34,7 +34,7 @@ from bolide.protocol.codec import decode_command, encode_command
 from bolide.protocol.codes import code_name
 from bolide.protocol.command import next_opaque
 from bolide.protocol.frame import Buffer, FrameDecoder
-from bolide.remoting.processor import NOT_NOW, ProcessorTable, RequestContext, error_remark
+from bolide.remoting.processor import HOOKS_RAN, NOT_NOW, ProcessorTable, RequestContext, error_remark
 
 log = logging.getLogger(__name__)
 
@@ -379,8 +379,8 @@ class Channel(asyncio.Protocol):
     def _on_request(self, cmd: RemotingCommand) -> None:
         if len(self._tasks) < self._max_in_flight and not self._queue:
             response = self._processors.dispatch_now(self._ctx, cmd)
-            if response is NOT_NOW:
-                self._start(cmd)
+            if response is NOT_NOW or response is HOOKS_RAN:
+                self._start(cmd, hooks_ran=response is HOOKS_RAN)
             elif response is not None:
                 self._reply(cmd, response)  # type: ignore[arg-type]
             return
@@ -389,9 +389,9 @@ class Channel(asyncio.Protocol):
         if len(self._queue) >= self._max_queued or self._queued_bytes >= self._max_queued_bytes:
             self._pause(_PAUSED_BY_QUEUE)
 
-    def _start(self, cmd: RemotingCommand) -> None:
+    def _start(self, cmd: RemotingCommand, hooks_ran: bool = False) -> None:
         assert self._loop is not None
-        task = self._loop.create_task(self._serve(cmd))
+        task = self._loop.create_task(self._serve(cmd, hooks_ran))
         self._tasks.add(task)
         task.add_done_callback(self._served)
 
@@ -407,8 +407,8 @@ class Channel(asyncio.Protocol):
         if len(self._queue) < self._max_queued and self._queued_bytes < self._max_queued_bytes:
             self._resume(_PAUSED_BY_QUEUE)
 
-    async def _serve(self, request: RemotingCommand) -> None:
-        response = await self._processors.dispatch(self._ctx, request)
+    async def _serve(self, request: RemotingCommand, hooks_ran: bool) -> None:
+        response = await self._processors.dispatch(self._ctx, request, hooks_ran=hooks_ran)
         if response is not None:
             self._reply(request, response)
 

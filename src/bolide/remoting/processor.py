@@ -62,6 +62,9 @@ class NotNow:
 
 
 NOT_NOW = NotNow()
+# dispatch_now's answer when the hooks passed and the processor needs ``process``: dispatch()
+# is then called with ``hooks_ran=True`` (an ACL signature is not checked twice)
+HOOKS_RAN = NotNow()
 ImmediateFn: TypeAlias = Callable[[RequestContext, RemotingCommand], "RemotingCommand | NotNow | None"]
 FrameFn: TypeAlias = Callable[[RequestContext, RemotingCommand], "RemotingCommand | bytes | NotNow | None"]
 
@@ -145,12 +148,15 @@ class ProcessorTable:
         """The request codes with a processor of their own, in order."""
         return sorted(self._processors)
 
-    async def dispatch(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-        """Run hooks and the processor for ``request``; the response to write, or None."""
+    async def dispatch(self, ctx: RequestContext, request: RemotingCommand, *,
+                       hooks_ran: bool = False) -> RemotingCommand | None:
+        """Run hooks (unless ``dispatch_now`` did: ``hooks_ran``) and the processor for
+        ``request``; the response to write, or None."""
         remote = ctx.channel.remote_address
         try:
-            for hook in self.hooks:
-                hook.before_request(remote, request)
+            if not hooks_ran:
+                for hook in self.hooks:
+                    hook.before_request(remote, request)
             response = await self.get(request.code)(ctx, request)
             if response is not None and not request.is_oneway:
                 self._answers(remote, request, response)
@@ -165,7 +171,8 @@ class ProcessorTable:
     def dispatch_now(self, ctx: RequestContext, request: RemotingCommand,
                      ) -> RemotingCommand | bytes | NotNow | None:
         """:meth:`dispatch` for a processor that can answer at once (``process_now``); NOT_NOW
-        when it cannot, or has no ``process_now``: then :meth:`dispatch` must run. The answer
+        when it has no ``process_now``, HOOKS_RAN when the hooks passed but it cannot answer
+        now: then :meth:`dispatch` must run (with ``hooks_ran=True`` after HOOKS_RAN). The answer
         may be an encoded frame (``bytes``, from ``process_now_frame``) to write as it is."""
         hooks = self.hooks
         now = None if hooks else self._frames.get(request.code)
@@ -178,7 +185,7 @@ class ProcessorTable:
                 hook.before_request(ctx.channel.remote_address, request)
             response = now(ctx, request)
             if response is NOT_NOW:
-                return NOT_NOW  # dispatch() runs the before hooks again: they must allow that
+                return HOOKS_RAN if hooks else NOT_NOW
             if type(response) is bytes:
                 return None if oneway else response
             if response is not None and not oneway:

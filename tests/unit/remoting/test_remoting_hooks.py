@@ -134,6 +134,38 @@ def test_a_ready_frame_answers_while_no_hook_is_registered(loop: str) -> None:
     run(loop, scenario())
 
 
+@pytest.mark.parametrize("loop", LOOPS)
+def test_hooks_run_once_when_process_now_defers_to_process(loop: str) -> None:
+    """A process_now that cannot answer (NOT_NOW) hands the request to process; the before
+    hooks, already passed, do not run again (an ACL signature is checked once)."""
+    from bolide.remoting import NOT_NOW
+
+    class Deferring:
+        async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+            return request.make_response(0, "later")
+
+        def process_now(self, ctx: RequestContext, request: RemotingCommand) -> object:
+            return NOT_NOW
+
+    class Counter(RPCHook):
+        def __init__(self) -> None:
+            self.before = 0
+
+        def before_request(self, remote_addr: str, request: RemotingCommand) -> None:
+            self.before += 1
+
+    async def scenario() -> None:
+        counter = Counter()
+        async with serving(hooks=[counter]) as (server, client, addr):
+            server.register(ECHO + 2, Deferring())
+            response = await client.invoke(addr, RemotingCommand.request(ECHO + 2), 2000)
+            assert response.remark == "later" and counter.before == 1
+            response = await client.invoke(addr, RemotingCommand.request(ECHO), 2000)
+            assert counter.before == 2  # a processor without process_now: once as well
+
+    run(loop, scenario())
+
+
 def test_signed_values_follow_java_key_order_beyond_ascii() -> None:
     """Java orders keys by UTF-16 code units: a character past U+FFFF (a surrogate pair, from
     U+D800) sorts before U+FFFD, which Python's code point order puts after it."""
