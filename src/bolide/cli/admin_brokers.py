@@ -1,6 +1,7 @@
 """``bolide admin`` commands that look inside one broker: brokerConsumeStats (every group's
 progress there), producer (its producer connections), queryCq (ConsumeQueue entries), and
-cleanExpiredCQ / cleanUnusedTopic (ConsumeQueues whose messages are all gone)."""
+cleanExpiredCQ (ConsumeQueues whose messages are all gone) / cleanUnusedTopic (those of topics
+the brokers no longer have)."""
 
 from __future__ import annotations
 
@@ -101,8 +102,7 @@ def clean_expired_cq(namesrv: str, output: str, broker_addr: str | None, cluster
 @admin_options
 @target_options
 def clean_unused_topic(namesrv: str, output: str, broker_addr: str | None, cluster: str | None) -> None:
-    """Delete the ConsumeQueues of topics the broker no longer has, once their messages are
-    all gone (316)."""
+    """Delete the ConsumeQueues of topics the broker no longer has, messages and all (316)."""
     _clean(namesrv, output, broker_addr, cluster, True)
 
 

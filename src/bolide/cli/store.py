@@ -97,6 +97,9 @@ def verify(path: str, conf: str | None, output: str) -> None:
                    f"{report.queues} queues, {report.queue_entries} queue entries, "
                    f"{report.index_files} index files, {report.index_entries} index entries, "
                    f"{report.config_files} config files")
+        if report.deleted_queue_records:
+            click.echo(f"{report.deleted_queue_records} records of deleted queues (skipped "
+                       "until retention removes them)")
         for p in report.warnings:
             click.echo(f"WARNING {p}")
         for p in report.problems:

@@ -221,8 +221,9 @@ class Admin(AclAdminCalls):
                                broker_addr: str | None = None,
                                cluster: str | None = None) -> dict[str, str]:
         """Have the target masters delete the ConsumeQueues whose messages are all gone
-        (mqadmin cleanExpiredCQ; with ``unused_topics_only``, cleanUnusedTopic: only those of
-        topics the broker no longer has); each broker's answer by address."""
+        (mqadmin cleanExpiredCQ; with ``unused_topics_only``, cleanUnusedTopic: every queue
+        of the topics the broker no longer has, messages and all); each broker's answer by
+        address."""
         code = (RequestCode.CLEAN_UNUSED_TOPIC if unused_topics_only
                 else RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE)
         what = "cleanUnusedTopic" if unused_topics_only else "cleanExpiredCQ"
@@ -264,7 +265,9 @@ class Admin(AclAdminCalls):
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
         """Delete ``topic`` from the masters of ``cluster`` (all when None), then from every
-        NameServer; returns the broker addresses. Stored messages stay until retention."""
+        NameServer; returns the broker addresses. Each broker deletes the topic's queues (its
+        messages are no longer served; a topic created again under the name starts empty)
+        and the consumer offsets on it."""
         addrs = await self._targets(None, cluster)
         for addr in addrs:
             await self._call(addr, RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic=topic),

@@ -10,7 +10,8 @@ at most ``maxPartitionBytes`` (128 MiB by default) and into at least ``minPartit
 (by default the planning machine's CPU count, as Spark splits files over its cores); each input
 partition is one range, decoded in an executor straight from the mapped bytes into Arrow columns
 (:mod:`bolide.spark.record_columns`), a record at a time only where a record is uncommon
-(compressed, IPv6, v2) or unreadable.
+(compressed, IPv6, v2) or unreadable. Records of deleted topics' queues
+(``config/droppedQueues.json``, :mod:`bolide.store.dropped_queues`) are left out.
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ from pyspark.sql.types import StructType
 from bolide.client.pulling import decompress
 from bolide.common.message import MessageExt
 from bolide.common.records import decode_record
+from bolide.errors import ConfigError
 from bolide.spark.options import SparkOptionError
 from bolide.spark.record_columns import RecordBuffer, Records
 from bolide.spark.schema import project, projection, spark_schema, to_record_batch
 from bolide.spark.store_splits import ReadRange, plan_ranges
+from bolide.store.dropped_queues import load_dropped_queues
 from bolide.store.record import RecordError, parse_record
 
 FORMAT = "rocketmq-store"
@@ -56,6 +59,13 @@ class StoreOptions:
     min_partitions: int = 1
     start_offset: int = 0  # CommitLog offsets: only records starting in [start, end)
     end_offset: int | None = None
+    # deleted queues (topic, queue id, CommitLog offset before which their records are
+    # left out), from the store's config/droppedQueues.json
+    deleted: tuple[tuple[str, int, int], ...] = ()
+
+    def is_deleted(self, topic: str, queue_id: int, commit_log_offset: int) -> bool:
+        return any(commit_log_offset < before and queue_id == qid and topic == name
+                   for name, qid, before in self.deleted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +125,18 @@ def store_options(options: Mapping[str, str]) -> StoreOptions:
                         _positive(options, "readBatchSize") or DEFAULT_READ_BATCH,
                         _positive(options, "maxPartitionBytes") or DEFAULT_MAX_PARTITION_BYTES,
                         _positive(options, "minPartitions") or os.cpu_count() or 1,
-                        _offset(options, "startOffset") or 0, _offset(options, "endOffset"))
+                        _offset(options, "startOffset") or 0, _offset(options, "endOffset"),
+                        _deleted_queues(commit_log.parent))
+
+
+def _deleted_queues(store_root: Path) -> tuple[tuple[str, int, int], ...]:
+    """The store's deleted queues (none for a bare CommitLog directory)."""
+    try:
+        horizons = load_dropped_queues(store_root).horizons
+    except ConfigError as exc:
+        raise SparkOptionError(f"{exc}: restore config/droppedQueues.json from its .bak (`bolide "
+                               "store repair` does)") from None
+    return tuple(sorted((topic, qid, before) for (topic, qid), before in horizons.items()))
 
 
 def plan_segments(opts: StoreOptions) -> list[Segment]:
@@ -185,8 +206,9 @@ def scan_range(rng: ReadRange, topics: frozenset[str] = frozenset(), lo: int = 0
 def read_range(rng: ReadRange, opts: StoreOptions,
                columns: tuple[str, ...] | None = None) -> Iterator[pa.RecordBatch]:
     """The Arrow batches of the records of ``rng`` (those :func:`scan_range` yields, same rows,
-    same order), at most ``opts.read_batch_size`` rows or about :data:`CHUNK_BYTES` each; only
-    ``columns`` when given (see :func:`~bolide.spark.schema.projection`)."""
+    same order, but those of deleted queues, ``opts.deleted``), at most
+    ``opts.read_batch_size`` rows or about :data:`CHUNK_BYTES` each; only ``columns`` when
+    given (see :func:`~bolide.spark.schema.projection`)."""
     with open(rng.path, "rb") as f:
         length = f.seek(0, 2)
         if length == 0:
@@ -209,6 +231,8 @@ class _RangeDecoder:
         self.first = opts.start_offset - base  # records before it are skipped
         self.topics = pa.array(sorted(opts.topics), pa.string()) if opts.topics else None
         self.slow: list[MessageExt] = []
+        # a record at or past this offset belongs to no deleted queue
+        self.deleted_below = max((d[2] for d in opts.deleted), default=0) - base
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         pos = self.rng.begin - self.rng.segment_start
@@ -248,6 +272,8 @@ class _RangeDecoder:
                 for pos in recs.pos:
                     self._one_record(int(pos))
                 return None
+        if len(recs) and recs.pos[0] < self.deleted_below:
+            keep &= ~self._deleted(recs)
         if not keep.all():
             recs = recs.select(keep)
         if not len(recs):
@@ -257,6 +283,19 @@ class _RangeDecoder:
             for pos in recs.pos:
                 self._one_record(int(pos))
         return batch
+
+    def _deleted(self, recs: Records) -> np.ndarray:
+        """Which of ``recs`` belong to deleted queues."""
+        try:
+            topics = self.buf.topics(recs)
+        except pa.ArrowInvalid:  # a topic that is not UTF-8 is no deleted queue's
+            return np.zeros(len(recs), np.bool_)
+        phys = recs.pos + self.rng.segment_start
+        out = np.zeros(len(recs), np.bool_)
+        for topic, qid, before in self.opts.deleted:
+            out |= (pc.equal(topics, topic).to_numpy(zero_copy_only=False)
+                    & (recs.head["queue_id"] == qid) & (phys < before))
+        return out
 
     def _one_record(self, pos: int) -> int:
         """Decode the record at ``pos`` into ``self.slow`` when selected; its size, or 0 where
@@ -269,7 +308,9 @@ class _RangeDecoder:
                           f"({info.reason}); check the store with `bolide store verify`")
         if info.size == 0:  # BLANK: the rest of the segment is unused
             return 0
-        if pos >= self.first and (not self.opts.topics or info.topic in self.opts.topics):
+        if (pos >= self.first and (not self.opts.topics or info.topic in self.opts.topics)
+                and not self.opts.is_deleted(info.topic, info.queue_id,
+                                             self.rng.segment_start + pos)):
             msg = decode_record(self.buf.mv, pos)
             decompress(msg)
             self.slow.append(msg)

@@ -14,6 +14,7 @@ from typing import Protocol
 from bolide.common.hashing import java_string_hash
 from bolide.store.commitlog import CommitLog
 from bolide.store.consume_queue import ConsumeQueue
+from bolide.store.dropped_queues import DroppedQueues
 from bolide.store.fastscan import Run, scan_runs
 from bolide.store.record import RecordInfo, compute_tags_code, parse_record, property_bytes
 
@@ -27,6 +28,8 @@ def _tags_code_of(props: bytes) -> int:
 log = logging.getLogger(__name__)
 
 DispatchListener = Callable[[set[tuple[str, int]]], None]
+# (topic, queue id, CommitLog offset of its first record) -> the queue started again
+QueueRestart = Callable[[str, int, int], ConsumeQueue]
 IndexFed = tuple[int, int, str, int, int, bytes]  # offset, size, topic, sysflag, store ts, props
 INDEX_FEED_MAX = 16384
 _PARSED_BETWEEN_SCANS = 32
@@ -79,12 +82,22 @@ def resume_point(commit_log: CommitLog, offset: int, feed: deque[tuple[int, ...]
 
 
 class Dispatcher:
-    """Turns CommitLog records into ConsumeQueue entries, from ``reput_from`` onward."""
+    """Turns CommitLog records into ConsumeQueue entries, from ``reput_from`` onward.
+
+    Records of deleted queues (``dropped``) get no entry. A record newer than every entry of
+    its queue but numbered below the queue's end belongs to a queue deleted and started again
+    elsewhere (a slave's copy of a master that deleted a topic): ``restart_queue`` gives the
+    new queue, with the records before this one marked deleted.
+    """
 
     def __init__(self, commit_log: CommitLog, queue_for: Callable[[str, int], ConsumeQueue],
-                 limit: Callable[[], int], delay_millis: dict[int, int]) -> None:
+                 limit: Callable[[], int], delay_millis: dict[int, int],
+                 dropped: DroppedQueues | None = None,
+                 restart_queue: QueueRestart | None = None) -> None:
         self.commit_log = commit_log
         self.queue_for = queue_for
+        self.dropped = dropped
+        self.restart_queue = restart_queue
         self.limit = limit
         self.delay_millis = delay_millis
         self.reput_from = 0
@@ -93,6 +106,26 @@ class Dispatcher:
         # dispatched records handed on to the index builder, so that it need not parse them
         self.index_feed: deque[IndexFed] | None = None
         self.dispatched = 0
+        # held while dispatching: whoever deletes a queue holds it so that no entry of the
+        # deleted queue is being written meanwhile
+        self.lock = threading.RLock()
+
+    def skips(self, topic: str, queue_id: int, commit_log_offset: int) -> bool:
+        """True when the record at ``commit_log_offset`` belongs to a deleted queue."""
+        dropped = self.dropped
+        return dropped is not None and dropped.dropped(topic, queue_id, commit_log_offset)
+
+    def _restarted(self, cq: ConsumeQueue, queue_offset: int, phys: int,
+                   queues: dict[tuple[str, int], ConsumeQueue]) -> ConsumeQueue:
+        """``cq``, or the queue started again when the record at ``phys`` (newer than every
+        entry of ``cq``) is numbered below its end."""
+        if queue_offset >= cq.max_offset or self.restart_queue is None:
+            return cq
+        log.warning("%s/%d starts again at offset %d with the record at %d (it had entries up "
+                    "to %d): the queue was deleted, its older records are skipped",
+                    cq.topic, cq.queue_id, queue_offset, phys, cq.max_offset)
+        cq = queues[(cq.topic, cq.queue_id)] = self.restart_queue(cq.topic, cq.queue_id, phys)
+        return cq
 
     def dispatch_record(self, info: RecordInfo,
                         queues: dict[tuple[str, int], ConsumeQueue]) -> bool:
@@ -102,12 +135,16 @@ class Dispatcher:
         """
         if info.sys_flag & 0x4:  # transaction PREPARED or ROLLBACK: no entry
             return False
+        if self.skips(info.topic, info.queue_id, info.commit_log_offset):
+            return False
         key = (info.topic, info.queue_id)
         cq = queues.get(key)
         if cq is None:
             cq = queues[key] = self.queue_for(info.topic, info.queue_id)
         if info.commit_log_offset + info.size <= cq.max_physic_offset:
             return False  # already dispatched (recovery re-reads records the queue has)
+        if info.commit_log_offset >= cq.max_physic_offset:
+            cq = self._restarted(cq, info.queue_offset, info.commit_log_offset, queues)
         if info.topic == "SCHEDULE_TOPIC_XXXX":
             code = compute_tags_code(info, self.delay_millis)
         else:
@@ -121,12 +158,18 @@ class Dispatcher:
     def dispatch_run(self, run: Run, queues: dict[tuple[str, int], ConsumeQueue]) -> int:
         """Write the ConsumeQueue entries of a run of records of one queue (a fast scan's
         output); returns how many were new."""
+        # a run's records have consecutive queue offsets: all of one queue's life, since a
+        # queue started again numbers from 0 again
+        if self.skips(run.topic, run.queue_id, run.first_phys):
+            return 0
         key = (run.topic, run.queue_id)
         cq = queues.get(key)
         if cq is None:
             cq = queues[key] = self.queue_for(run.topic, run.queue_id)
         if run.end_phys <= cq.max_physic_offset:
             return 0  # already dispatched
+        if run.first_phys >= cq.max_physic_offset:
+            cq = self._restarted(cq, run.first_queue_offset, run.first_phys, queues)
         written = cq.put_entries(run.first_queue_offset, run.entries, run.end_phys)
         if written:
             self.dispatched += written
@@ -141,6 +184,7 @@ class Dispatcher:
         Returns False when the next one is not there yet (it must be parsed from the log).
         """
         took = False
+        horizons = self.dropped.horizons if self.dropped is not None else None
         while feed:
             phys, size, topic, queue_id, queue_offset, sys_flag, store_ts, props, code = feed[0]
             if phys < self.reput_from:  # already dispatched by parsing
@@ -149,7 +193,8 @@ class Dispatcher:
             if phys != self.reput_from or phys + size > limit or phys >= budget_end:
                 break
             feed.popleft()
-            if not sys_flag & 0x4:  # transaction NOT_TYPE or COMMIT
+            # transaction NOT_TYPE or COMMIT, of a queue not deleted
+            if not sys_flag & 0x4 and not (horizons and phys < horizons.get((topic, queue_id), -1)):
                 key = (topic, queue_id)
                 cq = queues.get(key)
                 if cq is None:
@@ -189,6 +234,10 @@ class Dispatcher:
 
     def dispatch_available(self, max_bytes: int = 1 << 62) -> int:
         """Dispatch what is readable now (up to about ``max_bytes``); returns bytes consumed."""
+        with self.lock:
+            return self._dispatch_available(max_bytes)
+
+    def _dispatch_available(self, max_bytes: int) -> int:
         commit_log = self.commit_log
         limit = self.limit()
         start = self.reput_from

@@ -51,8 +51,9 @@ def recover(commit_log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue],
     """Recover the CommitLog and ConsumeQueues; returns (dispatch resume offset, report).
 
     Records of the checked range that lack their ConsumeQueue entry get it during the
-    scan. A queue whose first record in the range is already past its end misses older
-    entries too: dispatch must then resume at the CommitLog start (returned offset).
+    scan (those of deleted queues, ``dispatcher.skips``, get none). A queue whose first
+    record in the range is already past its end misses older entries too: dispatch must
+    then resume at the CommitLog start (returned offset).
     """
     report = RecoveryReport(abnormal=abnormal)
     files = commit_log.files.files
@@ -80,6 +81,8 @@ def recover(commit_log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue],
         return key not in gapped
 
     def take_run(run: Run) -> None:
+        if dispatcher.skips(run.topic, run.queue_id, run.first_phys):
+            return  # a deleted queue's: neither an entry nor a gap
         if complete_before((run.topic, run.queue_id), run.first_queue_offset):
             report.queue_entries_rebuilt += dispatcher.dispatch_run(run, cache)
 
@@ -113,6 +116,7 @@ def recover(commit_log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue],
             report.records_checked += 1
             checked += info.size
             if (sysflag.gets_queue_entry(info.sys_flag)
+                    and not dispatcher.skips(info.topic, info.queue_id, phys)
                     and complete_before((info.topic, info.queue_id), info.queue_offset)
                     and dispatcher.dispatch_record(info, cache)):
                 report.queue_entries_rebuilt += 1

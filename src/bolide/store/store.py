@@ -25,7 +25,7 @@ from bolide.common.hosts import encode_host
 from bolide.common.message import Message, MessageExt
 from bolide.common.msgid import UniqKeyGenerator
 from bolide.common.topic import SCHEDULE_TOPIC, validate_topic
-from bolide.errors import StoreError
+from bolide.errors import ConfigError, StoreError
 from bolide.store import checkpoint as files
 from bolide.store import entry_select
 from bolide.store.checkpoint import Checkpoint, StoreLock
@@ -40,10 +40,12 @@ from bolide.store.consume_queue import (
 )
 from bolide.store.delay import parse_delay_levels
 from bolide.store.dispatch import Dispatcher, DispatchListener, DispatchService
+from bolide.store.dropped_queues import DroppedQueues
 from bolide.store.fast_put import new_appender
 from bolide.store.flush import CommitLogFlusher, ConsumeQueueFlusher
 from bolide.store.index_builder import IndexBuilder
 from bolide.store.index_service import IndexService
+from bolide.store.mapped_file import MappedFile
 from bolide.store.mapped_file_queue import SegmentAllocator
 from bolide.store.record import (
     decode_record,
@@ -118,6 +120,7 @@ class MessageStore:
         self._lock: StoreLock | None = None
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._queues_lock = threading.Lock()
+        self.dropped = DroppedQueues.in_store(self.root)
         self._uniq = UniqKeyGenerator()
         self._store_host = encode_host(config.store_address)
         self._topic_errors: dict[str, str | None] = {}
@@ -179,12 +182,14 @@ class MessageStore:
                                            self._read_up_to,
                                            self._stored_at, self._set_disk_full)
         self.commit_log.files.load()
+        self.dropped.load()
         self._load_queues()
         self.checkpoint = Checkpoint(self.root / "checkpoint")
         for cq in self._queues.values():
             cq.recover()
         self.dispatcher = Dispatcher(self.commit_log, self.find_consume_queue,
-                                     self._dispatch_limit, self.delay_millis)
+                                     self._dispatch_limit, self.delay_millis, self.dropped,
+                                     self._restart_queue)
         self.index = None
         if cfg.message_index_enable:
             self.index = IndexService(cfg.index_dir, cfg.max_hash_slot_num, cfg.max_index_num,
@@ -208,6 +213,7 @@ class MessageStore:
         for key, cq in self._queues.items():
             cq.correct_min_offset(cl_min)
             self.commit_log.queue_offsets[key] = cq.max_offset
+        self._prune_dropped()
         files.create_abort_file(self.root)
         segments = self.commit_log.files.files
         if self._allocator is not None and segments:  # the segment the writer goes on with
@@ -1025,7 +1031,8 @@ class MessageStore:
                 continue
             msg = self.look_message_by_offset(phy)
             if (msg is None or msg.topic != topic or msg.commit_log_offset != phy
-                    or not begin_ts <= msg.store_timestamp <= end):
+                    or not begin_ts <= msg.store_timestamp <= end
+                    or self.dropped.dropped(topic, msg.queue_id, phy)):
                 continue
             if msg.msg_id == key or key in msg.properties.get(P.KEYS, "").split(P.KEY_SEPARATOR):
                 found[phy] = msg
@@ -1158,25 +1165,106 @@ class MessageStore:
         none of their records is left, no restart or repair can bring them back. A queue
         with a message not dispatched yet is kept (the next call takes it)."""
         self._require_open()
+        self._prune_dropped()
         cl_min = self.commit_log.min_offset
         expired = [(cq.topic, cq.queue_id) for cq in self._queue_snapshot()
                    if cq.topic != SCHEDULE_TOPIC and 0 <= cq.max_physic_offset <= cl_min
                    and (topics is None or topics(cq.topic))]
-        return [key for key in expired if self._drop_queue(key, cl_min)]
+        return [key for key in expired if self._drop_expired_queue(key, cl_min)]
 
-    def _drop_queue(self, key: tuple[str, int], cl_min: int) -> bool:
+    def _drop_expired_queue(self, key: tuple[str, int], cl_min: int) -> bool:
         """Forget an expired queue and delete its files; False when it changed meanwhile."""
         with self.commit_log.put_lock, self._queue_room_lock:
             cq = self._queues.get(key)
             if (cq is None or cq.max_physic_offset > cl_min
                     or self.commit_log.queue_offsets.get(key, cq.max_offset) != cq.max_offset):
                 return False  # written to since, or a put not dispatched yet
-            with self._queues_lock:
-                del self._queues[key]
+            files = self._forget_queue(key, cq)
             self.commit_log.queue_offsets.pop(key, None)
-            self._queue_room.pop(key, None)
-            files = cq.files.detach_all()
-            remove_queue_files(self.config.consume_queue_dir, *key)
+        self._retire(files)
+        log.info("deleted the ConsumeQueue of %s/%d: its messages (offsets %d to %d) are all "
+                 "gone from the CommitLog", key[0], key[1], cq.min_offset, cq.max_offset)
+        return True
+
+    def delete_queues(self, topics: Callable[[str], bool]) -> list[tuple[str, int]]:
+        """Delete every ConsumeQueue of the topics ``topics`` accepts, messages and all
+        (RocketMQ's deleteTopics and cleanUnusedTopic), never SCHEDULE_TOPIC_XXXX's delay
+        levels; the (topic, queue id) pairs deleted.
+
+        A later message to such a queue starts it again at offset 0. The deleted queues'
+        records stay in the CommitLog until retention removes them; ``config/droppedQueues.json``
+        (written and synced before any file goes) marks them deleted so that no restart,
+        ``verify``, ``repair`` or rebuild brings them back, and queries by key skip them.
+        Raises ConfigError, deleting nothing, when that file cannot be written."""
+        self._require_open()
+        retired: list[MappedFile] = []
+        # no entry is dispatched and no message put meanwhile: every record of these queues
+        # so far lies before ``before``, every later one after it
+        with self.dispatcher.lock, self.commit_log.put_lock, self._queue_room_lock:
+            with self._queues_lock:  # queues dispatch has made, and those of puts not yet
+                known = set(self._queues) | set(self.commit_log.queue_offsets)
+            keys = sorted(k for k in known if k[0] != SCHEDULE_TOPIC and topics(k[0]))
+            if not keys:
+                return []
+            before = max(self.commit_log.max_offset, self.raw_received)
+            self._record_dropped(keys, before)
+            for key in keys:
+                cq = self._queues.get(key)
+                if cq is not None:
+                    retired += self._forget_queue(key, cq)
+                else:  # files made ahead for the puts
+                    self._queue_room.pop(key, None)
+                    remove_queue_files(self.config.consume_queue_dir, *key)
+                self.commit_log.queue_offsets.pop(key, None)
+        self._retire(retired)
+        log.info("deleted %d ConsumeQueue(s) of %s; their records before CommitLog offset %d "
+                 "are skipped until retention removes them", len(keys),
+                 ", ".join(sorted({k[0] for k in keys})), before)
+        return keys
+
+    def _restart_queue(self, topic: str, queue_id: int, first: int) -> ConsumeQueue:
+        """The dispatcher's answer to a queue numbered from the start again at CommitLog
+        offset ``first`` (its master deleted it): records before it are the old queue's."""
+        key = (topic, queue_id)
+        with self.dispatcher.lock, self._queue_room_lock:
+            try:
+                self._record_dropped([key], first)
+            except ConfigError as exc:  # skipped all the same; a restart redoes this
+                log.error("%s", exc)
+            cq = self._queues.get(key)
+            retired = self._forget_queue(key, cq) if cq is not None else []
+        self._retire(retired)
+        return self.find_consume_queue(topic, queue_id)
+
+    def _record_dropped(self, keys: list[tuple[str, int]], before: int) -> None:
+        """Mark the records of ``keys`` before ``before`` deleted, durably (ConfigError)."""
+        previous = self.dropped.horizons
+        self.dropped.add(keys, before)
+        try:
+            self.dropped.persist()
+        except ConfigError:
+            self.dropped.horizons = previous
+            raise
+
+    def _prune_dropped(self) -> None:
+        """Forget dropped queues whose records retention has all removed."""
+        if self.dropped.horizons and self.dropped.prune(self.commit_log.min_offset):
+            try:
+                self.dropped.persist()
+            except ConfigError as exc:  # the old entries are harmless; the next prune retries
+                log.warning("%s", exc)
+
+    def _forget_queue(self, key: tuple[str, int], cq: ConsumeQueue) -> list[MappedFile]:
+        """Take ``cq`` out of the store and delete its files (their mappings are returned
+        for :meth:`_retire`). Called with the queue-room lock held."""
+        with self._queues_lock:
+            del self._queues[key]
+        self._queue_room.pop(key, None)
+        files = cq.files.detach_all()
+        remove_queue_files(self.config.consume_queue_dir, *key)
+        return files
+
+    def _retire(self, files: list[MappedFile]) -> None:
         svc = self._clean_service
         if svc is not None:
             svc.retire_later(files)  # a flush or a reader may still be on them
@@ -1184,9 +1272,6 @@ class MessageStore:
             for mf in files:
                 mf.close_descriptor()
                 mf.unmap()
-        log.info("deleted the ConsumeQueue of %s/%d: its messages (offsets %d to %d) are all "
-                 "gone from the CommitLog", key[0], key[1], cq.min_offset, cq.max_offset)
-        return True
 
     def retention_stats(self) -> RetentionStats:
         """Files deleted so far, the last disk usage seen and whether writes are refused."""

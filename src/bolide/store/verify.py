@@ -21,8 +21,10 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from bolide.errors import BolideError
 from bolide.store.config import StoreConfig
 from bolide.store.consume_queue import ENTRY, ENTRY_SIZE
+from bolide.store.dropped_queues import load_dropped_queues
 from bolide.store.fastscan import Run, scan_runs
 from bolide.store.offline import (
     PRE_BLANK_SIZE,
@@ -65,6 +67,7 @@ class VerifyReport:
     index_files: int = 0
     index_entries: int = 0
     config_files: int = 0
+    deleted_queue_records: int = 0  # records of deleted queues (config/droppedQueues.json)
     problems: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
 
@@ -79,6 +82,7 @@ class VerifyReport:
             "queues": self.queues, "queue_entries": self.queue_entries,
             "index_files": self.index_files, "index_entries": self.index_entries,
             "config_files": self.config_files,
+            "deleted_queue_records": self.deleted_queue_records,
             "problems": [p.to_json() for p in self.problems],
             "warnings": [p.to_json() for p in self.warnings],
         }
@@ -137,7 +141,7 @@ def verify_store(root: str | os.PathLike[str], config: StoreConfig | None = None
             for issue in segs.issues:
                 report.problems.append(Problem(where, issue.offset, f"{issue.path}: {issue.message}"))
             queues[(topic.encode(), qid)] = _Queue(segs, where)
-        _check_commit_log(log, queues, report, progress)
+        _check_commit_log(log, queues, report, progress, _deleted_queues(cfg))
         _check_queues(log, queues, report)
         if index_check is None:
             check_index_files(cfg, log, report)
@@ -162,6 +166,16 @@ def verify_store(root: str | os.PathLike[str], config: StoreConfig | None = None
     return report
 
 
+def _deleted_queues(cfg: StoreConfig) -> dict[tuple[bytes, int], int]:
+    """Deleted queues and the CommitLog offset before which their records are skipped (a
+    file that does not decode is reported by the config-file check)."""
+    try:
+        horizons = load_dropped_queues(cfg.root).horizons
+    except (BolideError, ValueError, OSError):
+        return {}
+    return {(topic.encode(), qid): before for (topic, qid), before in horizons.items()}
+
+
 def _bounds(queues: dict[tuple[bytes, int], _Queue], topic: str, qid: int,
             report: VerifyReport) -> tuple[int, int] | None:
     q = queues.get((topic.encode(), qid))
@@ -169,8 +183,10 @@ def _bounds(queues: dict[tuple[bytes, int], _Queue], topic: str, qid: int,
 
 
 def _check_commit_log(log: Segments, queues: dict[tuple[bytes, int], _Queue],
-                      report: VerifyReport, progress: Callable[[int], None] | None) -> None:
-    """Walk the record chain; each record that needs a ConsumeQueue entry must have it."""
+                      report: VerifyReport, progress: Callable[[int], None] | None,
+                      deleted: dict[tuple[bytes, int], int]) -> None:
+    """Walk the record chain; each record that needs a ConsumeQueue entry must have it
+    (but those of ``deleted`` queues before their offsets)."""
     if not log.maps:
         return
     report.commit_log_min = log.maps[0][0]
@@ -193,7 +209,7 @@ def _check_commit_log(log: Segments, queues: dict[tuple[bytes, int], _Queue],
                 after, count, runs = scan_runs(m, pos, start, True)
                 if count:  # records of the common kind, checked in bulk
                     for run in runs:
-                        _check_run(run, queues, missing, problems, topics)
+                        _check_run(run, queues, missing, problems, topics, deleted, report)
                     records += count
                     pos = after
                     if progress is not None and pos - reported >= _PROGRESS_EVERY:
@@ -240,7 +256,9 @@ def _check_commit_log(log: Segments, queues: dict[tuple[bytes, int], _Queue],
                 if not sys_flag & 0x4:  # transaction NOT_TYPE or COMMIT: has an entry
                     key = (topic, qid)
                     q = queues.get(key)
-                    if q is None:
+                    if deleted and phys < deleted.get(key, -1):
+                        report.deleted_queue_records += 1
+                    elif q is None:
                         missing[key] = missing.get(key, 0) + 1
                     else:
                         if qoff == q.next:
@@ -285,7 +303,8 @@ def _check_commit_log(log: Segments, queues: dict[tuple[bytes, int], _Queue],
 
 def _check_run(run: Run, queues: dict[tuple[bytes, int], _Queue],
                missing: dict[tuple[bytes, int], int], problems: list[Problem],
-               topics: dict[str, bytes]) -> None:
+               topics: dict[str, bytes], deleted: dict[tuple[bytes, int], int],
+               report: VerifyReport) -> None:
     """The ConsumeQueue entries of a run of records (see :func:`_check_commit_log`): in
     step, one comparison with the queue's bytes; else entry by entry."""
     raw = topics.get(run.topic)
@@ -293,6 +312,9 @@ def _check_run(run: Run, queues: dict[tuple[bytes, int], _Queue],
         raw = topics[run.topic] = run.topic.encode()
     key = (raw, run.queue_id)
     count = len(run.entries) // ENTRY_SIZE
+    if deleted and run.first_phys < deleted.get(key, -1):  # a run is of one queue's life
+        report.deleted_queue_records += count
+        return
     q = queues.get(key)
     if q is None:
         missing[key] = missing.get(key, 0) + count

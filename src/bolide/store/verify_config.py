@@ -18,6 +18,7 @@ from bolide.store.config_files import (
     DelayOffsetManager,
     JsonConfigFile,
 )
+from bolide.store.dropped_queues import DroppedQueues
 from bolide.store.topic_config import SubscriptionGroupManager, TopicConfigManager
 
 if TYPE_CHECKING:
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
 
 Bounds = Callable[[str, int], "tuple[int, int] | None"]
 MANAGERS: tuple[type[JsonConfigFile], ...] = (
-    ConsumerOffsetManager, DelayOffsetManager, TopicConfigManager, SubscriptionGroupManager)
+    ConsumerOffsetManager, DelayOffsetManager, TopicConfigManager, SubscriptionGroupManager,
+    DroppedQueues)
 
 
 def load_config_file(config: StoreConfig, cls: type[JsonConfigFile]) -> tuple[JsonConfigFile | None, str]:

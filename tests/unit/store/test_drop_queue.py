@@ -1,16 +1,25 @@
-"""Deleting the ConsumeQueues whose messages are all gone from the CommitLog (RocketMQ's
-cleanExpiredConsumerQueue) on a live store: their files go, such a queue starts again at
-offset 0, the other queues are untouched, and a reopened store agrees."""
+"""Deleting ConsumeQueues on a live store: those whose messages are all gone from the
+CommitLog (RocketMQ's cleanExpiredConsumerQueue), and a topic's queues with their messages
+(deleteTopic): their files go, such a queue starts again at offset 0, the other queues are
+untouched, and a reopened, repaired or replicated store agrees."""
 
 from __future__ import annotations
 
+import random
 import time
 from pathlib import Path
 
+import pytest
+
 from bolide.common import Message
-from bolide.store import GetStatus, MessageStore, StoreConfig
+from bolide.errors import ConfigError
+from bolide.store import BrokerRole, GetStatus, MessageStore, StoreConfig
+from bolide.store.dropped_queues import DroppedQueues, load_dropped_queues
+from bolide.store.repair import apply_repair, plan_repair
+from bolide.store.verify import verify_store
 from bolide.testing.crash import check_queues
 from conftest import assert_consistent, expire_all_but_the_last_segment, small_config
+from unit.store.test_store_append_raw import replicate
 
 
 def fill(store: MessageStore, topic: str, queue_id: int, count: int) -> None:
@@ -77,3 +86,114 @@ def test_a_queue_with_a_message_not_dispatched_yet_is_kept(tmp_path: Path) -> No
         assert store.clean_expired_queues() == []
         offsets[("Busy", 0)] -= 1
         assert store.clean_expired_queues() == [("Busy", 0)]
+
+
+def put(store: MessageStore, topic: str, queue_id: int, label: str, count: int) -> None:
+    for i in range(count):
+        msg = Message(topic, f"{label}-{i}|".encode().ljust(300, b"."), keys=label)
+        assert store.put_message(msg, queue_id).ok
+
+
+def bodies(store: MessageStore, topic: str, queue_id: int) -> list[str]:
+    got = store.get_message("g", topic, queue_id, store.get_min_offset_in_queue(topic, queue_id),
+                            max_count=1000)
+    return [m.body.split(b"|")[0].decode() for m in got.messages]
+
+
+def test_a_deleted_topic_stays_deleted_through_restarts_and_repairs(tmp_path: Path) -> None:
+    """Its queues go at once though their records are still in the CommitLog; the records
+    are marked deleted so that recovery, verify and a repair that rebuilds every queue from
+    the CommitLog leave them out."""
+    cfg = config(tmp_path / "store")
+    with MessageStore(cfg) as store:
+        put(store, "Doomed", 0, "old", 50)
+        put(store, "Keep", 0, "keep", 20)
+        put(store, "Doomed", 1, "old", 5)
+        assert store.wait_dispatched(10)
+        assert sorted(store.delete_queues("Doomed".__eq__)) == [("Doomed", 0), ("Doomed", 1)]
+        assert store.topics() == {"Keep": [0]}
+        assert not (cfg.consume_queue_dir / "Doomed" / "0").exists()
+        assert store.get_message("g", "Doomed", 0, 0).status is GetStatus.NO_MESSAGE_IN_QUEUE
+        assert set(load_dropped_queues(cfg.root).horizons) == {("Doomed", 0), ("Doomed", 1)}
+
+        put(store, "Doomed", 0, "new", 3)  # the topic made again starts at offset 0
+        assert store.wait_dispatched(10)
+        assert bodies(store, "Doomed", 0) == ["new-0", "new-1", "new-2"]
+        assert [m.body[:5] for m in store.query_message("Doomed", "old")] == []
+        assert len(store.query_message("Doomed", "new")) == 3
+    report = verify_store(cfg.root, cfg)
+    assert report.ok, report.problems
+    assert report.deleted_queue_records == 55
+
+    def reopened_agrees() -> None:
+        with MessageStore(cfg) as store:
+            assert store.topics() == {"Doomed": [0], "Keep": [0]}
+            assert bodies(store, "Doomed", 0) == ["new-0", "new-1", "new-2"]
+            assert store.get_max_offset_in_queue("Keep", 0) == 20
+        assert_consistent(cfg)
+
+    reopened_agrees()
+    # every queue rebuilt from the first CommitLog record on (abnormal recovery)
+    plan = apply_repair(cfg, plan_repair(cfg, rebuild_queues=True))
+    assert plan.recovery is not None and plan.recovery.queue_entries_rebuilt == 23
+    reopened_agrees()
+
+
+def test_a_deleted_queue_is_forgotten_once_its_records_are_gone(tmp_path: Path) -> None:
+    cfg = config(tmp_path / "store")
+    with MessageStore(cfg) as store:
+        put(store, "Doomed", 0, "old", 40)
+        assert store.delete_queues("Doomed".__eq__) == [("Doomed", 0)]
+        assert store.dropped.horizons
+        put(store, "Live", 0, "live", 900)
+        expire_all_but_the_last_segment(store)
+        assert store.clean_expired_queues() == []
+        assert store.dropped.horizons == {}
+    assert load_dropped_queues(cfg.root).horizons == {}
+
+
+def test_the_deleted_queues_file(tmp_path: Path) -> None:
+    path = tmp_path / "config" / DroppedQueues.FILE_NAME
+    dropped = DroppedQueues(path)
+    dropped.add([("T", 0), ("T", 1)], 1000)
+    dropped.add([("T", 0)], 500)  # never lowered
+    dropped.persist()
+    assert path.read_text() == (
+        '{\n\t"droppedQueues":[\n\t\t{\n\t\t\t"beforeOffset":1000,\n\t\t\t"queueId":0,\n'
+        '\t\t\t"topic":"T"\n\t\t},\n\t\t{\n\t\t\t"beforeOffset":1000,\n\t\t\t"queueId":1,\n'
+        '\t\t\t"topic":"T"\n\t\t}\n\t]\n}')
+    again = load_dropped_queues(tmp_path)
+    assert again.horizons == {("T", 0): 1000, ("T", 1): 1000}
+    assert again.dropped("T", 0, 999) and not again.dropped("T", 0, 1000)
+    assert not again.dropped("U", 0, 0)
+    assert again.prune(1000) and again.horizons == {}
+    path.write_text('{"droppedQueues":[{"topic":"T"}]}')
+    path.with_name(path.name + ".bak").write_text("{")
+    with pytest.raises(ConfigError, match="lacks topic, queueId or beforeOffset"):
+        load_dropped_queues(tmp_path)
+
+
+def test_a_slave_starts_a_queue_again_when_its_master_deleted_it(tmp_path: Path) -> None:
+    """The master's deletion reaches a slave only as records numbered from 0 again after
+    the old queue's: the slave deletes its copy of the queue there and indexes the new."""
+    mcfg = config(tmp_path / "m")
+    scfg = config(tmp_path / "s").replace(broker_role=BrokerRole.SLAVE)
+    rnd = random.Random(7)
+    with MessageStore(mcfg) as master, MessageStore(scfg) as slave:
+        put(master, "Doomed", 0, "old", 30)
+        put(master, "Keep", 0, "keep", 5)
+        replicate(master, slave, 0, rnd)
+        assert slave.wait_dispatched(10)
+        assert slave.get_max_offset_in_queue("Doomed", 0) == 30
+        start = master.max_phy_offset
+        master.delete_queues("Doomed".__eq__)
+        put(master, "Doomed", 0, "new", 4)
+        put(master, "Keep", 0, "keep", 5)
+        replicate(master, slave, start, rnd)
+        assert slave.wait_dispatched(10)
+        assert bodies(slave, "Doomed", 0) == ["new-0", "new-1", "new-2", "new-3"]
+        assert slave.get_max_offset_in_queue("Keep", 0) == 10
+        assert set(slave.dropped.horizons) == {("Doomed", 0)}
+    assert_consistent(scfg)
+    with MessageStore(scfg) as slave:
+        assert bodies(slave, "Doomed", 0) == ["new-0", "new-1", "new-2", "new-3"]

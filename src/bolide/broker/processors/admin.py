@@ -25,7 +25,6 @@ from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers.admin import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
-    DeleteTopicRequestHeader,
     GetBrokerConfigResponseHeader,
     GetTopicConfigRequestHeader,
 )
@@ -71,7 +70,7 @@ class AdminProcessor:
     """Topic, configuration and subscription-group administration."""
 
     CODES = (RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.GET_ALL_TOPIC_CONFIG,
-             RequestCode.DELETE_TOPIC_IN_BROKER, RequestCode.GET_BROKER_CONFIG,
+             RequestCode.GET_BROKER_CONFIG,
              RequestCode.UPDATE_BROKER_CONFIG, RequestCode.GET_BROKER_RUNTIME_INFO,
              RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
              RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, RequestCode.DELETE_SUBSCRIPTIONGROUP,
@@ -88,7 +87,6 @@ class AdminProcessor:
             c.GET_TOPIC_CONFIG: self.get_topic_config,
             c.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.get_system_topics,
             c.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
-            c.DELETE_TOPIC_IN_BROKER: self.delete_topic,
             c.GET_BROKER_CONFIG: self.get_broker_config,
             c.UPDATE_BROKER_CONFIG: self.update_broker_config,
             c.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
@@ -144,17 +142,6 @@ class AdminProcessor:
         """mqadmin deleteExpiredCommitLog (329): the store's clean thread deletes expired
         CommitLog files in its next runs whatever deleteWhen says (answered at once)."""
         self.broker.store.delete_expired_files_now()
-        return request.make_response()
-
-    def delete_topic(self, request: RemotingCommand) -> RemotingCommand:
-        """Forget the topic's config and re-register (answers 0 for an unknown topic, as Java
-        does). Its messages stay in the store until retention removes them: the ConsumeQueue
-        files are not deleted."""
-        header = request.read_header(DeleteTopicRequestHeader)
-        if header.topic in SYSTEM_TOPICS:
-            return request.make_response(ResponseCode.SYSTEM_ERROR,
-                                         f"The topic[{header.topic}] is conflict with system topic.")
-        self.broker.topics.delete(header.topic)
         return request.make_response()
 
     @staticmethod

@@ -44,13 +44,14 @@ from typing import Any, NamedTuple
 
 from bolide.common import sysflag
 from bolide.common.config_persist import sync_dir
-from bolide.errors import StoreError, StoreLockedError
+from bolide.errors import ConfigError, StoreError, StoreLockedError
 from bolide.spark.options import SparkOptionError
 from bolide.spark.store_reader import Segment, plan_segments, store_options
 from bolide.store.checkpoint import Checkpoint, StoreLock, is_locked_by_other_process
 from bolide.store.config import StoreConfig
 from bolide.store.consume_queue import ConsumeQueue
 from bolide.store.delay import parse_delay_levels
+from bolide.store.dropped_queues import load_dropped_queues
 from bolide.store.index_service import IndexService
 from bolide.store.record import RecordError, RecordInfo, compute_tags_code, parse_record, property_bytes
 
@@ -71,7 +72,8 @@ class RebuildResult:
     store_dir: str
     segments: int  # CommitLog segments scanned
     records: int  # records found in them
-    no_queue_entry: int  # records dispatch gives no ConsumeQueue entry (transaction half/rollback)
+    no_queue_entry: int  # records dispatch gives no ConsumeQueue entry (transaction
+    # half/rollback, deleted queues)
     queues: int  # (topic, queueId) pairs written
     queue_entries: int
     queue_files: int
@@ -137,19 +139,24 @@ def _text(raw: bytes | None) -> str | None:
     return raw.decode("utf-8", "replace") if raw else None
 
 
-def dispatch_row(info: RecordInfo, delay_millis: dict[int, int]) -> DispatchRow:
-    """The :class:`DispatchRow` of a record, its tags code computed as dispatch does."""
+def dispatch_row(info: RecordInfo, delay_millis: dict[int, int],
+                 deleted: dict[tuple[str, int], int] | None = None) -> DispatchRow:
+    """The :class:`DispatchRow` of a record, its tags code computed as dispatch does; a
+    record of a ``deleted`` queue (before its offset) gets no ConsumeQueue entry."""
     props = info.properties
+    entry = sysflag.gets_queue_entry(info.sys_flag) and not (
+        deleted and info.commit_log_offset < deleted.get((info.topic, info.queue_id), -1))
     return DispatchRow(info.topic, info.queue_id, info.queue_offset, info.commit_log_offset, info.size,
                        compute_tags_code(info, delay_millis), _text(property_bytes(props, _KEYS)),
                        _text(property_bytes(props, _UNIQ)), info.store_timestamp, info.sys_flag,
-                       sysflag.gets_queue_entry(info.sys_flag))
+                       entry)
 
 
-def scan_rows(delay_millis: dict[int, int], seg: Segment) -> Iterator[DispatchRow]:
+def scan_rows(delay_millis: dict[int, int], deleted: dict[tuple[str, int], int],
+              seg: Segment) -> Iterator[DispatchRow]:
     """The rows of one segment (a Spark task)."""
     for info in scan_dispatch(seg):
-        yield dispatch_row(info, delay_millis)
+        yield dispatch_row(info, delay_millis, deleted)
 
 
 # -- executors: ConsumeQueue files ----------------------------------------------------------------
@@ -320,6 +327,12 @@ def rebuild_index(spark: Any, store_dir: str | Path, *, consume_queue: bool = Tr
                              "(the one holding commitlog/)")
     delay_millis = parse_delay_levels(cfg.message_delay_level)
     lock = _lock(root)
+    try:  # records of deleted topics' queues get no entry (bolide.store.dropped_queues)
+        deleted = load_dropped_queues(root).horizons
+    except ConfigError as exc:
+        lock.release()
+        raise RebuildRefused(f"{exc}: restore config/droppedQueues.json from its .bak, or "
+                             "`bolide store repair` does") from None
     scratch = root / SCRATCH
     try:
         targets = ([cfg.consume_queue_dir] if consume_queue else []) + ([cfg.index_dir] if index else [])
@@ -332,7 +345,7 @@ def rebuild_index(spark: Any, store_dir: str | Path, *, consume_queue: bool = Tr
         scratch.mkdir()
         sc = spark.sparkContext
         records = sc.parallelize(segments, max(1, len(segments))).flatMap(
-            partial(scan_rows, delay_millis)).persist()
+            partial(scan_rows, delay_millis, deleted)).persist()
         try:
             counts = records.map(_gets_entry).countByValue()
             queues: list[tuple[str, int, int, int, int, int, int]] = []
