@@ -36,6 +36,10 @@
 //	    with WithCredentials(ACCESS_KEY, SECRET_KEY): N sync sends and a batch of 2 (SEND mode
 //	    status ...), a push consumer printing MSG body until all N + 2 arrived; then one send with
 //	    a wrong secret and one unsigned: REFUSED mode reason.
+//	request NAMESRV TOPIC N TIMEOUT
+//	    N Producer.Request calls one after the other ("go-ask-I"), each waiting up to TIMEOUT
+//	    seconds for the reply: REPLY body topic correlationId. (Go's consumer.CreateReplyMessage
+//	    of this version leaves the reply's body empty, so Go cannot answer requests.)
 package main
 
 import (
@@ -74,6 +78,8 @@ func runScenario(args []string) {
 		code = sql(args[1], args[2], args[3], atoi(args[4]), atoi(args[5]), args[6], seconds(args[7]))
 	case len(args) == 8 && args[0] == "acl":
 		code = acl(args[1], args[2], args[3], atoi(args[4]), args[5], args[6], seconds(args[7]))
+	case len(args) == 5 && args[0] == "request":
+		code = request(args[1], args[2], atoi(args[3]), seconds(args[4]))
 	default:
 		return
 	}
@@ -755,4 +761,19 @@ func (d *distinct) add(key string) {
 	if len(d.seen) == d.want {
 		close(d.done)
 	}
+}
+
+func request(ns, topic string, n int, timeout time.Duration) int {
+	p := newProducer(ns)
+	defer p.Shutdown()
+	for i := 0; i < n; i++ {
+		msg := primitive.NewMessage(topic, []byte(fmt.Sprintf("go-ask-%d", i)))
+		reply, err := p.Request(context.Background(), timeout, msg)
+		if err != nil {
+			emit("ERROR", fmt.Sprintf("go-ask-%d", i), strings.ReplaceAll(err.Error(), "\n", " "))
+			return 3
+		}
+		emit("REPLY", string(reply.Body), reply.Topic, reply.GetProperty(primitive.PropertyCorrelationID))
+	}
+	return 0
 }

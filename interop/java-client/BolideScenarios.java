@@ -2,6 +2,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -16,8 +17,10 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.RequestCallback;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.utils.MessageUtil;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
@@ -59,6 +62,16 @@ import org.apache.rocketmq.remoting.RPCHook;
  *                                  and a batch of 2 (SEND mode status ...), a push consumer
  *                                  printing MSG body until all N + 2 arrived; then one send
  *                                  with a wrong secret and one unsigned: REFUSED mode reason
+ *   request NAMESRV TOPIC N TIMEOUT_MS
+ *                                  N DefaultMQProducer.request calls one after the other, each
+ *                                  waiting up to TIMEOUT_MS: REPLY body topic correlationId
+ *                                  (the RequestCallback form: the blocking one of 5.3.x returns
+ *                                  as soon as the request is sent, apache/rocketmq#9319, and
+ *                                  both call onSuccess(null) then, before the reply)
+ *   respond NAMESRV TOPIC GROUP N TIMEOUT
+ *                                  a push consumer answering each request with
+ *                                  MessageUtil.createReplyMessage(msg, "re:" + body) until N
+ *                                  were answered: ANSWERED body sendStatus
  * </pre>
  */
 public final class BolideScenarios {
@@ -98,6 +111,12 @@ public final class BolideScenarios {
                 break;
             case "acl":
                 code = acl(a[1], a[2], a[3], Integer.parseInt(a[4]), a[5], a[6], Integer.parseInt(a[7]));
+                break;
+            case "request":
+                code = request(a[1], a[2], Integer.parseInt(a[3]), Long.parseLong(a[4]));
+                break;
+            case "respond":
+                code = respond(a[1], a[2], a[3], Integer.parseInt(a[4]), Integer.parseInt(a[5]));
                 break;
             default:
                 usage();
@@ -545,6 +564,62 @@ public final class BolideScenarios {
             line("REFUSED", mode, why.toString().replace('\n', ' ').replace('\t', ' '));
         } finally {
             producer.shutdown();
+        }
+    }
+
+    private static int request(String namesrv, String topic, int n, long timeoutMs) throws Exception {
+        DefaultMQProducer producer = producer(namesrv);
+        try {
+            for (int i = 0; i < n; i++) {
+                CompletableFuture<Message> replied = new CompletableFuture<>();
+                producer.request(new Message(topic, "rpc", utf8("ask-" + i)), new RequestCallback() {
+                    @Override
+                    public void onSuccess(Message m) {
+                        if (m != null) {
+                            replied.complete(m);
+                        }
+                    }
+
+                    @Override
+                    public void onException(Throwable e) {
+                        replied.completeExceptionally(e);
+                    }
+                }, timeoutMs);
+                Message reply = replied.get(timeoutMs + 5000, TimeUnit.MILLISECONDS);
+                line("REPLY", new String(reply.getBody(), StandardCharsets.UTF_8), reply.getTopic(),
+                     reply.getProperty("CORRELATION_ID"));
+            }
+            return 0;
+        } finally {
+            producer.shutdown();
+        }
+    }
+
+    private static int respond(String namesrv, String topic, String group, int n, int timeoutSec)
+        throws Exception {
+        DefaultMQProducer replier = producer(namesrv);
+        CountDownLatch done = new CountDownLatch(n);
+        DefaultMQPushConsumer consumer = pushConsumer(namesrv, group, instance("respond"));
+        consumer.subscribe(topic, "*");
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                try {
+                    Message reply = MessageUtil.createReplyMessage(m, utf8("re:" + text(m)));
+                    line("ANSWERED", text(m), String.valueOf(replier.send(reply).getSendStatus()));
+                    done.countDown();
+                } catch (Exception e) {
+                    line("ERROR", text(m), String.valueOf(e).replace('\n', ' '));
+                    return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+                }
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        consumer.start();
+        try {
+            return done.await(timeoutSec, TimeUnit.SECONDS) ? 0 : 3;
+        } finally {
+            consumer.shutdown();
+            replier.shutdown();
         }
     }
 }

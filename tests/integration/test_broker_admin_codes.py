@@ -563,7 +563,8 @@ def test_broker_consume_stats_producer_table_system_topics_and_consume_queue_ent
 
         r = await call(client, addr, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
         system = set(TopicList.decode(r.body_bytes()).topic_list)
-        assert {"SCHEDULE_TOPIC_XXXX", "TBW102", "DefaultCluster", "broker-a"} <= system
+        assert {"SCHEDULE_TOPIC_XXXX", "TBW102", "DefaultCluster", "broker-a",
+                "DefaultCluster_REPLY_TOPIC"} <= system
         assert TOPIC not in system and "RMQ_SYS_TRACE_TOPIC" not in system  # traceTopicEnable is off
 
         def query(index: int, count: int, queue_id: int = 0,

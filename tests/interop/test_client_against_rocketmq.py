@@ -3,7 +3,7 @@ in :data:`bolide.testing.rocketmq.VERSIONS`, started once for the module): Produ
 async and batch sends with tags and keys), PushConsumer (clustering, tag filter, a failed
 message redelivered through CONSUMER_SEND_MSG_BACK), orderly PushConsumer (LOCK_BATCH_MQ),
 PullConsumer (assign, poll, commit), TransactionProducer (commit, rollback, and the broker's
-CHECK_TRANSACTION_STATE), Admin (topic route, consumer progress, query by key) and the
+CHECK_TRANSACTION_STATE), request-reply, Admin (topic route, consumer progress, query by key) and the
 ``bolide admin`` commands.
 
 Needs java and the cached RocketMQ jars (``make interop-deps``): without them the module is
@@ -38,8 +38,10 @@ from bolide.client import (
     Producer,
     PullConsumer,
     PushConsumer,
+    RequestTimeoutError,
     SendStatus,
     TransactionProducer,
+    create_reply_message,
     select_by_hash,
 )
 from bolide.errors import RemotingError
@@ -165,6 +167,35 @@ def test_push_consumer_receives_everything_and_redelivers_a_failure(rmq: RocketM
         again = [m for m in deliveries if m.reconsume_times == 1]
         assert [m.body for m in again] == [b"m-4"]
         assert again[0].topic == "ItPush" and again[0].msg_id in failed  # original topic and id
+
+    run(test)
+
+
+def test_request_reply(rmq: RocketMQ) -> None:
+    """Producer.request and create_reply_message through a RocketMQ broker: it pushes each
+    reply to the requester (PUSH_REPLY_MESSAGE_TO_CLIENT, which Bolide's client answers)."""
+    async def test() -> None:
+        async with Admin(rmq.namesrv_addr) as admin:
+            await admin.create_topic("ItRpc", read_queue_nums=2, write_queue_nums=2)
+        replier = Producer(rmq.namesrv_addr, "interop-rpc-responder-pg")
+
+        async def listener(msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus:
+            for m in msgs:
+                await replier.send(create_reply_message(m, b"re:" + m.body))
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        consumer = PushConsumer(rmq.namesrv_addr, "interop-rpc-cg", listener=listener, **FAST)
+        consumer.subscribe("ItRpc")
+        async with replier, consumer, Producer(rmq.namesrv_addr, "interop-rpc-pg") as requester:
+            replies = await asyncio.gather(*(requester.request(Message("ItRpc", b"q%d" % i),
+                                                               timeout_ms=30_000) for i in range(4)))
+            with pytest.raises(RequestTimeoutError):
+                await requester.request(Message("ItRpcNobody", b"?"), timeout_ms=1000)
+        assert [r.body for r in replies] == [b"re:q%d" % i for i in range(4)]
+        assert {r.topic for r in replies} == {"DefaultCluster_REPLY_TOPIC"}
+        assert len({r.properties["CORRELATION_ID"] for r in replies}) == 4
+        assert all("PUSH_REPLY_TIME" in r.properties and "ARRIVE_TIME" in r.properties
+                   for r in replies)
 
     run(test)
 

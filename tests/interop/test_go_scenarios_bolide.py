@@ -2,8 +2,8 @@
 beyond the plain round trip, mirroring ``test_java_scenarios_bolide.py``: SendSync/SendAsync/
 SendOneWay/batch sends, retries ending in the dead letter queue, orderly consumption with queue
 locks, two push consumers sharing a group (clustering rebalance and broadcasting), the pull
-consumer, a SQL92 subscription, and the TransactionProducer with CheckLocalTransaction,
-mirroring ``test_java_transactions_bolide.py``.
+consumer, a SQL92 subscription, request-reply (Producer.Request), and the TransactionProducer
+with CheckLocalTransaction, mirroring ``test_java_transactions_bolide.py``.
 
 The driver is ``interop/go-client/scenarios.go`` (commands of the ``goclient`` binary); each test
 runs one command against an in-process NameServer + Broker on free ports. Go's pull consumer
@@ -40,6 +40,8 @@ from client_roundtrip import (
     with_servers,
 )
 
+from bolide.client import ConsumeFrom, Producer, PushConsumer, create_reply_message
+from bolide.common.message import MessageExt
 from bolide.store import StoreConfig
 from bolide.testing.goclient import go_client_binary, go_env
 from bolide.testing.rocketmq import RocketMQUnavailable
@@ -235,3 +237,30 @@ def test_go_sql92_subscription(tmp_path: Path) -> None:
 
     lines = with_servers(tmp_path, test, enable_property_filter=True)
     assert {(f[1], f[2], f[3]) for f in lines} == {(f"sql-{i}", str(i), "even") for i in (10, 12, 16, 18)}
+
+
+def test_go_request_reply(tmp_path: Path) -> None:
+    """Producer.Request: Bolide's client answers the Go requester through the broker (Go's own
+    CreateReplyMessage drops the reply's body in v2.1.2, so Go cannot be the responder)."""
+    go, env = goclient(tmp_path)
+    topic, n = "GoRpc", 3
+
+    async def test(s: Servers) -> list[list[str]]:
+        await create_topic(s, topic, queues=2)
+        replier = Producer(s.namesrv_addr, "go_rpc_responder_pg")
+
+        async def listener(msgs: list[MessageExt], ctx: object) -> None:
+            for m in msgs:
+                await replier.send(create_reply_message(m, b"re:" + m.body))
+
+        consumer = PushConsumer(s.namesrv_addr, "go_rpc_cg", listener=listener,
+                                consume_from=ConsumeFrom.FIRST_OFFSET)
+        consumer.subscribe(topic)
+        async with replier, consumer:
+            return await run_driver([*go, "request", s.namesrv_addr, topic, str(n), "60"],
+                                    tmp_path / "request.log", env=env, prefixes=("REPLY", "ERROR"))
+
+    lines = with_servers(tmp_path, test)
+    assert [f[:3] for f in lines] == [["REPLY", f"re:go-ask-{i}", "DefaultCluster_REPLY_TOPIC"]
+                                      for i in range(n)]
+    assert len({f[3] for f in lines}) == n

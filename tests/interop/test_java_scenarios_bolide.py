@@ -1,8 +1,8 @@
 """The official Java client (rocketmq-client 4.9.7 and 5.3.3, unmodified) against Bolide beyond
 the plain round trip: sync/async/oneway/batch sends, retries ending in the dead letter queue,
 orderly consumption with queue locks, two push consumers sharing a group (clustering rebalance
-and broadcasting), the lite pull consumer, query by key / view by id, and SQL92 subscriptions
-(MessageSelector.bySql).
+and broadcasting), the lite pull consumer, query by key / view by id, SQL92 subscriptions
+(MessageSelector.bySql) and request-reply (DefaultMQProducer.request).
 
 The driver is ``interop/java-client/BolideScenarios.java``; each test runs one of its commands
 in a JVM against an in-process NameServer + Broker on free ports.
@@ -10,6 +10,7 @@ in a JVM against an in-process NameServer + Broker on free ports.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -24,6 +25,9 @@ from client_roundtrip import (
     with_servers,
 )
 
+from bolide.client import ConsumeFrom, Producer, PushConsumer, create_reply_message
+from bolide.common import Message
+from bolide.common.message import MessageExt
 from bolide.testing.rocketmq import JAVA_SCENARIOS_MAIN, RocketMQUnavailable, java_client_command
 from bolide.testing.servers import Servers
 
@@ -191,3 +195,50 @@ def test_sql92_subscription(tmp_path: Path, version: str) -> None:
 
     refused = with_servers(tmp_path / "off", test)
     assert refused[0][0] == "REFUSED" and "enablePropertyFilter=true" in refused[0][1], refused
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_request_reply(tmp_path: Path, version: str) -> None:
+    """DefaultMQProducer.request and MessageUtil.createReplyMessage: a Java responder answers
+    a Java requester and a Python one; a Python responder answers a Java requester."""
+    java, n, topic = scenarios(tmp_path, version), 4, "JavaRpc"
+
+    async def test(s: Servers) -> tuple[list[list[str]], list[bytes], list[list[str]], list[list[str]]]:
+        await create_topic(s, topic, queues=2)
+        responder = asyncio.ensure_future(run_driver(
+            [*java, "respond", s.namesrv_addr, topic, "java_rpc_cg", str(2 * n), "120"],
+            tmp_path / "respond.log", prefixes=("ANSWERED", "ERROR")))
+        async with Producer(s.namesrv_addr, "py_rpc_pg") as requester:
+            java_asked = asyncio.ensure_future(run_driver(
+                [*java, "request", s.namesrv_addr, topic, str(n), "60000"],
+                tmp_path / "request.log", prefixes=("REPLY",)))
+            python_asked = [(await requester.request(Message(topic, b"py-%d" % i),
+                                                     timeout_ms=60_000)).body for i in range(n)]
+            requested = await java_asked
+        answered = await responder
+
+        # the other way round: Bolide's client answers the Java requester
+        replier = Producer(s.namesrv_addr, "py_rpc_responder_pg")
+
+        async def listener(msgs: list[MessageExt], ctx: object) -> None:
+            for m in msgs:
+                await replier.send(create_reply_message(m, b"py:" + m.body))
+
+        consumer = PushConsumer(s.namesrv_addr, "py_rpc_cg", listener=listener,
+                                consume_from=ConsumeFrom.LAST_OFFSET)
+        consumer.subscribe(topic)
+        async with replier, consumer:
+            answered_by_python = await run_driver(
+                [*java, "request", s.namesrv_addr, topic, "2", "60000"],
+                tmp_path / "request-python.log", prefixes=("REPLY",))
+        return requested, python_asked, answered, answered_by_python
+
+    requested, python_asked, answered, answered_by_python = with_servers(tmp_path, test)
+    assert [f[1:3] for f in requested] == [[f"re:ask-{i}", "DefaultCluster_REPLY_TOPIC"]
+                                           for i in range(n)]
+    assert len({f[3] for f in requested}) == n  # one correlation id per request
+    assert python_asked == [b"re:py-%d" % i for i in range(n)]
+    assert sorted(f[1] for f in answered) == sorted(
+        [f"ask-{i}" for i in range(n)] + [f"py-{i}" for i in range(n)])
+    assert all(f[0] == "ANSWERED" and f[2] == "SEND_OK" for f in answered), answered
+    assert [f[1] for f in answered_by_python] == ["py:ask-0", "py:ask-1"]

@@ -121,6 +121,19 @@ class ClientManager:
         found = [channel for channel, cid in info.clients.items() if cid == client_id]
         return found[-1] if found else None
 
+    def producer_channel(self, client_id: str) -> object | None:
+        """The connection of the producer ``client_id`` (of any group; the latest heartbeat's
+        when it has several): where replies to its requests go."""
+        best: tuple[float, object] | None = None
+        for clients in self.producers.values():
+            for channel, cid in clients.items():
+                if cid == client_id:
+                    info = self.channels.get(channel)
+                    seen = info.last_heartbeat if info is not None else 0.0
+                    if best is None or seen >= best[0]:
+                        best = (seen, channel)
+        return best[1] if best is not None else None
+
     def expired(self, timeout_s: float) -> list[object]:
         """Connections whose latest heartbeat is older than ``timeout_s`` seconds."""
         deadline = time.monotonic() - timeout_s

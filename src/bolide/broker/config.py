@@ -60,6 +60,8 @@ class BrokerConfig(PropertiesConfig):
     server_channel_max_idle_s: int = _key("serverChannelMaxIdleTimeSeconds", 120)
     flush_consumer_offset_interval_ms: int = _key("flushConsumerOffsetInterval", 5000)
     reject_transaction_message: bool = _key("rejectTransactionMessage", False)
+    # replies to requests (SEND_REPLY_MESSAGE) are also stored in <cluster>_REPLY_TOPIC
+    store_reply_message_enable: bool = _key("storeReplyMessageEnable", True)
     transaction_timeout_ms: int = _key("transactionTimeOut", 6000)
     transaction_check_max: int = _key("transactionCheckMax", 15)
     transaction_check_interval_ms: int = _key("transactionCheckInterval", 60_000)

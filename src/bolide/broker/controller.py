@@ -27,6 +27,7 @@ from bolide.broker.processors.lock import LockProcessor
 from bolide.broker.processors.pull import PullProcessor
 from bolide.broker.processors.query import QueryProcessor
 from bolide.broker.processors.queue_cleanup import QueueCleanupProcessor
+from bolide.broker.processors.reply import ReplyProcessor
 from bolide.broker.processors.reset_offset import ResetOffsetProcessor
 from bolide.broker.processors.send import SendProcessor
 from bolide.broker.processors.send_back import SendBackProcessor
@@ -204,7 +205,8 @@ class BrokerController:
                           QueryProcessor(self), AdminStatsProcessor(self),
                           EndTransactionProcessor(self), ResetOffsetProcessor(self),
                           HAAdminProcessor(self), ConsumerRelayProcessor(self),
-                          AclAdminProcessor(self), QueueCleanupProcessor(self)):
+                          AclAdminProcessor(self), QueueCleanupProcessor(self),
+                          ReplyProcessor(self)):
             for code in processor.CODES:
                 self.server.register(code, processor)
         self.registration = BrokerRegistration(self.config, self.topics, self.namesrv_client,

@@ -14,6 +14,7 @@ from bolide.common.topic import (
     SCHEDULE_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
+    reply_topic,
 )
 from bolide.protocol.bodies.broker import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from bolide.store import topic_config as stored
@@ -55,6 +56,9 @@ class TopicConfigManager:
                               write_queue_nums=16, perm=cluster_perm))
         self._put(TopicConfig(topic_name=config.broker_name, read_queue_nums=1, write_queue_nums=1,
                               perm=broker_perm))
+        # replies to requests (DefaultMQProducer.request): a topic per cluster, as RocketMQ
+        self._put(TopicConfig(topic_name=reply_topic(config.broker_cluster_name),
+                              read_queue_nums=1, write_queue_nums=1))
         if config.trace_topic_enable:
             self._put(TopicConfig(topic_name=config.msg_trace_topic_name, read_queue_nums=1,
                                   write_queue_nums=1))

@@ -17,12 +17,14 @@ from bolide.client.errors import (
     MQBrokerError,
     MQClientError,
     NoRouteError,
+    RequestTimeoutError,
     SendTimeoutError,
 )
 from bolide.client.filtering import MessageSelector
 from bolide.client.producer import DEFAULT_PRODUCER_GROUP, Producer
 from bolide.client.pull_consumer import PullConsumer
 from bolide.client.push_consumer import ConsumeContext, PushConsumer
+from bolide.client.request_reply import create_reply_message
 from bolide.client.results import (
     ConsumeFrom,
     ConsumeStatus,
@@ -62,6 +64,7 @@ __all__ = [
     "PullResult",
     "PullStatus",
     "PushConsumer",
+    "RequestTimeoutError",
     "SendResult",
     "SendStatus",
     "SendTimeoutError",
@@ -69,6 +72,7 @@ __all__ = [
     "TransactionSendResult",
     "allocate_averagely",
     "allocate_by_circle",
+    "create_reply_message",
     "select_by_hash",
     "select_random",
 ]

@@ -276,6 +276,11 @@ class Producer(_Blocking[_producer.Producer]):
     def publish_queues(self, topic: str) -> list[MessageQueue]:
         return self._run(lambda c: c.publish_queues(topic))
 
+    def request(self, msg: Message, *, timeout_ms: int = 3000, queue: MessageQueue | None = None,
+                selector: MessageQueueSelector | None = None, arg: Any = None) -> MessageExt:
+        return self._run(lambda c: c.request(msg, timeout_ms=timeout_ms, queue=queue,
+                                             selector=selector, arg=arg))
+
 
 @_documented_as(_tx.TransactionProducer)
 class TransactionProducer(Producer):

@@ -40,6 +40,12 @@ class SendTimeoutError(MQClientError):
     retriable = True
 
 
+class RequestTimeoutError(MQClientError):
+    """No reply to a request arrived within its timeout (RocketMQ's RequestTimeoutException)."""
+
+    retriable = True
+
+
 class MessageNotFoundError(MQClientError):
     """An admin lookup (by id, key or offset) found no message."""
 

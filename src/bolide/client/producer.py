@@ -11,6 +11,8 @@ the topic does not exist yet, so the broker creates it) and tries up to ``retry_
 queues, on another broker when there is one, after transport errors and the codes the Java
 producer retries (17, 14, 1, 16, 204, 205), all within ``send_timeout_ms``. Bodies larger than
 ``compress_over_bytes`` are zlib-compressed (sysFlag bit 0). Every message gets a UNIQ_KEY id.
+``request`` sends a message and waits for the reply a consumer sends back
+(:mod:`bolide.client.request_reply`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+import uuid
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -30,16 +33,18 @@ from bolide.client.errors import (
     ClientStateError,
     MessageError,
     MQBrokerError,
+    RequestTimeoutError,
     SendTimeoutError,
     error_for_response,
 )
 from bolide.client.instance import ClientInstance
+from bolide.client.request_reply import PendingReplies, is_reply
 from bolide.client.results import SendResult, SendStatus
 from bolide.client.route import TopicRoute
 from bolide.client.selector import MessageQueueSelector
 from bolide.common import properties as P
 from bolide.common import sysflag
-from bolide.common.message import Message
+from bolide.common.message import Message, MessageExt
 from bolide.common.msgid import UniqKeyGenerator
 from bolide.common.topic import AUTO_CREATE_TOPIC_KEY, RETRY_GROUP_TOPIC_PREFIX, validate_topic
 from bolide.errors import ProtocolError, RemotingError, RemotingTimeoutError
@@ -80,6 +85,8 @@ class Producer:
         self._instance.producer_group = group
         self._counters: dict[str, itertools.count[int]] = {}
         self._start_lock: asyncio.Lock | None = None
+        self._replies: PendingReplies | None = None  # made by the first request
+        self._requested: set[str] = set()  # topics requests went to
 
     @property
     def client_id(self) -> str:
@@ -133,6 +140,49 @@ class Producer:
 
         return await self._with_retries(route, fixed, attempt, started, timeout_ms,
                                         f"sending to topic {msg.topic!r}")
+
+    async def request(self, msg: Message, *, timeout_ms: int = 3000,
+                      queue: MessageQueue | None = None,
+                      selector: MessageQueueSelector | None = None,
+                      arg: Any = None) -> MessageExt:
+        """Send ``msg`` as a request and return the reply a consumer of its topic sends back
+        with :func:`~bolide.client.request_reply.create_reply_message` (RocketMQ's
+        ``DefaultMQProducer.request``).
+
+        ``timeout_ms`` bounds the send and the wait for the reply: past it RequestTimeoutError
+        is raised. ``queue``, ``selector`` and ``arg`` as for :meth:`send`. Raises what
+        :meth:`send` raises when the request cannot be sent.
+        """
+        await self.start()
+        self._check(msg)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        replies = self._replies
+        if replies is None:
+            replies = self._replies = PendingReplies()
+            self._instance.register_processor(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT,
+                                              replies.on_push)
+        correlation_id = str(uuid.uuid4())
+        msg.properties[P.CORRELATION_ID] = correlation_id
+        msg.properties[P.REPLY_TO_CLIENT] = self.client_id
+        msg.properties[P.MESSAGE_TTL] = str(timeout_ms)
+        if msg.topic not in self._requested:
+            # the brokers push replies down the connection of the producer's heartbeat
+            await self._instance.publish_route(msg.topic, self.default_topic_queue_nums)
+            await self._instance.heartbeat()
+            self._requested.add(msg.topic)
+        reply = replies.expect(correlation_id)
+        try:
+            remaining_ms = max(1, int((deadline - loop.time()) * 1000))
+            await self.send(msg, queue=queue, selector=selector, arg=arg, timeout_ms=remaining_ms)
+            return await asyncio.wait_for(reply, max(0.0, deadline - loop.time()))
+        except TimeoutError:
+            raise RequestTimeoutError(
+                f"no reply to the request {correlation_id} on topic {msg.topic!r} within "
+                f"{timeout_ms} ms: a consumer of the topic must answer it with "
+                "create_reply_message") from None
+        finally:
+            replies.forget(correlation_id)
 
     def send_async(self, msg: Message, **kwargs: Any) -> asyncio.Task[SendResult]:
         """Start :meth:`send` in the background; await the task (or add a done callback)."""
@@ -300,8 +350,8 @@ class Producer:
                         props: dict[str, str], msg: Message, timeout_ms: int) -> SendResult:
         addr = self._addr(route, mq)
         header = self._header(mq, sys_flag, dict(props), msg, route)
-        response = await self._instance.remoting.invoke(
-            addr, request(RequestCode.SEND_MESSAGE_V2, header, body), timeout_ms)
+        code = RequestCode.SEND_REPLY_MESSAGE_V2 if is_reply(msg) else RequestCode.SEND_MESSAGE_V2
+        response = await self._instance.remoting.invoke(addr, request(code, header, body), timeout_ms)
         return self._result(response, addr, mq, props[P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX])
 
     @staticmethod

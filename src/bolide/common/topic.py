@@ -12,6 +12,12 @@ RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
+
+
+def reply_topic(cluster: str) -> str:
+    """The topic replies to requests go to in ``cluster`` (``<cluster>_REPLY_TOPIC``)."""
+    return f"{cluster}_{REPLY_TOPIC_POSTFIX}"
 
 
 def validate_topic(topic: str) -> str | None:

@@ -15,7 +15,7 @@ from bolide.broker.runtime_info import runtime_info
 from bolide.broker.topic_attributes import TopicAttributeError, apply_changes
 from bolide.broker.topic_config import SYSTEM_TOPICS
 from bolide.common.config_file import known_values, parse_properties
-from bolide.common.topic import validate_queue_nums, validate_topic
+from bolide.common.topic import reply_topic, validate_queue_nums, validate_topic
 from bolide.errors import BolideError
 from bolide.protocol import fastjson
 from bolide.protocol.bodies.admin import KVTable, TopicList
@@ -131,9 +131,11 @@ class AdminProcessor:
 
     def get_system_topics(self, request: RemotingCommand) -> RemotingCommand:
         """The broker's system topics (305; mqadmin exportMetrics leaves them out), with the
-        built-in ones named after its cluster and itself, and the trace topic when enabled."""
+        built-in ones named after its cluster (the cluster's and its reply topic) and itself,
+        and the trace topic when enabled."""
         config = self.broker.config
-        topics = SYSTEM_TOPICS | {config.broker_cluster_name, config.broker_name}
+        topics = SYSTEM_TOPICS | {config.broker_cluster_name, config.broker_name,
+                                  reply_topic(config.broker_cluster_name)}
         if config.trace_topic_enable:
             topics |= {config.msg_trace_topic_name}
         return request.make_response(body=TopicList(topic_list=sorted(topics)).encode())

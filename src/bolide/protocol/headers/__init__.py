@@ -58,6 +58,7 @@ from bolide.protocol.headers.namesrv import (
 from bolide.protocol.headers.send import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
+    ReplyMessageRequestHeader,
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
     SendMessageResponseHeader,
@@ -109,6 +110,7 @@ __all__ = [
     "QueryTopicConsumeByWhoRequestHeader",
     "RegisterBrokerRequestHeader",
     "RegisterBrokerResponseHeader",
+    "ReplyMessageRequestHeader",
     "SearchOffsetRequestHeader",
     "SearchOffsetResponseHeader",
     "SendMessageRequestHeader",

@@ -1,5 +1,6 @@
 """Producer-side headers: SEND_MESSAGE (10) and its short-name form (310, 320, 325), the send
-response, END_TRANSACTION (37) and CHECK_TRANSACTION_STATE (39)."""
+response, END_TRANSACTION (37), PUSH_REPLY_MESSAGE_TO_CLIENT (326) and CHECK_TRANSACTION_STATE
+(39)."""
 
 from __future__ import annotations
 
@@ -165,6 +166,27 @@ class EndTransactionRequestHeader(Header):
     transaction_id: str | None = None
     topic: str | None = None
     bname: str | None = None
+
+
+@header
+class ReplyMessageRequestHeader(Header):
+    """PUSH_REPLY_MESSAGE_TO_CLIENT (326), broker to the requesting producer; the body is the
+    reply's body (compressed when sys_flag says so)."""
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    properties: str | None = None
+    reconsume_times: int | None = None
+    unit_mode: bool = False
+    born_host: str
+    store_host: str
+    store_timestamp: int
 
 
 @header
