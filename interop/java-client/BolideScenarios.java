@@ -23,6 +23,7 @@ import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.utils.MessageUtil;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageAccessor;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.remoting.RPCHook;
@@ -72,6 +73,11 @@ import org.apache.rocketmq.remoting.RPCHook;
  *                                  a push consumer answering each request with
  *                                  MessageUtil.createReplyMessage(msg, "re:" + body) until N
  *                                  were answered: ANSWERED body sendStatus
+ *   timer NAMESRV TOPIC GROUP N DELAY_MS TIMEOUT
+ *                                  N sends of "timer-I" to be delivered DELAY_MS later (the
+ *                                  TIMER_DELIVER_MS property Message.setDeliverTimeMs of 5.x
+ *                                  sets): DUE body deliverTimeMs; then a push consumer prints
+ *                                  MSG body receivedAtMs until all N arrived
  * </pre>
  */
 public final class BolideScenarios {
@@ -117,6 +123,10 @@ public final class BolideScenarios {
                 break;
             case "respond":
                 code = respond(a[1], a[2], a[3], Integer.parseInt(a[4]), Integer.parseInt(a[5]));
+                break;
+            case "timer":
+                code = timer(a[1], a[2], a[3], Integer.parseInt(a[4]), Long.parseLong(a[5]),
+                             Integer.parseInt(a[6]));
                 break;
             default:
                 usage();
@@ -620,6 +630,42 @@ public final class BolideScenarios {
         } finally {
             consumer.shutdown();
             replier.shutdown();
+        }
+    }
+
+    private static int timer(String namesrv, String topic, String group, int n, long delayMs,
+                             int timeoutSec) throws Exception {
+        DefaultMQProducer producer = producer(namesrv);
+        try {
+            for (int i = 0; i < n; i++) {
+                Message m = new Message(topic, "timer", utf8("timer-" + i));
+                long due = System.currentTimeMillis() + delayMs;
+                // what Message.setDeliverTimeMs(due) does in 5.x (absent from 4.9.x)
+                MessageAccessor.putProperty(m, "TIMER_DELIVER_MS", String.valueOf(due));
+                producer.send(m);
+                line("DUE", "timer-" + i, String.valueOf(due));
+            }
+        } finally {
+            producer.shutdown();
+        }
+        CountDownLatch done = new CountDownLatch(n);
+        Set<String> seen = ConcurrentHashMap.newKeySet();
+        DefaultMQPushConsumer consumer = pushConsumer(namesrv, group, instance("timer"));
+        consumer.subscribe(topic, "*");
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                line("MSG", text(m), String.valueOf(System.currentTimeMillis()));
+                if (seen.add(text(m))) {
+                    done.countDown();
+                }
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        consumer.start();
+        try {
+            return done.await(timeoutSec, TimeUnit.SECONDS) ? 0 : 3;
+        } finally {
+            consumer.shutdown();
         }
     }
 }

@@ -60,6 +60,9 @@ class BrokerConfig(PropertiesConfig):
     server_channel_max_idle_s: int = _key("serverChannelMaxIdleTimeSeconds", 120)
     flush_consumer_offset_interval_ms: int = _key("flushConsumerOffsetInterval", 5000)
     reject_transaction_message: bool = _key("rejectTransactionMessage", False)
+    # timer messages (TIMER_DELIVER_MS, ...): accepted, and how far ahead (RocketMQ's keys)
+    timer_wheel_enable: bool = _key("timerWheelEnable", True)
+    timer_max_delay_sec: int = _key("timerMaxDelaySec", 3 * 24 * 3600)
     # replies to requests (SEND_REPLY_MESSAGE) are also stored in <cluster>_REPLY_TOPIC
     store_reply_message_enable: bool = _key("storeReplyMessageEnable", True)
     transaction_timeout_ms: int = _key("transactionTimeOut", 6000)

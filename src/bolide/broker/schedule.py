@@ -4,7 +4,8 @@ The store writes a message sent with ``DELAY=<level>`` to ``SCHEDULE_TOPIC_XXXX`
 ``level - 1``, with its real topic and queue in ``REAL_TOPIC``/``REAL_QID``; the dispatcher gives
 its ConsumeQueue entry the delivery time as tags code. This service walks each level's queue from
 its offset in ``config/delayOffset.json`` and, once an entry is due, appends the message again to
-its real topic and queue (``DELAY`` removed), on the event loop like every other append.
+its real topic and queue (``DELAY`` removed), on the event loop like every other append. A timer
+message (``TIMER_OUT_MS``) not due yet goes to its next level instead (:mod:`bolide.broker.timer`).
 
 It sleeps until the earliest head entry is due, or until dispatch reports new schedule entries.
 """
@@ -18,6 +19,7 @@ import time
 from collections.abc import Iterable
 
 from bolide.broker.loop_service import LoopService
+from bolide.broker.timer import next_hop
 from bolide.common import properties as P
 from bolide.common.message import Message
 from bolide.common.topic import SCHEDULE_TOPIC
@@ -48,6 +50,7 @@ class ScheduleService(LoopService):
         self.store = store
         self.offsets = offsets
         self.delivered = 0
+        self.rescheduled = 0  # timer messages moved on to their next level
         self._wake = asyncio.Event()
 
     def start(self) -> None:
@@ -132,6 +135,9 @@ class ScheduleService(LoopService):
             return True
         props = dict(msg.properties)
         props.pop(P.DELAY_TIME_LEVEL, None)
+        hop = next_hop(props, _now_ms(), self.store.delay_millis)
+        if hop is not None:  # a timer message not due yet: on to its next level
+            props[P.DELAY_TIME_LEVEL] = str(hop)
         topic = props.get(P.REAL_TOPIC)
         queue_text = props.get(P.REAL_QUEUE_ID, "")
         if not topic or not queue_text.isdecimal():
@@ -143,7 +149,10 @@ class ScheduleService(LoopService):
             sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
             reconsume_times=msg.reconsume_times, wait_store=False)
         if result.ok:
-            self.delivered += 1
+            if hop is None:
+                self.delivered += 1
+            else:
+                self.rescheduled += 1
             return True
         if result.status in _HOPELESS:
             log.warning("delayed message at %d to %s cannot be stored (%s: %s); skipped",

@@ -213,7 +213,7 @@ class Producer:
             self._check(m)
             if m.topic != topic:
                 raise MessageError(f"a batch holds one topic; got {topic!r} and {m.topic!r}: split it")
-            if m.delay_time_level > 0:
+            if m.delay_time_level > 0 or m.deliver_time_ms is not None or m.delay_time_ms is not None:
                 raise MessageError("a batch cannot carry delayed messages: send those one by one")
             if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 raise MessageError("a batch cannot go to a retry topic")

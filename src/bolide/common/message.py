@@ -55,6 +55,33 @@ class Message:
         else:
             self.properties.pop(P.DELAY_TIME_LEVEL, None)
 
+    @property
+    def deliver_time_ms(self) -> int | None:
+        """Deliver the message at this time (ms since the epoch; RocketMQ 5's timer messages,
+        ``setDeliverTimeMs``): consumers see it then, not before. None: at once."""
+        text = self.properties.get(P.TIMER_DELIVER_MS)
+        return int(text) if text else None
+
+    @deliver_time_ms.setter
+    def deliver_time_ms(self, when: int | None) -> None:
+        if when is None:
+            self.properties.pop(P.TIMER_DELIVER_MS, None)
+        else:
+            self.properties[P.TIMER_DELIVER_MS] = str(int(when))
+
+    @property
+    def delay_time_ms(self) -> int | None:
+        """Deliver the message this many ms after the broker stores it (``setDelayTimeMs``)."""
+        text = self.properties.get(P.TIMER_DELAY_MS)
+        return int(text) if text else None
+
+    @delay_time_ms.setter
+    def delay_time_ms(self, delay: int | None) -> None:
+        if delay is None:
+            self.properties.pop(P.TIMER_DELAY_MS, None)
+        else:
+            self.properties[P.TIMER_DELAY_MS] = str(int(delay))
+
     def __repr__(self) -> str:
         return f"Message(topic={self.topic!r}, body={len(self.body)} bytes, props={self.properties})"
 

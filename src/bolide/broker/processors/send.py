@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import random
+import time
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from bolide.broker.retry import dlq_topic, group_of_retry_topic, max_reconsume_times
+from bolide.broker.timer import TimerRefusal, timer_properties
 from bolide.broker.topic_config import NOT_SENDABLE, PERM_WRITE
 from bolide.broker.transaction import is_half_message
 from bolide.common import properties as P
@@ -220,12 +222,26 @@ class SendProcessor:
                 flag=header.flag, sys_flag=header.sys_flag, born_timestamp=header.born_timestamp,
                 born_host=born, reconsume_times=header.reconsume_times or 0)
         else:
-            result = store.put_encoded(topic, body,
-                                       stored_properties(header.properties, cluster, dead=dead),
+            encoded = stored_properties(header.properties, cluster, dead=dead)
+            if b"TIMER_" in encoded and not dead:  # maybe a timer message (RocketMQ 5)
+                try:
+                    encoded = self._timer(encoded)
+                except TimerRefusal as refusal:
+                    return request.make_response(refusal.code, refusal.remark)
+            result = store.put_encoded(topic, body, encoded,
                                        queue_id, flag=header.flag, sys_flag=header.sys_flag,
                                        born_timestamp=header.born_timestamp, born_host=born,
                                        reconsume_times=header.reconsume_times or 0, wait_store=False)
         return result, queue_id
+
+    def _timer(self, encoded: bytes) -> bytes:
+        """The properties of a timer message as stored (due time, first delay level); the
+        same bytes for any other message. Raises TimerRefusal."""
+        config = self.broker.config
+        props = timer_properties(P.decode_properties(encoded), int(time.time() * 1000),
+                                 self.broker.store.delay_millis, enabled=config.timer_wheel_enable,
+                                 max_delay_s=config.timer_max_delay_sec)
+        return encoded if props is None else P.encode_properties(props)
 
     def _answer(self, request: RemotingCommand, result: PutMessageResult, queue_id: int, *,
                 frame: bool = False) -> RemotingCommand | bytes:
