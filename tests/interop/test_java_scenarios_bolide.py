@@ -25,11 +25,11 @@ from client_roundtrip import (
     with_servers,
 )
 
-from bolide.client import ConsumeFrom, Producer, PushConsumer, create_reply_message
+from bolide.client import ConsumeFrom, Producer
 from bolide.common import Message
-from bolide.common.message import MessageExt
 from bolide.testing.rocketmq import JAVA_SCENARIOS_MAIN, RocketMQUnavailable, java_client_command
 from bolide.testing.servers import Servers
+from conftest import replying_consumer
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
@@ -218,15 +218,8 @@ def test_request_reply(tmp_path: Path, version: str) -> None:
         answered = await responder
 
         # the other way round: Bolide's client answers the Java requester
-        replier = Producer(s.namesrv_addr, "py_rpc_responder_pg")
-
-        async def listener(msgs: list[MessageExt], ctx: object) -> None:
-            for m in msgs:
-                await replier.send(create_reply_message(m, b"py:" + m.body))
-
-        consumer = PushConsumer(s.namesrv_addr, "py_rpc_cg", listener=listener,
-                                consume_from=ConsumeFrom.LAST_OFFSET)
-        consumer.subscribe(topic)
+        consumer, replier = replying_consumer(s.namesrv_addr, topic, "py_rpc_cg", prefix=b"py:",
+                                              consume_from=ConsumeFrom.LAST_OFFSET)
         async with replier, consumer:
             answered_by_python = await run_driver(
                 [*java, "request", s.namesrv_addr, topic, "2", "60000"],

@@ -9,6 +9,22 @@ from bolide.common.hosts import encode_host
 from bolide.common.msgid import create_offset_msg_id
 
 
+def _int_property(key: str, doc: str) -> property:
+    """A property of the message holding a whole number (None when absent)."""
+
+    def get(self: Message) -> int | None:
+        text = self.properties.get(key)
+        return int(text) if text else None
+
+    def set(self: Message, value: int | None) -> None:
+        if value is None:
+            self.properties.pop(key, None)
+        else:
+            self.properties[key] = str(int(value))
+
+    return property(get, set, doc=doc)
+
+
 class Message:
     """A message to send: topic, body, user flag and properties (tags and keys live there)."""
 
@@ -55,32 +71,13 @@ class Message:
         else:
             self.properties.pop(P.DELAY_TIME_LEVEL, None)
 
-    @property
-    def deliver_time_ms(self) -> int | None:
+    deliver_time_ms = _int_property(
+        P.TIMER_DELIVER_MS,
         """Deliver the message at this time (ms since the epoch; RocketMQ 5's timer messages,
-        ``setDeliverTimeMs``): consumers see it then, not before. None: at once."""
-        text = self.properties.get(P.TIMER_DELIVER_MS)
-        return int(text) if text else None
-
-    @deliver_time_ms.setter
-    def deliver_time_ms(self, when: int | None) -> None:
-        if when is None:
-            self.properties.pop(P.TIMER_DELIVER_MS, None)
-        else:
-            self.properties[P.TIMER_DELIVER_MS] = str(int(when))
-
-    @property
-    def delay_time_ms(self) -> int | None:
-        """Deliver the message this many ms after the broker stores it (``setDelayTimeMs``)."""
-        text = self.properties.get(P.TIMER_DELAY_MS)
-        return int(text) if text else None
-
-    @delay_time_ms.setter
-    def delay_time_ms(self, delay: int | None) -> None:
-        if delay is None:
-            self.properties.pop(P.TIMER_DELAY_MS, None)
-        else:
-            self.properties[P.TIMER_DELAY_MS] = str(int(delay))
+        ``setDeliverTimeMs``): consumers see it then, not before. None: at once.""")
+    delay_time_ms = _int_property(
+        P.TIMER_DELAY_MS,
+        """Deliver the message this many ms after the broker stores it (``setDelayTimeMs``).""")
 
     def __repr__(self) -> str:
         return f"Message(topic={self.topic!r}, body={len(self.body)} bytes, props={self.properties})"
