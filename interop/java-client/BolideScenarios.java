@@ -79,6 +79,13 @@ import org.apache.rocketmq.remoting.RPCHook;
  *                                  TIMER_DELIVER_MS property Message.setDeliverTimeMs of 5.x
  *                                  sets): DUE body deliverTimeMs; then a push consumer prints
  *                                  MSG body receivedAtMs until all N arrived
+ *   compressed NAMESRV TOPIC N SIZE
+ *                                  N messages of SIZE bytes "TYPE-I:rocketmq-body-rocketmq-..."
+ *                                  compressed with each of ZLIB, LZ4 and ZSTD (5.x
+ *                                  setCompressType): SEND type status
+ *   digests NAMESRV TOPIC GROUP N TIMEOUT
+ *                                  a push consumer printing MSG head length md5 (head: the body
+ *                                  up to its first ':') until N distinct bodies arrived
  * </pre>
  */
 public final class BolideScenarios {
@@ -124,6 +131,12 @@ public final class BolideScenarios {
                 break;
             case "respond":
                 code = respond(a[1], a[2], a[3], Integer.parseInt(a[4]), Integer.parseInt(a[5]));
+                break;
+            case "compressed":
+                code = compressed(a[1], a[2], Integer.parseInt(a[3]), Integer.parseInt(a[4]));
+                break;
+            case "digests":
+                code = digests(a[1], a[2], a[3], Integer.parseInt(a[4]), Integer.parseInt(a[5]));
                 break;
             case "timer":
                 code = timer(a[1], a[2], a[3], Integer.parseInt(a[4]), Long.parseLong(a[5]),
@@ -659,6 +672,63 @@ public final class BolideScenarios {
             return done.await(timeoutSec, TimeUnit.SECONDS) ? 0 : 3;
         } finally {
             consumer.shutdown();
+        }
+    }
+
+    /** Compression types by name through reflection: 4.9.x has no CompressionType. */
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    private static void setCompressType(DefaultMQProducer producer, String type) throws Exception {
+        Class kind = Class.forName("org.apache.rocketmq.common.compression.CompressionType");
+        DefaultMQProducer.class.getMethod("setCompressType", kind).invoke(producer, Enum.valueOf(kind, type));
+    }
+
+    private static int compressed(String namesrv, String topic, int n, int size) throws Exception {
+        DefaultMQProducer producer = producer(namesrv);
+        producer.setCompressMsgBodyOverHowmuch(1024);
+        try {
+            for (String type : new String[] {"ZLIB", "LZ4", "ZSTD"}) {
+                setCompressType(producer, type);
+                for (int i = 0; i < n; i++) {
+                    StringBuilder body = new StringBuilder(type + "-" + i + ":");
+                    while (body.length() < size) {
+                        body.append("rocketmq-body-");
+                    }
+                    SendResult r = producer.send(new Message(topic, utf8(body.substring(0, size))));
+                    line("SEND", type, String.valueOf(r.getSendStatus()));
+                }
+            }
+            return 0;
+        } finally {
+            producer.shutdown();
+        }
+    }
+
+    private static int digests(String namesrv, String topic, String group, int n, int timeoutSec)
+        throws Exception {
+        DefaultMQPushConsumer consumer = pushConsumer(namesrv, group, instance("digests"));
+        consumer.subscribe(topic, "*");
+        CountDownLatch done = printDistinct(consumer, n, m -> {
+            String body = text(m);
+            return new String[] {"MSG", body.substring(0, Math.max(0, body.indexOf(':'))),
+                                 String.valueOf(m.getBody().length), md5(m.getBody())};
+        });
+        consumer.start();
+        try {
+            return done.await(timeoutSec, TimeUnit.SECONDS) ? 0 : 3;
+        } finally {
+            consumer.shutdown();
+        }
+    }
+
+    private static String md5(byte[] data) throws RuntimeException {
+        try {
+            StringBuilder hex = new StringBuilder();
+            for (byte b : java.security.MessageDigest.getInstance("MD5").digest(data)) {
+                hex.append(String.format("%02x", b));
+            }
+            return hex.toString();
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new RuntimeException(e);
         }
     }
 }

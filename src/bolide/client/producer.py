@@ -10,9 +10,9 @@ A send picks the topic's queues round-robin (routes from the NameServer, TBW102'
 the topic does not exist yet, so the broker creates it) and tries up to ``retry_times`` more
 queues, on another broker when there is one, after transport errors and the codes the Java
 producer retries (17, 14, 1, 16, 204, 205), all within ``send_timeout_ms``. Bodies larger than
-``compress_over_bytes`` are zlib-compressed (sysFlag bit 0). Every message gets a UNIQ_KEY id.
-``request`` sends a message and waits for the reply a consumer sends back
-(:mod:`bolide.client.request_reply`).
+``compress_over_bytes`` are compressed (``compress_type`` zlib, or RocketMQ 5's lz4 or zstd).
+Every message gets a UNIQ_KEY id. ``request`` sends a message and waits for the reply a
+consumer sends back (:mod:`bolide.client.request_reply`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import asyncio
 import itertools
 import time
 import uuid
-import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -44,6 +43,7 @@ from bolide.client.route import TopicRoute
 from bolide.client.selector import MessageQueueSelector
 from bolide.common import properties as P
 from bolide.common import sysflag
+from bolide.common.compression import CompressionType, compress_body
 from bolide.common.message import Message, MessageExt
 from bolide.common.msgid import UniqKeyGenerator
 from bolide.common.topic import AUTO_CREATE_TOPIC_KEY, RETRY_GROUP_TOPIC_PREFIX, validate_topic
@@ -68,11 +68,16 @@ class Producer:
 
     def __init__(self, namesrv: str | ClientConfig, group: str = DEFAULT_PRODUCER_GROUP, *,
                  send_timeout_ms: int = 3000, retry_times: int = 2, compress_over_bytes: int = 4096,
-                 compress_level: int = 5, max_message_bytes: int = 4 * 1024 * 1024,
+                 compress_level: int = 5, compress_type: str = "zlib",
+                 max_message_bytes: int = 4 * 1024 * 1024,
                  default_topic_queue_nums: int = 4) -> None:
         if send_timeout_ms <= 0 or retry_times < 0 or max_message_bytes <= 0:
             raise ClientConfigError("send_timeout_ms and max_message_bytes must be positive and "
                                     "retry_times at least 0")
+        try:
+            self.compress_type = CompressionType.of(compress_type)
+        except ValueError as exc:
+            raise ClientConfigError(f"{exc} (zstd and lz4 need RocketMQ 5 consumers)") from None
         self.config = as_config(namesrv)
         self.group = group
         self.send_timeout_ms = send_timeout_ms
@@ -294,8 +299,7 @@ class Producer:
         props.setdefault(P.WAIT_STORE_MSG_OK, "true")
         body, sys_flag = msg.body, 0
         if len(body) > self.compress_over_bytes:
-            body = zlib.compress(body, self.compress_level)
-            sys_flag |= sysflag.COMPRESSED
+            body, sys_flag = compress_body(body, self.compress_type, self.compress_level)
         if props.get(P.TRANSACTION_PREPARED) == "true":
             sys_flag |= sysflag.TRANSACTION_PREPARED_TYPE
         return body, sys_flag, props

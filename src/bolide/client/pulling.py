@@ -8,7 +8,6 @@ messages of the group's retry topic."""
 from __future__ import annotations
 
 import logging
-import zlib
 from collections.abc import Sequence
 
 from bolide.client.errors import NoRouteError
@@ -17,6 +16,7 @@ from bolide.client.instance import ClientInstance
 from bolide.client.results import PullResult, PullStatus
 from bolide.common import properties as P
 from bolide.common import sysflag
+from bolide.common.compression import decompress_body
 from bolide.common.message import MessageExt
 from bolide.common.records import RecordFormatError, decode_records
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
@@ -39,15 +39,14 @@ _STATUS: dict[int, PullStatus] = {
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
     ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
 }
-_ZLIB_TYPES = (0, 0x300)  # compression type bits: 0 (old senders) and 3 are zlib
 
 
 def decompress(msg: MessageExt) -> None:
-    """Inflate a compressed body in place (zlib; LZ4/ZSTD bodies are left as they are)."""
-    if msg.sys_flag & sysflag.COMPRESSED and msg.sys_flag & sysflag.COMPRESSION_TYPE_MASK in _ZLIB_TYPES:
+    """Decompress a compressed body in place (ZLIB, LZ4 or ZSTD, as its sysFlag says)."""
+    if msg.sys_flag & sysflag.COMPRESSED:
         try:
-            msg.body = zlib.decompress(msg.body)
-        except zlib.error as exc:
+            msg.body = decompress_body(msg.body, msg.sys_flag)
+        except ValueError as exc:
             log.warning("message %s at offset %d of %s has a bad compressed body (%s); delivered as is",
                         msg.msg_id, msg.queue_offset, msg.topic, exc)
 
