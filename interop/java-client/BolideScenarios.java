@@ -207,6 +207,17 @@ public final class BolideScenarios {
         return consumer;
     }
 
+    /** Starts the consumer and waits for the latch; 0, or 3 when timeoutSec passed first. */
+    private static int runUntil(DefaultMQPushConsumer consumer, CountDownLatch done, int timeoutSec)
+        throws Exception {
+        consumer.start();
+        try {
+            return done.await(timeoutSec, TimeUnit.SECONDS) ? 0 : 3;
+        } finally {
+            consumer.shutdown();
+        }
+    }
+
     /**
      * Registers a concurrent listener that prints {@code fields(m)} for every delivery; the
      * latch it returns opens once {@code want} distinct bodies arrived.
@@ -378,12 +389,7 @@ public final class BolideScenarios {
             }
             return ConsumeOrderlyStatus.SUCCESS;
         });
-        consumer.start();
-        try {
-            return done.await(timeoutSec, TimeUnit.SECONDS) ? 0 : 3;
-        } finally {
-            consumer.shutdown();
-        }
+        return runUntil(consumer, done, timeoutSec);
     }
 
     /** MessageModel moved package in 5.x: set it by name so one source serves 4.9 and 5.x. */
@@ -667,12 +673,7 @@ public final class BolideScenarios {
         consumer.subscribe(topic, "*");
         CountDownLatch done = printDistinct(
             consumer, n, m -> new String[] {"MSG", text(m), String.valueOf(System.currentTimeMillis())});
-        consumer.start();
-        try {
-            return done.await(timeoutSec, TimeUnit.SECONDS) ? 0 : 3;
-        } finally {
-            consumer.shutdown();
-        }
+        return runUntil(consumer, done, timeoutSec);
     }
 
     /** Compression types by name through reflection: 4.9.x has no CompressionType. */
@@ -712,12 +713,7 @@ public final class BolideScenarios {
             return new String[] {"MSG", body.substring(0, Math.max(0, body.indexOf(':'))),
                                  String.valueOf(m.getBody().length), md5(m.getBody())};
         });
-        consumer.start();
-        try {
-            return done.await(timeoutSec, TimeUnit.SECONDS) ? 0 : 3;
-        } finally {
-            consumer.shutdown();
-        }
+        return runUntil(consumer, done, timeoutSec);
     }
 
     private static String md5(byte[] data) throws RuntimeException {
