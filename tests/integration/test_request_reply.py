@@ -68,6 +68,7 @@ def test_a_reply_whose_requester_is_gone_is_refused(tmp_path: Path) -> None:
         with pytest.raises(RequestTimeoutError):
             await requester.request(Message("Rpc", b"late"), timeout_ms=500)
         await requester.close()  # unregistered: the broker cannot push to it any more
+        assert s.broker.store.wait_dispatched(10)
         [request] = s.broker.store.get_message("g", "Rpc", 0, 0).messages
         async with Producer(s.namesrv_addr, "rr_responder_pg", retry_times=0) as replier:
             with pytest.raises(MQBrokerError, match=r"channel of <.*> not found"):

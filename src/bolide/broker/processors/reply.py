@@ -17,6 +17,7 @@ from bolide.broker.processors.send import PUT_STATUS_CODES, born_host
 from bolide.broker.topic_config import NOT_SENDABLE, PERM_WRITE
 from bolide.common import properties as P
 from bolide.errors import RemotingError
+from bolide.protocol.bodies.broker import TopicConfig
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers.send import (
@@ -46,11 +47,9 @@ class ReplyProcessor:
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = decode_send_request_header(request.code, request.ext_fields)
-        refused = self._refusal(header)
-        if refused is not None:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, refused)
-        tc = self.broker.topics.get(header.topic)
-        assert tc is not None  # _refusal made sure
+        tc = self._writable_topic(header)
+        if isinstance(tc, str):
+            return request.make_response(ResponseCode.SYSTEM_ERROR, tc)
         queue_id = header.queue_id
         if queue_id < 0:
             queue_id = random.randrange(max(1, tc.write_queue_nums))
@@ -79,8 +78,8 @@ class ReplyProcessor:
                             header.topic, result.status.value, result.remark)
         return response
 
-    def _refusal(self, header: SendMessageRequestHeader) -> str | None:
-        """Why the reply cannot go to its topic, or None."""
+    def _writable_topic(self, header: SendMessageRequestHeader) -> TopicConfig | str:
+        """The reply topic's config, or why the reply cannot go to it."""
         topic = header.topic
         if topic in NOT_SENDABLE:
             return f"sending message to topic {topic} is forbidden"
@@ -93,7 +92,7 @@ class ReplyProcessor:
         if header.queue_id >= max(tc.read_queue_nums, tc.write_queue_nums):
             return (f"request queueId[{header.queue_id}] is illegal, topic {topic} has "
                     f"{max(tc.read_queue_nums, tc.write_queue_nums)} queues")
-        return None
+        return tc
 
     async def _push(self, ctx: RequestContext, header: SendMessageRequestHeader,
                     props: dict[str, str], body: bytes) -> str | None:
