@@ -20,15 +20,17 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy --ignore-missing-imports --follow-imports=silent --disallow-untyped-defs \
-		--disallow-incomplete-defs src/bolide/client
+		--disallow-incomplete-defs src/bolide/client src/bolide/broker/proxy src/bolide/broker/pop.py
 
 # Real Apache RocketMQ (namesrv, broker, mqadmin) for tests/interop: the jars come from Maven
 # Central into interop/.m2 the first time, then from that cache. Without java/javac/mvn this
 # only warns and the interop tests are skipped; with CI set it fails.
-# The Node.js client (ali-ons) is installed by npm ci into interop/.cache/node-client, likewise.
+# The Node.js client (ali-ons) is installed by npm ci into interop/.cache/node-client, likewise,
+# and the RocketMQ 5 Python client (gRPC) by pip into the venv interop/.cache/python5-client.
 interop-deps: $(STAMP)
 	$(BIN)/python -m bolide.testing.rocketmq prepare
 	$(BIN)/python -m bolide.testing.nodeclient prepare
+	$(BIN)/python -m bolide.testing.pyclient5 prepare
 
 test: lint interop-deps
 	$(BIN)/python -m pytest -q

@@ -26,6 +26,9 @@ class BrokerConfig(PropertiesConfig):
     listen_port: int = _key("listenPort", 10911)
     vip_channel_enabled: bool = _key("bolideVipChannelEnabled", True)  # also serve listenPort - 2
     broker_ip1: str = _key("brokerIP1", "127.0.0.1")
+    # RocketMQ 5's gRPC API (what its proxy serves on 8081) for the 5.x clients; -1: off
+    grpc_server_port: int = _key("grpcServerPort", -1)
+    grpc_max_in_flight: int = _key("bolideGrpcMaxInFlight", 100_000)  # messages received, not acked
     bind_address: str = _key("bolideBindAddress", "0.0.0.0")
     broker_permission: int = _key("brokerPermission", 6)
     auto_create_topic_enable: bool = _key("autoCreateTopicEnable", True)

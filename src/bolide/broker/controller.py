@@ -32,6 +32,7 @@ from bolide.broker.processors.reset_offset import ResetOffsetProcessor
 from bolide.broker.processors.send import SendProcessor
 from bolide.broker.processors.send_back import SendBackProcessor
 from bolide.broker.processors.transaction import EndTransactionProcessor
+from bolide.broker.proxy import GrpcEndpoint
 from bolide.broker.queue_locks import QueueLocks
 from bolide.broker.rebalance_notify import notify_consumer_ids_changed
 from bolide.broker.registration import BrokerRegistration
@@ -128,6 +129,7 @@ class BrokerController:
         self.schedule: ScheduleService | None = None
         self._delay_persister: ConfigPersister | None = None
         self.registration: BrokerRegistration | None = None
+        self.grpc: GrpcEndpoint | None = None
         self.transactions = TransactionalMessages(self)
         self.transaction_check = TransactionCheckService(self, self.transactions)
 
@@ -209,6 +211,14 @@ class BrokerController:
                           ReplyProcessor(self)):
             for code in processor.CODES:
                 self.server.register(code, processor)
+        if self.config.grpc_server_port >= 0:
+            self.grpc = GrpcEndpoint(self, self.config.bind_address, self.config.grpc_server_port)
+            try:
+                await self.grpc.start()
+            except BaseException:
+                self.grpc = None
+                await self.close()
+                raise
         self.registration = BrokerRegistration(self.config, self.topics, self.namesrv_client,
                                                self.broker_addr, ha_addr)
         if self.ha_slave is not None:
@@ -321,6 +331,8 @@ class BrokerController:
         await self.transaction_check.close()
         if self._pull_holds is not None:
             self._pull_holds.wake_all()
+        if self.grpc is not None:
+            await self.grpc.close()
         await self.server.close()
         if self.fast_server is not None:
             await self.fast_server.close()

@@ -2,9 +2,10 @@
 or replaces an attribute, ``-key`` removes it, several joined by commas
 (``mqadmin updateTopic -a +message.type=NORMAL,+retention.hours=24``).
 
-Bolide acts on one attribute of its own, ``retention.hours``: a per-topic retention floor on
-top of the global ``fileReservedTime`` (see docs/store.md, "Retention"). Other attributes are
-kept and returned as they were given.
+Bolide acts on two: ``retention.hours``, a per-topic retention floor on top of the global
+``fileReservedTime`` (see docs/store.md, "Retention"), and RocketMQ 5's ``message.type`` (NORMAL,
+FIFO, DELAY, TRANSACTION or MIXED: the messages gRPC clients may send to the topic). Other
+attributes are kept and returned as they were given.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import math
 
 RETENTION_HOURS = "retention.hours"
+MESSAGE_TYPE = "message.type"  # what RocketMQ 5 clients may send to the topic (gRPC endpoint)
+MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
 
 
 class TopicAttributeError(ValueError):
@@ -47,6 +50,8 @@ def apply_changes(current: dict[str, str] | None, text: str | None) -> dict[str,
 def _check(key: str, value: str) -> None:
     if key == RETENTION_HOURS:
         retention_hours({key: value})
+    elif key == MESSAGE_TYPE and value.upper() not in MESSAGE_TYPES:
+        raise TopicAttributeError(f"{MESSAGE_TYPE}={value!r}: give one of {', '.join(MESSAGE_TYPES)}")
 
 
 def retention_hours(attributes: dict[str, str] | None) -> float | None:

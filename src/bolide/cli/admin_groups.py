@@ -37,14 +37,17 @@ from bolide.protocol.codes import ResponseCode
 @click.option("-r", "--retry-max-times", default=16, show_default=True, type=click.IntRange(0, 64))
 @click.option("--notify/--no-notify", default=True, show_default=True,
               help="Tell consumers to rebalance when the group's members change.")
+@click.option("-o", "--consume-orderly/--no-consume-orderly", default=False, show_default=True,
+              help="RocketMQ 5 (gRPC) consumers of the group receive each queue in order (FIFO).")
 def update_sub_group(namesrv: str, output: str, group: str, broker_addr: str | None, cluster: str | None,
                      consume_enable: bool, broadcast: bool, retry_queue_nums: int, retry_max_times: int,
-                     notify: bool) -> None:
+                     notify: bool, consume_orderly: bool) -> None:
     """Create or update a subscription group (200)."""
     config = SubscriptionGroupConfig(group_name=group, consume_enable=consume_enable,
                                      consume_broadcast_enable=broadcast, retry_queue_nums=retry_queue_nums,
                                      retry_max_times=retry_max_times,
-                                     notify_consumer_ids_changed_enable=notify)
+                                     notify_consumer_ids_changed_enable=notify,
+                                     consume_message_orderly=consume_orderly)
     addrs = with_admin(namesrv, lambda admin: admin.create_subscription_group(
         config, broker_addr=broker_addr, cluster=cluster))
     doc = {"group": config.to_json_obj(), "brokers": addrs}

@@ -19,13 +19,17 @@ from bolide.remoting import run
 from bolide.remoting.tls import TlsMode, TlsServerConfig
 from bolide.store import StoreConfig
 
+DEFAULT_GRPC_PORT = 8081  # RocketMQ 5 proxy's grpcServerPort
+
 
 def _broker_configs(conf: str | None, store: str | None, port: int | None,
-                    namesrv: str | None) -> tuple[BrokerConfig, StoreConfig]:
+                    namesrv: str | None, grpc_port: int | None = None) -> tuple[BrokerConfig, StoreConfig]:
     broker_over: dict[str, object] = {}
     store_over: dict[str, object] = {}
     if port is not None:
         broker_over["listen_port"] = port
+    if grpc_port is not None:
+        broker_over["grpc_server_port"] = grpc_port
     if namesrv is not None:
         broker_over["namesrv_addr"] = namesrv
     if store is not None:
@@ -68,17 +72,25 @@ def _first_steps(namesrv: str, broker: BrokerController) -> None:
                f"(store {broker.store.root}), registering with NameServer {namesrv}")
     click.echo("Send a first message with any RocketMQ client, e.g. the Java quick start:\n"
                f"  export NAMESRV_ADDR={namesrv}\n"
-               "  sh tools.sh org.apache.rocketmq.example.quickstart.Producer\n"
-               "Press Ctrl+C to stop.")
+               "  sh tools.sh org.apache.rocketmq.example.quickstart.Producer")
+    if broker.grpc is not None:
+        click.echo(f"RocketMQ 5 gRPC clients connect to 127.0.0.1:{broker.grpc.port} (endpoints)")
+    click.echo("Press Ctrl+C to stop.")
 
 
 @click.command()
 @click.option("--store", "store_dir", default=None, help="Store directory (default ./store).")
 @click.option("--namesrv-port", default=9876, show_default=True, help="NameServer port.")
 @click.option("--broker-port", default=None, type=int, help="Broker port (default 10911).")
+@click.option("--grpc-port", default=None, type=int,
+              help="Port of the gRPC endpoint for RocketMQ 5 clients (default 8081, or the config's "
+                   "grpcServerPort; -1: off).")
 @click.option("-c", "--config", "conf", help="A RocketMQ broker.conf.")
-def start(store_dir: str | None, namesrv_port: int, broker_port: int | None, conf: str | None) -> None:
+def start(store_dir: str | None, namesrv_port: int, broker_port: int | None, grpc_port: int | None,
+          conf: str | None) -> None:
     """Run a NameServer and a Broker in one process on the embedded store."""
+    if grpc_port is None and not conf:
+        grpc_port = DEFAULT_GRPC_PORT
 
     tls = _tls(conf)
 
@@ -88,7 +100,7 @@ def start(store_dir: str | None, namesrv_port: int, broker_port: int | None, con
         ns_addr = f"127.0.0.1:{namesrv.port}"
         click.echo(f"NameServer listening on port {namesrv.port}")
         try:
-            broker_config, store_config = _broker_configs(conf, store_dir, broker_port, ns_addr)
+            broker_config, store_config = _broker_configs(conf, store_dir, broker_port, ns_addr, grpc_port)
             if tls.tls_mode is TlsMode.ENFORCING:  # the broker registers with its NameServer
                 broker_config = broker_config.replace(use_tls=True)
             broker = BrokerController(broker_config, store_config, tls)
@@ -132,9 +144,12 @@ def namesrv(conf: str | None, port: int | None) -> None:
 @click.option("-n", "--namesrv-addr", default=None, help="NameServer address(es), host:port;...")
 @click.option("--store", "store_dir", default=None, help="Store directory (overrides the config).")
 @click.option("-p", "--port", default=None, type=int, help="Port (overrides listenPort).")
-def broker(conf: str | None, namesrv_addr: str | None, store_dir: str | None, port: int | None) -> None:
+@click.option("--grpc-port", default=None, type=int,
+              help="Serve RocketMQ 5 gRPC clients on this port (overrides grpcServerPort; -1: off).")
+def broker(conf: str | None, namesrv_addr: str | None, store_dir: str | None, port: int | None,
+           grpc_port: int | None) -> None:
     """Run a Broker."""
-    broker_config, store_config = _broker_configs(conf, store_dir, port, namesrv_addr)
+    broker_config, store_config = _broker_configs(conf, store_dir, port, namesrv_addr, grpc_port)
     tls = _tls(conf)
 
     async def main(stop: asyncio.Event) -> None:

@@ -138,6 +138,7 @@ class SubscriptionGroupConfig(Bean):
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    consume_message_orderly: bool = False  # 5.x: the group's gRPC consumers receive FIFO
     attributes: dict[str, Any] | None = None  # 5.x
 
 

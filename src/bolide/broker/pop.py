@@ -1,0 +1,422 @@
+"""Consumption by receive and acknowledge (RocketMQ 5's "pop"), as the gRPC clients consume.
+
+A receive hands out messages of a group's queues and hides each from the group's other
+receives for an invisible time; the consumer acknowledges it with the receipt handle it got,
+or changes the invisible time. A message neither acknowledged nor renewed in time is handed
+out again with its delivery attempt one higher, and goes to the group's dead letter queue once
+it has had the group's ``retryMaxTimes + 1`` attempts. FIFO groups (``consumeMessageOrderly``)
+get nothing more from a queue while a message of it is out, and get the expired ones again in
+their order.
+
+What is out lives in memory only, one small lease per message; the group's committed offset
+of each queue (``consumerOffset.json``, what ``consumerProgress`` shows) is the first offset
+not yet acknowledged. A broker that restarts hands out again everything from there: delivery
+is at least once. Receipt handles name the queue, the offset and the lease's generation, so a
+handle stays valid until the message is acknowledged, handed out again or its handle changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from bolide.common.message import MessageExt
+from bolide.errors import BolideError
+from bolide.store import GetStatus, MessageStore
+from bolide.store.config_files import ConsumerOffsetManager
+
+AUTO_RENEW_MS = 60_000  # the invisible time of a receive that asks the broker to renew it
+RENEW_LIMIT_MS = 3 * 3600_000  # renewed for so long at most, then handed out again
+MAX_INVISIBLE_MS = 12 * 3600_000
+
+Key = tuple[str, str, int]  # group, topic, queue id
+RecordFilter = Callable[[memoryview], bool]
+
+
+class ReceiptHandleError(BolideError):
+    """A receipt handle that does not name a message out now (malformed, or the message was
+    handed out again since)."""
+
+
+@dataclass(slots=True)
+class Delivery:
+    """A message handed out: its attempt (1 the first time) and receipt handle."""
+
+    message: MessageExt
+    attempt: int
+    handle: str
+    invisible_ms: int
+
+
+@dataclass(slots=True)
+class _Lease:
+    gen: int  # the handle's generation
+    deadline: float  # clock() seconds
+    attempt: int
+    due: bool = False  # expired: waiting to be handed out again
+    renew_for: str | None = None  # the client whose receive asked for renewal
+    renew_until: float = 0.0
+
+
+class _Queue:
+    """One group's state on one queue: the first offset never handed out and the leases of
+    the offsets handed out and not acknowledged."""
+
+    __slots__ = ("leases", "low", "next", "saved")
+
+    def __init__(self, start: int) -> None:
+        self.next = start
+        self.saved = start  # the offset last committed to the offset table
+        self.leases: dict[int, _Lease] = {}
+        self.low: list[int] = []  # heap of the leased offsets (stale entries skipped)
+
+    def committed(self) -> int:
+        low, leases = self.low, self.leases
+        while low and low[0] not in leases:
+            heapq.heappop(low)
+        return low[0] if low else self.next
+
+    def in_flight(self) -> bool:
+        return any(not lease.due for lease in self.leases.values())
+
+
+def parse_handle(handle: str) -> tuple[int, int, int]:
+    """(queue id, offset, generation) of a receipt handle this service made."""
+    try:
+        queue_id, offset, gen = handle.split(":")
+        return int(queue_id), int(offset), int(gen, 16)
+    except ValueError:
+        raise ReceiptHandleError(f"receipt handle {handle[:80]!r} is not one this broker gave") from None
+
+
+class PopService:
+    """Hands out, hides and takes back messages of the store for consumer groups.
+
+    Runs on the broker's event loop (the dispatch listener is the only call from another
+    thread). ``max_attempts(group)`` is the number of deliveries before the dead letter queue,
+    ``orderly(group)`` whether the group is FIFO, ``dead_letter(group, message)`` stores a
+    message in the group's DLQ, ``client_alive(client_id)`` whether a client that asked for
+    renewal is still connected.
+    """
+
+    def __init__(
+        self,
+        store: MessageStore,
+        offsets: ConsumerOffsetManager,
+        *,
+        max_attempts: Callable[[str], int],
+        orderly: Callable[[str], bool],
+        dead_letter: Callable[[str, MessageExt], bool],
+        client_alive: Callable[[str], bool] = lambda client_id: False,
+        max_in_flight: int = 100_000,
+        max_waiters: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store, self.offsets = store, offsets
+        self.max_attempts, self.orderly = max_attempts, orderly
+        self.dead_letter, self.client_alive = dead_letter, client_alive
+        self.max_in_flight, self.max_waiters = max_in_flight, max_waiters
+        self.clock = clock
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._queues: dict[Key, _Queue] = {}
+        self._timeline: list[tuple[float, int, Key, int]] = []  # (deadline, gen, key, offset)
+        self._gens = itertools.count(time.time_ns() // 1000)  # handles of an earlier run never match
+        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._waiting = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = float("inf")
+        self.in_flight = 0
+        self.dead_lettered = 0
+
+    # -- handing out ----------------------------------------------------------------------
+    def pop(
+        self,
+        group: str,
+        topic: str,
+        queue_ids: Sequence[int],
+        max_count: int,
+        invisible_ms: int,
+        *,
+        tags: Iterable[str] | None = None,
+        record_filter: RecordFilter | None = None,
+        renew_for: str | None = None,
+    ) -> list[Delivery]:
+        """Up to ``max_count`` messages of ``topic``'s ``queue_ids`` for ``group``, each hidden
+        for ``invisible_ms``: messages due again first, then new ones (filtered by ``tags`` or
+        ``record_filter``). ``renew_for``: keep them hidden while that client is connected (up
+        to three hours)."""
+        now = self.clock()
+        self._expire(now)
+        orderly = self.orderly(group)
+        out: list[Delivery] = []
+        tag_set = frozenset(tags) if tags is not None else None
+        for queue_id in queue_ids:
+            room = max_count - len(out)
+            if room <= 0:
+                break
+            key = (group, topic, queue_id)
+            q = self._queue(key)
+            if orderly and q.in_flight():
+                continue  # a FIFO queue waits for its messages out to come back
+            for offset in sorted(o for o, lease in q.leases.items() if lease.due)[:room]:
+                msg = self._read_one(topic, queue_id, offset)
+                lease = q.leases[offset]
+                if msg is None:  # gone with retention meanwhile
+                    del q.leases[offset]
+                    continue
+                out.append(self._lend(key, q, msg, lease.attempt + 1, now, invisible_ms, renew_for))
+            room = max_count - len(out)
+            if room > 0 and self.in_flight < self.max_in_flight:
+                for msg in self._read_new(key, q, room, tag_set, record_filter):
+                    out.append(self._lend(key, q, msg, msg.reconsume_times + 1, now, invisible_ms, renew_for))
+            self._commit(key, q)
+        self._arm()
+        return out
+
+    def _queue(self, key: Key) -> _Queue:
+        """The group's state on a queue; started again from the offset table when an admin
+        command moved the group's offset there (resetOffsetByTime)."""
+        group, topic, queue_id = key
+        committed = self.offsets.query(group, topic, queue_id)
+        q = self._queues.get(key)
+        if q is None or (committed is not None and committed != q.saved):
+            if q is not None:
+                self.in_flight -= sum(1 for lease in q.leases.values() if not lease.due)
+            start = (
+                committed if committed is not None else self.store.get_min_offset_in_queue(topic, queue_id)
+            )
+            q = self._queues[key] = _Queue(start)
+        return q
+
+    def _read_new(
+        self, key: Key, q: _Queue, count: int, tags: frozenset[str] | None, record_filter: RecordFilter | None
+    ) -> list[MessageExt]:
+        group, topic, queue_id = key
+        result = self.store.get_message(
+            group, topic, queue_id, q.next, count, tags, record_filter=record_filter
+        )
+        try:
+            if result.status is GetStatus.OFFSET_OVERFLOW_ONE:
+                return []
+            messages = result.messages if result.status is GetStatus.FOUND else []
+            q.next = max(result.next_begin_offset, result.min_offset)  # past filtered and removed ones
+            return messages
+        finally:
+            result.release()
+
+    def _read_one(self, topic: str, queue_id: int, offset: int) -> MessageExt | None:
+        result = self.store.get_message("", topic, queue_id, offset, 1)
+        try:
+            found = result.messages if result.status is GetStatus.FOUND else []
+            return found[0] if found and found[0].queue_offset == offset else None
+        finally:
+            result.release()
+
+    def _lend(
+        self,
+        key: Key,
+        q: _Queue,
+        msg: MessageExt,
+        attempt: int,
+        now: float,
+        invisible_ms: int,
+        renew_for: str | None,
+    ) -> Delivery:
+        offset = msg.queue_offset
+        gen = next(self._gens)
+        deadline = now + invisible_ms / 1000
+        old = q.leases.get(offset)
+        if old is None:
+            heapq.heappush(q.low, offset)
+        if old is None or old.due:
+            self.in_flight += 1
+        q.leases[offset] = _Lease(
+            gen, deadline, attempt, renew_for=renew_for, renew_until=now + RENEW_LIMIT_MS / 1000
+        )
+        heapq.heappush(self._timeline, (deadline, gen, key, offset))
+        return Delivery(msg, attempt, f"{key[2]}:{offset}:{gen:x}", invisible_ms)
+
+    # -- taking back ----------------------------------------------------------------------
+    def _leased(self, group: str, topic: str, handle: str) -> tuple[Key, _Queue, int, _Lease | None]:
+        """The lease a handle names; None when the message was acknowledged already. Raises
+        ReceiptHandleError when it was handed out again since (another handle is valid now)."""
+        queue_id, offset, gen = parse_handle(handle)
+        key = (group, topic, queue_id)
+        q = self._queues.get(key)
+        lease = q.leases.get(offset) if q is not None else None
+        if q is None or (lease is None and offset >= q.next):
+            raise ReceiptHandleError(
+                f"receipt handle {handle!r} names no message of {topic} "
+                f"handed out to {group}: receive the message again"
+            )
+        if lease is not None and lease.gen != gen:
+            raise ReceiptHandleError(
+                f"receipt handle {handle!r} expired: the message was handed "
+                "out again or its invisible time changed since"
+            )
+        return key, q, offset, lease
+
+    def ack(self, group: str, topic: str, handle: str) -> None:
+        """Acknowledge the message a handle names (again: no effect). Raises ReceiptHandleError."""
+        key, q, offset, lease = self._leased(group, topic, handle)
+        if lease is None:
+            return
+        self._drop(key, q, offset, lease)
+        self._commit(key, q)
+
+    def change_invisible(self, group: str, topic: str, handle: str, invisible_ms: int) -> str:
+        """Hide the message for ``invisible_ms`` from now on (0: hand it out again now); its
+        new handle (the old one no longer works). Raises ReceiptHandleError."""
+        key, _, offset, lease = self._leased(group, topic, handle)
+        if lease is None:
+            raise ReceiptHandleError(f"receipt handle {handle!r}: the message was acknowledged")
+        if lease.due:
+            lease.due = False
+            self.in_flight += 1
+        now = self.clock()
+        lease.gen, lease.deadline, lease.renew_for = next(self._gens), now + invisible_ms / 1000, None
+        heapq.heappush(self._timeline, (lease.deadline, lease.gen, key, offset))
+        if invisible_ms <= 0:
+            self._expire(now)
+        self._arm()
+        return f"{key[2]}:{offset}:{lease.gen:x}"
+
+    def dead_letter_now(self, group: str, topic: str, handle: str) -> bool:
+        """Move the message a handle names to the group's dead letter queue and acknowledge
+        it; False when the DLQ could not take it (the message stays out)."""
+        key, q, offset, lease = self._leased(group, topic, handle)
+        if lease is None:
+            return True
+        msg = self._read_one(topic, key[2], offset)
+        if msg is not None:
+            msg.reconsume_times = max(msg.reconsume_times, lease.attempt - 1)
+            if not self.dead_letter(group, msg):
+                return False
+            self.dead_lettered += 1
+        self._drop(key, q, offset, lease)
+        self._commit(key, q)
+        return True
+
+    def _drop(self, key: Key, q: _Queue, offset: int, lease: _Lease) -> None:
+        del q.leases[offset]
+        if not lease.due:
+            self.in_flight -= 1
+            if not q.in_flight() and self._waiters:
+                self._wake({key[1]})  # a FIFO queue may be open again
+
+    def _commit(self, key: Key, q: _Queue) -> None:
+        committed = q.committed()
+        if committed != q.saved:
+            self.offsets.commit(key[0], key[1], key[2], committed)
+            q.saved = committed
+
+    # -- expiry ---------------------------------------------------------------------------
+    def _expire(self, now: float) -> None:
+        """Hand back the messages whose invisible time is over (renewing those of connected
+        clients that asked for it); dead-letter those out of attempts."""
+        timeline, woken = self._timeline, set()
+        while timeline and timeline[0][0] <= now:
+            _, gen, key, offset = heapq.heappop(timeline)
+            q = self._queues.get(key)
+            lease = q.leases.get(offset) if q is not None else None
+            if q is None or lease is None or lease.gen != gen or lease.due:
+                continue
+            if lease.renew_for is not None and now < lease.renew_until and self.client_alive(lease.renew_for):
+                lease.deadline = now + AUTO_RENEW_MS / 1000
+                heapq.heappush(timeline, (lease.deadline, gen, key, offset))
+                continue
+            group, topic, queue_id = key
+            if lease.attempt >= self.max_attempts(group):
+                msg = self._read_one(topic, queue_id, offset)
+                if msg is not None:
+                    msg.reconsume_times = max(msg.reconsume_times, lease.attempt)
+                    if not self.dead_letter(group, msg):  # try again a bit later
+                        lease.deadline = now + 1.0
+                        heapq.heappush(timeline, (lease.deadline, gen, key, offset))
+                        continue
+                    self.dead_lettered += 1
+                self._drop(key, q, offset, lease)
+                self._commit(key, q)
+                continue
+            lease.due = True
+            self.in_flight -= 1
+            woken.add(topic)
+        if len(timeline) > 4 * (self.in_flight + 1024):  # leases acknowledged long before their deadline
+            self._timeline = [entry for entry in timeline if self._live(entry)]
+            heapq.heapify(self._timeline)
+        if woken and self._waiters:
+            self._wake(woken)
+
+    def _live(self, entry: tuple[float, int, Key, int]) -> bool:
+        q = self._queues.get(entry[2])
+        lease = q.leases.get(entry[3]) if q is not None else None
+        return lease is not None and lease.gen == entry[1] and not lease.due
+
+    def _arm(self) -> None:
+        """Run the expiry when the earliest invisible time ends (messages due again wake the
+        receives waiting for them)."""
+        loop = self.loop
+        if loop is None or not self._timeline:
+            return
+        at = self._timeline[0][0]
+        if at >= self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = loop.call_later(max(0.0, at - self.clock()), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer, self._timer_at = None, float("inf")
+        self._expire(self.clock())
+        self._arm()
+
+    # -- waiting for messages -------------------------------------------------------------
+    def watch(self, topic: str) -> asyncio.Future[None] | None:
+        """A future done when ``topic`` may have something to hand out (a message dispatched,
+        one due again, a FIFO queue open again); None when too many receives wait. Take it
+        before popping, so nothing that arrives in between is missed; :meth:`unwatch` after."""
+        if self._waiting >= self.max_waiters:
+            return None
+        self.loop = self.loop or asyncio.get_running_loop()
+        fut = self.loop.create_future()
+        self._waiters.setdefault(topic, []).append(fut)
+        self._waiting += 1
+        return fut
+
+    def unwatch(self, topic: str, fut: asyncio.Future[None]) -> None:
+        waiters = self._waiters.get(topic)
+        if waiters is not None and fut in waiters:
+            waiters.remove(fut)
+            self._waiting -= 1
+            if not waiters:
+                del self._waiters[topic]
+        fut.cancel()
+
+    def on_dispatch(self, keys: Iterable[tuple[str, int]]) -> None:
+        """Store dispatch listener (dispatch thread): wake the receives waiting on the topics."""
+        waiters, loop = self._waiters, self.loop
+        if not waiters or loop is None:
+            return
+        topics = {topic for topic, _ in keys if topic in waiters}
+        if topics:
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+                loop.call_soon_threadsafe(self._wake, topics)
+
+    def _wake(self, topics: Iterable[str]) -> None:
+        for topic in topics:
+            for fut in self._waiters.pop(topic, ()):
+                self._waiting -= 1
+                if not fut.done():
+                    fut.set_result(None)
+
+    def close(self) -> None:
+        """Wake every waiting receive and stop the expiry timer (broker shutdown)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        self._wake(list(self._waiters))

@@ -1,0 +1,292 @@
+"""The broker's gRPC endpoint: RocketMQ 5's ``apache.rocketmq.v2.MessagingService`` (what
+RocketMQ's proxy serves on port 8081) in the broker's process, on its event loop.
+
+Errors travel inside each response as a ``Status`` (the gRPC status stays OK), as the official
+5.x clients expect; a call the endpoint does not serve answers NOT_IMPLEMENTED the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from bolide.broker.pop import PopService
+from bolide.broker.proxy.call import call_of
+from bolide.broker.proxy.clients import GrpcClients, settings_reply
+from bolide.broker.proxy.consumer import GrpcConsumer, orderly
+from bolide.broker.proxy.convert import Refused, status
+from bolide.broker.proxy.producer import GrpcProducer
+from bolide.broker.proxy.routes import query_assignment, query_route
+from bolide.protocol.v5 import messaging_pb2 as pb
+
+if TYPE_CHECKING:
+    from bolide.broker.controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+SERVICE = "apache.rocketmq.v2.MessagingService"
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # a request's size limit (a body is at most maxMessageSize)
+Unary = Callable[[Any, Any], Awaitable[Any]]
+
+
+class GrpcEndpoint:
+    """Serves RocketMQ 5 gRPC clients for one broker; ``start()`` binds ``port`` (0: any)."""
+
+    def __init__(self, broker: BrokerController, bind_address: str, port: int) -> None:
+        self.broker = broker
+        self.bind_address, self.requested_port = bind_address, port
+        self.port = -1
+        self.clients = GrpcClients(broker.clients, broker.config.max_client_groups)
+        self.pop = PopService(
+            broker.store,
+            broker.offsets,
+            max_attempts=self._max_attempts,
+            orderly=lambda group: orderly(broker.subscription_groups.get(group)),
+            dead_letter=self._dead_letter,
+            client_alive=self.clients.alive,
+            max_in_flight=broker.config.grpc_max_in_flight,
+        )
+        self.producer = GrpcProducer(broker)
+        self.consumer = GrpcConsumer(broker, self.pop)
+        self.clients.on_check = self.producer.remember_half
+        self._server: grpc.aio.Server | None = None
+
+    def _max_attempts(self, group: str) -> int:
+        settings = self.broker.subscription_groups.get(group)
+        return (settings.retry_max_times if settings is not None else 16) + 1
+
+    def _dead_letter(self, group: str, msg: Any) -> bool:
+        return self.consumer.dead_letter(group, msg)
+
+    async def start(self) -> GrpcEndpoint:
+        self.pop.loop = asyncio.get_running_loop()
+        self.broker.store.add_dispatch_listener(self.pop.on_dispatch)
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, self._handlers()),))
+        try:
+            self.port = server.add_insecure_port(f"{self.bind_address}:{self.requested_port}")
+        except RuntimeError as exc:
+            raise OSError(
+                f"the gRPC port {self.requested_port} is not available ({exc}): free it or set grpcServerPort"
+            ) from None
+        await server.start()
+        self._server = server
+        log.info("gRPC endpoint (RocketMQ 5 clients) listening on port %d", self.port)
+        return self
+
+    async def close(self) -> None:
+        self.pop.close()
+        if self._server is not None:
+            server, self._server = self._server, None
+            await server.stop(grace=1.0)
+
+    # -- the handler table ----------------------------------------------------------------
+    def _handlers(self) -> dict[str, grpc.RpcMethodHandler]:
+        producer, consumer, broker = self.producer, self.consumer, self.broker
+        unary: dict[str, tuple[Any, Any, Unary]] = {
+            "QueryRoute": (
+                pb.QueryRouteRequest,
+                pb.QueryRouteResponse,
+                lambda call, req: _now(query_route(broker, call, req)),
+            ),
+            "Heartbeat": (pb.HeartbeatRequest, pb.HeartbeatResponse, self._heartbeat),
+            "SendMessage": (pb.SendMessageRequest, pb.SendMessageResponse, producer.send),
+            "QueryAssignment": (
+                pb.QueryAssignmentRequest,
+                pb.QueryAssignmentResponse,
+                self._query_assignment,
+            ),
+            "AckMessage": (
+                pb.AckMessageRequest,
+                pb.AckMessageResponse,
+                lambda call, req: _now(consumer.ack(call, req)),
+            ),
+            "ForwardMessageToDeadLetterQueue": (
+                pb.ForwardMessageToDeadLetterQueueRequest,
+                pb.ForwardMessageToDeadLetterQueueResponse,
+                lambda call, req: _now(consumer.forward_to_dlq(call, req)),
+            ),
+            "UpdateOffset": (
+                pb.UpdateOffsetRequest,
+                pb.UpdateOffsetResponse,
+                lambda call, req: _now(consumer.update_offset(call, req)),
+            ),
+            "GetOffset": (
+                pb.GetOffsetRequest,
+                pb.GetOffsetResponse,
+                lambda call, req: _now(consumer.get_offset(call, req)),
+            ),
+            "QueryOffset": (
+                pb.QueryOffsetRequest,
+                pb.QueryOffsetResponse,
+                lambda call, req: _now(consumer.query_offset(call, req)),
+            ),
+            "EndTransaction": (pb.EndTransactionRequest, pb.EndTransactionResponse, producer.end_transaction),
+            "NotifyClientTermination": (
+                pb.NotifyClientTerminationRequest,
+                pb.NotifyClientTerminationResponse,
+                self._terminated,
+            ),
+            "ChangeInvisibleDuration": (
+                pb.ChangeInvisibleDurationRequest,
+                pb.ChangeInvisibleDurationResponse,
+                lambda call, req: _now(consumer.change_invisible(call, req)),
+            ),
+            "RecallMessage": (
+                pb.RecallMessageRequest,
+                pb.RecallMessageResponse,
+                _not_served("RecallMessage (cancel a delay message)"),
+            ),
+            "SyncLiteSubscription": (
+                pb.SyncLiteSubscriptionRequest,
+                pb.SyncLiteSubscriptionResponse,
+                _not_served("lite topics"),
+            ),
+        }
+        handlers = {
+            name: grpc.unary_unary_rpc_method_handler(
+                _guarded(fn, response),
+                request_deserializer=request.FromString,
+                response_serializer=response.SerializeToString,
+            )
+            for name, (request, response, fn) in unary.items()
+        }
+        handlers["ReceiveMessage"] = grpc.unary_stream_rpc_method_handler(
+            self._receive,
+            request_deserializer=pb.ReceiveMessageRequest.FromString,
+            response_serializer=pb.ReceiveMessageResponse.SerializeToString,
+        )
+        handlers["PullMessage"] = grpc.unary_stream_rpc_method_handler(
+            self._pull,
+            request_deserializer=pb.PullMessageRequest.FromString,
+            response_serializer=pb.PullMessageResponse.SerializeToString,
+        )
+        handlers["Telemetry"] = grpc.stream_stream_rpc_method_handler(
+            self._telemetry,
+            request_deserializer=pb.TelemetryCommand.FromString,
+            response_serializer=pb.TelemetryCommand.SerializeToString,
+        )
+        return handlers
+
+    # -- clients ----------------------------------------------------------------------------
+    async def _heartbeat(self, call: Any, request: pb.HeartbeatRequest) -> pb.HeartbeatResponse:
+        client = self.clients.get(call.client_id, call.peer)
+        group = call.name(request.group) if request.HasField("group") else None
+        self.clients.register(client, request.client_type, group)
+        return pb.HeartbeatResponse(status=status())
+
+    async def _terminated(
+        self,
+        call: Any,
+        request: pb.NotifyClientTerminationRequest,
+    ) -> pb.NotifyClientTerminationResponse:
+        self.clients.forget(self.clients.get(call.client_id, call.peer))
+        return pb.NotifyClientTerminationResponse(status=status())
+
+    async def _query_assignment(
+        self, call: Any, request: pb.QueryAssignmentRequest
+    ) -> pb.QueryAssignmentResponse:
+        _, settings = self.consumer.group(call, request.group)
+        return query_assignment(self.broker, call, request, orderly(settings))
+
+    def _settings_reply(self, settings: pb.Settings, call: Any) -> pb.TelemetryCommand:
+        fifo, attempts = False, 17
+        if settings.HasField("subscription") and settings.subscription.HasField("group"):
+            group = self.broker.subscription_groups.find(call.name(settings.subscription.group))
+            if group is not None:
+                fifo, attempts = orderly(group), group.retry_max_times + 1
+        reply = settings_reply(
+            settings, max_body=self.broker.store.config.max_message_size, fifo=fifo, max_attempts=attempts
+        )
+        return pb.TelemetryCommand(status=status(), settings=reply)
+
+    async def _telemetry(self, requests: AsyncIterator[pb.TelemetryCommand], context: Any) -> None:
+        """A client's Telemetry stream: its settings answered with the broker's, and the
+        broker's commands (transaction checks) written to it while it is open."""
+        try:
+            call = call_of(context)
+        except Refused as refused:
+            await context.write(pb.TelemetryCommand(status=status(refused.code, refused.message)))
+            return
+        client = self.clients.get(call.client_id, call.peer)
+        outbox: asyncio.Queue[pb.TelemetryCommand] = asyncio.Queue(maxsize=64)
+        client.outbox = outbox
+
+        async def read() -> None:
+            async for command in requests:
+                if command.HasField("settings"):
+                    client.settings = command.settings
+                    kind = command.settings.client_type
+                    self.clients.register(client, kind)
+                    outbox.put_nowait(self._settings_reply(command.settings, call))
+
+        reader = asyncio.ensure_future(read())
+        try:
+            while True:
+                take = asyncio.ensure_future(outbox.get())
+                done, _ = await asyncio.wait({take, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if take not in done:
+                    take.cancel()
+                    break
+                await context.write(take.result())
+        finally:
+            reader.cancel()
+            if client.outbox is outbox:
+                client.outbox = None
+
+    # -- streams ----------------------------------------------------------------------------
+    async def _receive(
+        self,
+        request: pb.ReceiveMessageRequest,
+        context: Any,
+    ) -> AsyncIterator[pb.ReceiveMessageResponse]:
+        try:
+            call = call_of(context)
+        except Refused as refused:
+            yield pb.ReceiveMessageResponse(status=status(refused.code, refused.message))
+            return
+        async for response in self.consumer.receive(call, request, context.time_remaining()):
+            yield response
+
+    async def _pull(
+        self, request: pb.PullMessageRequest, context: Any
+    ) -> AsyncIterator[pb.PullMessageResponse]:
+        yield pb.PullMessageResponse(
+            status=status(pb.NOT_IMPLEMENTED, "PullMessage is not served: use SimpleConsumer or PushConsumer")
+        )
+
+
+async def _now(value: Any) -> Any:
+    return value
+
+
+def _not_served(what: str) -> Unary:
+    async def refuse(call: Any, request: Any) -> Any:
+        raise Refused(pb.NOT_IMPLEMENTED, f"{what} is not served by this broker")
+
+    return refuse
+
+
+def _guarded(fn: Unary, response: Any) -> Callable[[Any, Any], Awaitable[Any]]:
+    """A unary handler that reads the call's metadata and answers errors in-band."""
+
+    async def handle(request: Any, context: Any) -> Any:
+        try:
+            return await fn(call_of(context), request)
+        except Refused as refused:
+            return response(status=status(refused.code, refused.message))
+        except Exception as exc:  # a bug must not leave the client without an answer
+            log.exception("gRPC %s failed", type(request).__name__)
+            return response(status=status(pb.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"))
+
+    return handle

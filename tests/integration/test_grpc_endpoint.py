@@ -1,0 +1,339 @@
+"""The broker's gRPC endpoint over real loopback TCP, called with the v5 messages as RocketMQ 5
+clients send them: routes, settings on the Telemetry stream, send, receive (with long polling),
+acknowledge, change the invisible time, transactions and their check, and the in-band errors."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from bolide.client import Admin
+from bolide.protocol.v5 import messaging_pb2 as pb
+from bolide.testing.servers import Servers
+from conftest import run_with_servers, wait_until
+
+SERVICE = "/apache.rocketmq.v2.MessagingService/"
+CLIENT = (("x-mq-client-id", "host@1@0@test"), ("x-mq-language", "PYTHON"))
+RESPONSES = {
+    "QueryRoute": pb.QueryRouteResponse,
+    "Heartbeat": pb.HeartbeatResponse,
+    "SendMessage": pb.SendMessageResponse,
+    "QueryAssignment": pb.QueryAssignmentResponse,
+    "AckMessage": pb.AckMessageResponse,
+    "ChangeInvisibleDuration": pb.ChangeInvisibleDurationResponse,
+    "EndTransaction": pb.EndTransactionResponse,
+    "RecallMessage": pb.RecallMessageResponse,
+    "ForwardMessageToDeadLetterQueue": pb.ForwardMessageToDeadLetterQueueResponse,
+    "NotifyClientTermination": pb.NotifyClientTerminationResponse,
+}
+
+
+class V5:
+    """Calls of the v5 API on a channel, with a client id (or without: ``metadata=()``)."""
+
+    def __init__(self, channel: grpc.aio.Channel, metadata: tuple[tuple[str, str], ...] = CLIENT) -> None:
+        self.channel, self.metadata = channel, metadata
+
+    async def __call__(self, rpc: str, request: Any) -> Any:
+        call = self.channel.unary_unary(
+            SERVICE + rpc,
+            request_serializer=type(request).SerializeToString,
+            response_deserializer=RESPONSES[rpc].FromString,
+        )
+        return await call(request, metadata=self.metadata, timeout=10)
+
+    async def receive(
+        self, request: pb.ReceiveMessageRequest, timeout: float = 10
+    ) -> tuple[int, list[pb.Message]]:
+        call = self.channel.unary_stream(
+            SERVICE + "ReceiveMessage",
+            request_serializer=pb.ReceiveMessageRequest.SerializeToString,
+            response_deserializer=pb.ReceiveMessageResponse.FromString,
+        )
+        code, messages = None, []
+        async for response in call(request, metadata=self.metadata, timeout=timeout):
+            if response.HasField("status"):
+                code = response.status.code
+            elif response.HasField("message"):
+                messages.append(response.message)
+        return code, messages
+
+
+def message(topic: str, body: bytes, msg_id: str, **system: Any) -> pb.Message:
+    return pb.Message(
+        topic=pb.Resource(name=topic),
+        body=body,
+        system_properties=pb.SystemProperties(message_id=msg_id, **system),
+    )
+
+
+def receive_request(
+    topic: str, group: str, *, invisible_s: int = 30, poll_s: float = 0
+) -> pb.ReceiveMessageRequest:
+    return pb.ReceiveMessageRequest(
+        group=pb.Resource(name=group),
+        message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=0),
+        filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
+        batch_size=32,
+        invisible_duration=Duration(seconds=invisible_s),
+        long_polling_timeout=Duration(seconds=int(poll_s), nanos=int(poll_s % 1 * 1e9)),
+    )
+
+
+async def dispatched(s: Servers) -> None:
+    """Wait until what was sent is in its queues (a receive without long polling sees it)."""
+    assert await asyncio.to_thread(s.broker.store.wait_dispatched, 10)
+
+
+def run(tmp_path: Path, test: Any, **options: Any) -> None:
+    run_with_servers(tmp_path, test, timeout=40, grpc_server_port=0, **options)
+
+
+async def endpoint(s: Servers) -> tuple[grpc.aio.Channel, V5, pb.Endpoints]:
+    assert s.broker.grpc is not None
+    port = s.broker.grpc.port
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    return (
+        channel,
+        V5(channel),
+        pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host="127.0.0.1", port=port)]),
+    )
+
+
+def test_route_send_receive_ack(tmp_path: Path) -> None:
+    async def test(s: Servers) -> None:
+        channel, v5, here = await endpoint(s)
+        async with channel:
+            route = await v5(
+                "QueryRoute", pb.QueryRouteRequest(topic=pb.Resource(name="V5T"), endpoints=here)
+            )
+            assert route.status.code == pb.OK and len(route.message_queues) == 8  # auto-created
+            mq = route.message_queues[0]
+            assert (mq.broker.name, mq.broker.id, mq.permission) == ("broker-a", 0, pb.READ_WRITE)
+            assert mq.broker.endpoints == here and list(mq.accept_message_types) == [pb.NORMAL]
+            sent = await v5(
+                "SendMessage",
+                pb.SendMessageRequest(
+                    messages=[message("V5T", b"hello", "ID-1", tag="TagA", keys=["k1", "k2"])]
+                ),
+            )
+            assert sent.status.code == pb.OK and sent.entries[0].message_id == "ID-1"
+            msg = pb.Message(
+                topic=pb.Resource(name="V5T"),
+                body=b"props",
+                user_properties={"color": "red"},
+                system_properties=pb.SystemProperties(message_id="ID-2"),
+            )
+            assert (await v5("SendMessage", pb.SendMessageRequest(messages=[msg]))).status.code == pb.OK
+            await dispatched(s)
+            code, got = await v5.receive(receive_request("V5T", "v5g"))
+            assert code == pb.OK and sorted(m.body for m in got) == [b"hello", b"props"]
+            hello = next(m for m in got if m.body == b"hello")
+            sp = hello.system_properties
+            assert (sp.tag, list(sp.keys), sp.message_id, sp.delivery_attempt) == (
+                "TagA",
+                ["k1", "k2"],
+                "ID-1",
+                1,
+            )
+            assert sp.body_digest.checksum == "5D41402ABC4B2A76B9719D911017C592"  # MD5 of hello
+            assert dict(next(m for m in got if m.body == b"props").user_properties) == {"color": "red"}
+            code, again = await v5.receive(receive_request("V5T", "v5g"))
+            assert (code, again) == (pb.MESSAGE_NOT_FOUND, [])  # both are out
+            acked = await v5(
+                "AckMessage",
+                pb.AckMessageRequest(
+                    group=pb.Resource(name="v5g"),
+                    topic=pb.Resource(name="V5T"),
+                    entries=[
+                        pb.AckMessageEntry(
+                            message_id=m.system_properties.message_id,
+                            receipt_handle=m.system_properties.receipt_handle,
+                        )
+                        for m in got
+                    ],
+                ),
+            )
+            assert acked.status.code == pb.OK and len(acked.entries) == 2
+            async with Admin(s.namesrv_addr) as admin:
+                progress = await admin.consumer_progress("v5g", "V5T")
+            assert progress.total_lag == 0 and sum(q.consumer_offset for q in progress.queues) == 2
+
+    run(tmp_path, test)
+
+
+def test_a_receive_waits_for_the_next_message(tmp_path: Path) -> None:
+    async def test(s: Servers) -> None:
+        channel, v5, _ = await endpoint(s)
+        async with channel:
+            async with Admin(s.namesrv_addr) as admin:
+                await admin.create_topic("Wait5", read_queue_nums=2, write_queue_nums=2)
+            waiting = asyncio.ensure_future(v5.receive(receive_request("Wait5", "wg", poll_s=15), timeout=20))
+            await wait_until(lambda: s.broker.grpc is not None and s.broker.grpc.pop._waiting == 1)
+            started = time.monotonic()
+            await v5("SendMessage", pb.SendMessageRequest(messages=[message("Wait5", b"late", "ID-L")]))
+            code, got = await waiting
+            assert code == pb.OK and [m.body for m in got] == [b"late"]
+            assert time.monotonic() - started < 10  # woken by the message, not by the poll's end
+            # nothing comes: the poll ends at its time with MESSAGE_NOT_FOUND
+            code, got = await v5.receive(receive_request("Wait5", "wg", poll_s=0.3))
+            assert (code, got) == (pb.MESSAGE_NOT_FOUND, [])
+
+    run(tmp_path, test)
+
+
+def test_change_invisible_duration_and_redelivery(tmp_path: Path) -> None:
+    async def test(s: Servers) -> None:
+        channel, v5, _ = await endpoint(s)
+        async with channel:
+            await v5("SendMessage", pb.SendMessageRequest(messages=[message("Inv5", b"x", "ID-X")]))
+            await dispatched(s)
+            _, (got,) = await v5.receive(receive_request("Inv5", "ig"))
+            handle = got.system_properties.receipt_handle
+            changed = await v5(
+                "ChangeInvisibleDuration",
+                pb.ChangeInvisibleDurationRequest(
+                    group=pb.Resource(name="ig"),
+                    topic=pb.Resource(name="Inv5"),
+                    receipt_handle=handle,
+                    invisible_duration=Duration(seconds=0),
+                    message_id="ID-X",
+                ),
+            )
+            assert changed.status.code == pb.OK and changed.receipt_handle not in ("", handle)
+            code, (back,) = await v5.receive(receive_request("Inv5", "ig", poll_s=5))
+            assert code == pb.OK and back.system_properties.delivery_attempt == 2
+            stale = await v5(
+                "AckMessage",
+                pb.AckMessageRequest(
+                    group=pb.Resource(name="ig"),
+                    topic=pb.Resource(name="Inv5"),
+                    entries=[pb.AckMessageEntry(message_id="ID-X", receipt_handle=handle)],
+                ),
+            )
+            assert stale.status.code == pb.INVALID_RECEIPT_HANDLE
+
+    run(tmp_path, test)
+
+
+def test_telemetry_answers_settings_and_carries_the_transaction_check(tmp_path: Path) -> None:
+    async def test(s: Servers) -> None:
+        channel, v5, here = await endpoint(s)
+        async with channel:
+            async with Admin(s.namesrv_addr) as admin:
+                await admin.create_topic(
+                    "Tx5", read_queue_nums=1, write_queue_nums=1, attributes="+message.type=TRANSACTION"
+                )
+            stream = channel.stream_stream(
+                SERVICE + "Telemetry",
+                request_serializer=pb.TelemetryCommand.SerializeToString,
+                response_deserializer=pb.TelemetryCommand.FromString,
+            )(metadata=CLIENT)
+            await stream.write(
+                pb.TelemetryCommand(
+                    settings=pb.Settings(
+                        client_type=pb.PRODUCER,
+                        access_point=here,
+                        publishing=pb.Publishing(
+                            topics=[pb.Resource(name="Tx5")], validate_message_type=True
+                        ),
+                    )
+                )
+            )
+            reply = await stream.read()
+            assert reply.status.code == pb.OK
+            assert reply.settings.publishing.max_body_size == 4 * 1024 * 1024
+            assert reply.settings.backoff_policy.HasField("exponential_backoff")
+            half = message("Tx5", b"maybe", "TX-1", message_type=pb.TRANSACTION)
+            sent = await v5("SendMessage", pb.SendMessageRequest(messages=[half]))
+            assert sent.status.code == pb.OK and sent.entries[0].transaction_id == "TX-1"
+            # never ended: the broker's check asks this producer on its stream
+            check = await asyncio.wait_for(stream.read(), 20)
+            recover = check.recover_orphaned_transaction_command
+            assert recover.transaction_id == "TX-1" and recover.message.body == b"maybe"
+            ended = await v5(
+                "EndTransaction",
+                pb.EndTransactionRequest(
+                    topic=pb.Resource(name="Tx5"),
+                    message_id="TX-1",
+                    transaction_id="TX-1",
+                    resolution=pb.COMMIT,
+                    source=pb.SOURCE_SERVER_CHECK,
+                ),
+            )
+            assert ended.status.code == pb.OK
+            code, got = await v5.receive(receive_request("Tx5", "txg", poll_s=5))
+            assert code == pb.OK and [m.body for m in got] == [b"maybe"]
+            again = await v5(
+                "EndTransaction",
+                pb.EndTransactionRequest(
+                    topic=pb.Resource(name="Tx5"),
+                    message_id="TX-1",
+                    transaction_id="TX-1",
+                    resolution=pb.COMMIT,
+                ),
+            )
+            assert again.status.code == pb.INVALID_TRANSACTION_ID
+            stream.cancel()
+
+    run(tmp_path, test, transaction_timeout_ms=500, transaction_check_interval_ms=500)
+
+
+def test_errors_are_answered_in_the_response(tmp_path: Path) -> None:
+    async def test(s: Servers) -> None:
+        channel, v5, here = await endpoint(s)
+        async with channel:
+            anonymous = V5(channel, metadata=())
+            r = await anonymous(
+                "QueryRoute", pb.QueryRouteRequest(topic=pb.Resource(name="T"), endpoints=here)
+            )
+            assert r.status.code == pb.CLIENT_ID_REQUIRED
+            empty = await v5("SendMessage", pb.SendMessageRequest(messages=[message("E5", b"", "ID-E")]))
+            assert empty.status.code == pb.MESSAGE_BODY_EMPTY
+            fifo = await v5(
+                "SendMessage",
+                pb.SendMessageRequest(messages=[message("E5", b"x", "ID-F", message_group="g")]),
+            )
+            assert fifo.status.code == pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE  # E5 is NORMAL
+            reserved = pb.Message(
+                topic=pb.Resource(name="E5"),
+                body=b"x",
+                user_properties={"TAGS": "no"},
+                system_properties=pb.SystemProperties(message_id="ID-R"),
+            )
+            r = await v5("SendMessage", pb.SendMessageRequest(messages=[reserved]))
+            assert r.status.code == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
+            async with Admin(s.namesrv_addr) as admin:
+                await admin.create_topic("D5", attributes="+message.type=DELAY")
+            late = message(
+                "D5", b"x", "ID-D", delivery_timestamp=Timestamp(seconds=int(time.time()) + 10 * 86400)
+            )
+            r = await v5("SendMessage", pb.SendMessageRequest(messages=[late]))
+            assert r.status.code == pb.ILLEGAL_DELIVERY_TIME
+            r = await v5(
+                "AckMessage",
+                pb.AckMessageRequest(
+                    group=pb.Resource(name="g"),
+                    topic=pb.Resource(name="E5"),
+                    entries=[pb.AckMessageEntry(message_id="m", receipt_handle="garbage")],
+                ),
+            )
+            assert r.status.code == pb.INVALID_RECEIPT_HANDLE
+            r = await v5("RecallMessage", pb.RecallMessageRequest(topic=pb.Resource(name="E5")))
+            assert r.status.code == pb.NOT_IMPLEMENTED
+            s.broker.config = s.broker.config.replace(auto_create_topic_enable=False)
+            r = await v5("QueryRoute", pb.QueryRouteRequest(topic=pb.Resource(name="Nope"), endpoints=here))
+            assert r.status.code == pb.TOPIC_NOT_FOUND and "updateTopic" in r.status.message
+            code, _ = await v5.receive(receive_request("Nope", "g"))
+            assert code == pb.TOPIC_NOT_FOUND
+            # the endpoint still serves
+            ok = await v5("SendMessage", pb.SendMessageRequest(messages=[message("E5", b"x", "ID-OK")]))
+            assert ok.status.code == pb.OK
+
+    run(tmp_path, test)
