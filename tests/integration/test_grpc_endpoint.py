@@ -5,6 +5,8 @@ acknowledge, change the invisible time, transactions and their check, and the in
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import time
 from pathlib import Path
 from typing import Any
@@ -337,3 +339,54 @@ def test_errors_are_answered_in_the_response(tmp_path: Path) -> None:
             assert ok.status.code == pb.OK
 
     run(tmp_path, test)
+
+
+ACCOUNTS = """\
+globalWhiteRemoteAddresses: []
+accounts:
+  - accessKey: grpc-writer
+    secretKey: writer-secret
+    defaultTopicPerm: PUB
+    defaultGroupPerm: SUB
+"""
+
+
+def signed(access_key: str, secret: str) -> tuple[tuple[str, str], ...]:
+    """The metadata of a call signed as RocketMQ 5 clients sign (HMAC-SHA1 of the date header)."""
+    when = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    signature = hmac.new(secret.encode(), when.encode(), hashlib.sha1).hexdigest()
+    return (
+        *CLIENT,
+        ("x-mq-date-time", when),
+        (
+            "authorization",
+            f"MQv2-HMAC-SHA1 Credential={access_key}, SignedHeaders=x-mq-date-time, Signature={signature}",
+        ),
+    )
+
+
+def test_a_broker_with_plain_acl_checks_grpc_calls(tmp_path: Path) -> None:
+    accounts = tmp_path / "conf" / "plain_acl.yml"
+    accounts.parent.mkdir()
+    accounts.write_text(ACCOUNTS)
+
+    async def test(s: Servers) -> None:
+        channel, anonymous, here = await endpoint(s)
+        async with channel:
+            writer = V5(channel, signed("grpc-writer", "writer-secret"))
+            forger = V5(channel, signed("grpc-writer", "not-the-secret"))
+            stranger = V5(channel, signed("nobody", "x"))
+            send = pb.SendMessageRequest(messages=[message("Acl5", b"x", "ID-A")])
+            for who in (anonymous, forger, stranger):
+                assert (await who("SendMessage", send)).status.code == pb.UNAUTHORIZED
+            assert (await writer("SendMessage", send)).status.code == pb.OK
+            route = await writer(
+                "QueryRoute", pb.QueryRouteRequest(topic=pb.Resource(name="Acl5"), endpoints=here)
+            )
+            assert route.status.code == pb.OK
+            code, _ = await writer.receive(receive_request("Acl5", "acl_g"))  # PUB only on topics
+            assert code == pb.FORBIDDEN
+            code, _ = await anonymous.receive(receive_request("Acl5", "acl_g"))
+            assert code == pb.UNAUTHORIZED
+
+    run(tmp_path, test, acl_enable=True, acl_file=str(accounts))

@@ -10,6 +10,8 @@ checks batch sends). A refusal raises AclError, answered as SYSTEM_ERROR with Ro
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from bolide.broker.acl.accounts import AclState, PlainAcl
 from bolide.broker.acl.addresses import host_of
 from bolide.broker.acl.permissions import (
@@ -29,6 +31,11 @@ from bolide.protocol.command import RemotingCommand
 from bolide.remoting.hooks import ACCESS_KEY, RPCHook, verify_signature
 
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"  # sends of message traces skip the permission check
+
+
+class NotAuthenticated(AclError):
+    """The request names no account, an unknown one, or is not signed with its secret."""
+
 
 _SENDS = {RequestCode.SEND_MESSAGE: ("topic", "group"),  # v1 headers name no group: none checked
           RequestCode.SEND_MESSAGE_V2: ("b", "a"), RequestCode.SEND_BATCH_MESSAGE: ("b", "a")}
@@ -81,31 +88,40 @@ def needed_resources(request: RemotingCommand) -> dict[str, int]:
 
 def check_request(state: AclState, remote_addr: str, request: RemotingCommand) -> None:
     """Let ``request`` from ``remote_addr`` through, or raise AclError saying why not."""
+    check_access(state, remote_addr, request.ext_fields.get(ACCESS_KEY),
+                 lambda secret: verify_signature(request, secret), lambda: needed_resources(request),
+                 admin_code=request.code if request.code in ADMIN_CODES else None)
+
+
+def check_access(state: AclState, remote_addr: str, access_key: str | None, signed: Callable[[str], bool],
+                 needed: Callable[[], dict[str, int]], *, admin_code: int | None = None) -> None:
+    """The plain-ACL check of one request from ``remote_addr`` whatever its protocol:
+    ``signed(secret)`` tells whether the request was signed with the account's secret,
+    ``needed()`` the topics and groups (``%RETRY%group``) it touches with the permission each
+    needs, ``admin_code`` the admin request code it is. Raises AclError saying why not."""
     host = host_of(remote_addr)
     for pattern in state.global_white:
         if pattern.matches(host):
             return
-    access_key = request.ext_fields.get(ACCESS_KEY)
     if access_key is None:
-        raise AclError("No accessKey is configured: the client must sign its requests with an "
+        raise NotAuthenticated("No accessKey is configured: the client must sign its requests with an "
                        "account of the broker's plain_acl.yml (accessKey and secretKey)")
     account = state.accounts.get(access_key)
     if account is None:
-        raise AclError(f"No acl config for {access_key}: add the account to the broker's "
+        raise NotAuthenticated(f"No acl config for {access_key}: add the account to the broker's "
                        "plain_acl.yml or use one listed there")
     if account.white.matches(host):
         return
-    if not verify_signature(request, account.secret_key):
-        raise AclError(f"Check signature failed for accessKey={access_key}: the client's "
+    if not signed(account.secret_key):
+        raise NotAuthenticated(f"Check signature failed for accessKey={access_key}: the client's "
                        "secretKey differs from the broker's plain_acl.yml")
-    code = request.code
-    if code in ADMIN_CODES and not account.admin:
-        raise AclError(f"Need admin permission for request code={code}, but accessKey="
+    if admin_code is not None and not account.admin:
+        raise AclError(f"Need admin permission for request code={admin_code}, but accessKey="
                        f"{access_key} is not (set admin: true for it in plain_acl.yml)")
-    needed = needed_resources(request)
-    if not needed or needed.get(TRACE_TOPIC) == PUB or (account.admin and not account.perms):
+    resources = needed()
+    if not resources or resources.get(TRACE_TOPIC) == PUB or (account.admin and not account.perms):
         return
-    for resource, perm in needed.items():
+    for resource, perm in resources.items():
         is_group = resource.startswith(RETRY_PREFIX)
         owned = account.perms.get(resource)
         if owned is None:

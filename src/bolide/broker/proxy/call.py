@@ -16,6 +16,8 @@ class Call:
     client_id: str
     namespace: str
     peer: str  # host:port
+    authorization: str = ""  # MQv2-HMAC-SHA1 Credential=<accessKey>, ..., Signature=<hex>
+    date_time: str = ""  # x-mq-date-time, what the signature signs
 
     def name(self, resource: pb.Resource) -> str:
         """A topic's or group's name on the broker: ``namespace%name`` inside a namespace (the
@@ -43,4 +45,10 @@ def call_of(context: Any) -> Call:
             pb.CLIENT_ID_REQUIRED,
             "the call has no x-mq-client-id header: RocketMQ 5 clients send one; set it on your own calls",
         )
-    return Call(client_id, metadata.get("x-mq-namespace", ""), peer_address(context.peer() or ""))
+    return Call(
+        client_id,
+        metadata.get("x-mq-namespace", ""),
+        peer_address(context.peer() or ""),
+        metadata.get("authorization", ""),
+        metadata.get("x-mq-date-time", ""),
+    )

@@ -13,6 +13,7 @@ import zlib
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
+from bolide.broker.processors.send import born_host
 from bolide.broker.proxy.call import Call
 from bolide.broker.proxy.convert import (
     SHARDING_KEY,
@@ -123,12 +124,18 @@ class GrpcProducer:
                 flag=0,
                 sys_flag=TRANSACTION_PREPARED_TYPE,
                 born_timestamp=born_ts,
-                born_host=call.peer,
+                born_host=born_host(call.peer),
                 reconsume_times=0,
             )
         else:
             result = broker.store.put_encoded(
-                topic, body, encoded, queue_id, born_timestamp=born_ts, born_host=call.peer, wait_store=False
+                topic,
+                body,
+                encoded,
+                queue_id,
+                born_timestamp=born_ts,
+                born_host=born_host(call.peer),
+                wait_store=False,
             )
         await self._settle(result)
         code = _PUT_CODES.get(result.status, pb.INTERNAL_SERVER_ERROR)

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from bolide.broker.pop import PopService
-from bolide.broker.proxy.call import call_of
+from bolide.broker.proxy.auth import authorize
+from bolide.broker.proxy.call import Call, call_of
 from bolide.broker.proxy.clients import GrpcClients, settings_reply
 from bolide.broker.proxy.consumer import GrpcConsumer, orderly
 from bolide.broker.proxy.convert import Refused, status
@@ -155,7 +156,7 @@ class GrpcEndpoint:
         }
         handlers = {
             name: grpc.unary_unary_rpc_method_handler(
-                _guarded(fn, response),
+                self._guarded(name, fn, response),
                 request_deserializer=request.FromString,
                 response_serializer=response.SerializeToString,
             )
@@ -177,6 +178,28 @@ class GrpcEndpoint:
             response_serializer=pb.TelemetryCommand.SerializeToString,
         )
         return handlers
+
+    def _call(self, context: Any, rpc: str, request: Any) -> Call:
+        """The call's metadata, checked against the plain ACL when the broker has it on.
+        Raises Refused."""
+        call = call_of(context)
+        if self.broker.acl is not None:
+            authorize(self.broker.acl.state, call, rpc, request)
+        return call
+
+    def _guarded(self, rpc: str, fn: Unary, response: Any) -> Callable[[Any, Any], Awaitable[Any]]:
+        """A unary handler that reads (and checks) the call's metadata and answers errors in-band."""
+
+        async def handle(request: Any, context: Any) -> Any:
+            try:
+                return await fn(self._call(context, rpc, request), request)
+            except Refused as refused:
+                return response(status=status(refused.code, refused.message))
+            except Exception as exc:  # a bug must not leave the client without an answer
+                log.exception("gRPC %s failed", rpc)
+                return response(status=status(pb.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"))
+
+        return handle
 
     # -- clients ----------------------------------------------------------------------------
     async def _heartbeat(self, call: Any, request: pb.HeartbeatRequest) -> pb.HeartbeatResponse:
@@ -214,7 +237,7 @@ class GrpcEndpoint:
         """A client's Telemetry stream: its settings answered with the broker's, and the
         broker's commands (transaction checks) written to it while it is open."""
         try:
-            call = call_of(context)
+            call = self._call(context, "Telemetry", None)
         except Refused as refused:
             await context.write(pb.TelemetryCommand(status=status(refused.code, refused.message)))
             return
@@ -251,7 +274,7 @@ class GrpcEndpoint:
         context: Any,
     ) -> AsyncIterator[pb.ReceiveMessageResponse]:
         try:
-            call = call_of(context)
+            call = self._call(context, "ReceiveMessage", request)
         except Refused as refused:
             yield pb.ReceiveMessageResponse(status=status(refused.code, refused.message))
             return
@@ -275,18 +298,3 @@ def _not_served(what: str) -> Unary:
         raise Refused(pb.NOT_IMPLEMENTED, f"{what} is not served by this broker")
 
     return refuse
-
-
-def _guarded(fn: Unary, response: Any) -> Callable[[Any, Any], Awaitable[Any]]:
-    """A unary handler that reads the call's metadata and answers errors in-band."""
-
-    async def handle(request: Any, context: Any) -> Any:
-        try:
-            return await fn(call_of(context), request)
-        except Refused as refused:
-            return response(status=status(refused.code, refused.message))
-        except Exception as exc:  # a bug must not leave the client without an answer
-            log.exception("gRPC %s failed", type(request).__name__)
-            return response(status=status(pb.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"))
-
-    return handle
