@@ -211,7 +211,10 @@ class BrokerController:
                           ReplyProcessor(self)):
             for code in processor.CODES:
                 self.server.register(code, processor)
-        if self.config.grpc_server_port >= 0:
+        if self.config.grpc_server_port >= 0 and self.role is BrokerRole.SLAVE:
+            log.warning("grpcServerPort=%d: a slave serves no gRPC clients (they send and receive "
+                        "through the master's endpoint)", self.config.grpc_server_port)
+        elif self.config.grpc_server_port >= 0:
             self.grpc = GrpcEndpoint(self, self.config.bind_address, self.config.grpc_server_port)
             try:
                 await self.grpc.start()

@@ -1,0 +1,260 @@
+"""Benchmark of the broker's gRPC endpoint (RocketMQ 5 clients): SendMessage msgs/s and latency
+with 1 KiB bodies from loader processes, then receive-and-acknowledge msgs/s (ReceiveMessage of
+32 and one AckMessage per batch), with the broker's peak RSS and anonymous memory.
+
+    .venv/bin/python bench/grpc_endpoint.py [--seconds 10] [--loaders 2] [--concurrency 64]
+
+The broker is ``bolide start`` in a child process with ASYNC_FLUSH; the loaders call it with
+Bolide's own v5 messages over grpc.aio, as the official clients do (one message per send).
+``grpcio_floor`` is the same load against a server whose SendMessage does nothing: what grpcio
+itself costs per call on the machine. Prints one JSON document. Figures are never asserted in
+tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import re
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf.duration_pb2 import Duration
+
+from bolide.cli.bench_common import machine_info, r
+from bolide.cli.bench_server import ServerProcess
+from bolide.protocol.v5 import messaging_pb2 as pb
+
+TOPIC, GROUP = "GrpcBench", "grpc_bench_g"
+METHOD = "/apache.rocketmq.v2.MessagingService/"
+METADATA = (("x-mq-client-id", "bench@0@0@grpc"),)
+_PORT_LINE = re.compile(r"gRPC clients connect to 127\.0\.0\.1:(\d+)")
+
+
+async def _send_loop(port: int, seconds: float, concurrency: int, size: int, loader: int) -> list[float]:
+    latencies: list[float] = []
+    body = b"x" * size
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        send = channel.unary_unary(
+            METHOD + "SendMessage",
+            request_serializer=pb.SendMessageRequest.SerializeToString,
+            response_deserializer=pb.SendMessageResponse.FromString,
+        )
+        stop = time.perf_counter() + seconds
+        counter = 0
+
+        async def worker(w: int) -> None:
+            nonlocal counter
+            while time.perf_counter() < stop:
+                counter += 1
+                msg = pb.Message(
+                    topic=pb.Resource(name=TOPIC),
+                    body=body,
+                    system_properties=pb.SystemProperties(message_id=f"B{loader}-{w}-{counter}"),
+                )
+                started = time.perf_counter()
+                response = await send(pb.SendMessageRequest(messages=[msg]), metadata=METADATA)
+                assert response.status.code == pb.OK, response.status
+                latencies.append(time.perf_counter() - started)
+
+        await asyncio.gather(*(worker(w) for w in range(concurrency)))
+    return latencies
+
+
+def _loader(port: int, seconds: float, concurrency: int, size: int, loader: int, out: Any) -> None:
+    out.put(asyncio.run(_send_loop(port, seconds, concurrency, size, loader)))
+
+
+async def _receive_all(port: int, expected: int, concurrency: int) -> tuple[int, float]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        receive = channel.unary_stream(
+            METHOD + "ReceiveMessage",
+            request_serializer=pb.ReceiveMessageRequest.SerializeToString,
+            response_deserializer=pb.ReceiveMessageResponse.FromString,
+        )
+        ack = channel.unary_unary(
+            METHOD + "AckMessage",
+            request_serializer=pb.AckMessageRequest.SerializeToString,
+            response_deserializer=pb.AckMessageResponse.FromString,
+        )
+        request = pb.ReceiveMessageRequest(
+            group=pb.Resource(name=GROUP),
+            message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC)),
+            filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
+            batch_size=32,
+            invisible_duration=Duration(seconds=60),
+            long_polling_timeout=Duration(seconds=1),
+        )
+        got = 0
+        started = time.perf_counter()
+
+        async def worker() -> None:
+            nonlocal got
+            while got < expected:
+                entries = [
+                    pb.AckMessageEntry(
+                        message_id=m.message.system_properties.message_id,
+                        receipt_handle=m.message.system_properties.receipt_handle,
+                    )
+                    async for m in receive(request, metadata=METADATA, timeout=10)
+                    if m.HasField("message")
+                ]
+                if not entries:
+                    return
+                got += len(entries)
+                answer = await ack(
+                    pb.AckMessageRequest(group=request.group, topic=pb.Resource(name=TOPIC), entries=entries),
+                    metadata=METADATA,
+                )
+                assert answer.status.code == pb.OK, answer.status
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return got, time.perf_counter() - started
+
+
+async def _floor_server(ports: Any, seconds: float) -> None:
+    """A gRPC server whose SendMessage does nothing: what grpcio alone costs per call."""
+    import uvloop  # noqa: F401 - the broker's loop too
+
+    server = grpc.aio.server()
+
+    async def send(request: pb.SendMessageRequest, context: Any) -> pb.SendMessageResponse:
+        return pb.SendMessageResponse(status=pb.Status(code=pb.OK))
+
+    handler = grpc.unary_unary_rpc_method_handler(
+        send,
+        request_deserializer=pb.SendMessageRequest.FromString,
+        response_serializer=pb.SendMessageResponse.SerializeToString,
+    )
+    server.add_generic_rpc_handlers(
+        (
+            grpc.method_handlers_generic_handler(
+                "apache.rocketmq.v2.MessagingService", {"SendMessage": handler}
+            ),
+        )
+    )
+    ports.put(server.add_insecure_port("127.0.0.1:0"))
+    await server.start()
+    await asyncio.sleep(seconds)
+    await server.stop(0)
+
+
+def _floor_main(ports: Any, seconds: float) -> None:
+    import uvloop
+
+    uvloop.run(_floor_server(ports, seconds))
+
+
+def _load(port: int, args: argparse.Namespace) -> list[float]:
+    """Run the loader processes against ``port``; every send's latency."""
+    ctx = multiprocessing.get_context("spawn")
+    out: Any = ctx.Queue()
+    procs = [
+        ctx.Process(target=_loader, args=(port, args.seconds, args.concurrency, args.size, i, out))
+        for i in range(args.loaders)
+    ]
+    for proc in procs:
+        proc.start()
+    latencies = [lat for _ in procs for lat in out.get()]
+    for proc in procs:
+        proc.join()
+    return latencies
+
+
+def _floor(args: argparse.Namespace) -> dict[str, Any]:
+    """The same load against a SendMessage that does nothing (grpcio's own cost)."""
+    ctx = multiprocessing.get_context("spawn")
+    ports: Any = ctx.Queue()
+    server = ctx.Process(target=_floor_main, args=(ports, args.seconds + 30))
+    server.start()
+    try:
+        port = ports.get(timeout=30)
+        before = _cpu_seconds(server.pid)
+        latencies = _load(port, args)
+        cpu = _cpu_seconds(server.pid) - before
+    finally:
+        server.terminate()
+        server.join()
+    return {
+        "msgs_s": r(len(latencies) / args.seconds, 0),
+        "server_cpu_us_per_call": r(cpu / len(latencies) * 1e6),
+    }
+
+
+def _cpu_seconds(pid: int | None) -> float:
+    import os
+
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--loaders", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=64, help="sends in flight per loader")
+    parser.add_argument("--size", type=int, default=1024)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bolide-grpc-bench-") as tmp:
+        server = ServerProcess(Path(tmp), "ASYNC_FLUSH", ("grpcServerPort=0",))
+        server.start()
+        try:
+            port = int(_PORT_LINE.search(server.log_path.read_text()).group(1))  # type: ignore[union-attr]
+            peak = {"anon": 0.0}
+            sampling = threading.Event()
+
+            def sample() -> None:
+                while not sampling.is_set():
+                    peak["anon"] = max(peak["anon"], server.memory().get("RssAnon", 0.0))
+                    time.sleep(0.1)
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            asyncio.run(_send_loop(port, 1.0, 4, args.size, 99))  # topic created, connections warm
+            cpu_before = server.cpu_seconds() or 0.0
+            latencies = _load(port, args)
+            sent = len(latencies)
+            send_cpu = (server.cpu_seconds() or 0.0) - cpu_before
+            received, receive_s = asyncio.run(_receive_all(port, sent, 4))
+            sampling.set()
+            sampler.join()
+            memory = server.memory()
+        finally:
+            server.stop()
+    floor = _floor(args)
+    print(
+        json.dumps(
+            {
+                "machine": machine_info(),
+                "send_1k": {
+                    "messages": sent,
+                    "msgs_s": r(sent / args.seconds, 0),
+                    "p50_ms": r(_percentile(latencies, 50) * 1000, 2),
+                    "p99_ms": r(_percentile(latencies, 99) * 1000, 2),
+                    "loaders": args.loaders,
+                    "concurrency_per_loader": args.concurrency,
+                    "broker_cpu_us_per_msg": r(send_cpu / max(sent, 1) * 1e6),
+                },
+                "receive_ack": {"msgs": received, "msgs_s": r(received / receive_s, 0)},
+                "grpcio_floor": floor,
+                "broker": {"peak_rss_mib": r(memory.get("VmHWM")), "anon_peak_mib": r(peak["anon"])},
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
