@@ -204,13 +204,32 @@ def java_client_command(version: str = DEFAULT_VERSION, home: Path | None = None
     return [*cmd, "-cp", f"{classes}{os.pathsep}{cp}", main]
 
 
+GRPC_CLIENT = "grpc-client-5.0.8"  # interop/rocketmq/<this>/pom.xml: rocketmq-client-java
+GRPC_CLIENT_MAIN = "BolideGrpcClient"
+
+
+def grpc_java_client_command(home: Path | None = None) -> list[str]:
+    """The ``java ...`` prefix that runs ``interop/java-client/BolideGrpcClient.java``, the
+    official RocketMQ 5 Java client over gRPC (``rocketmq-client-java``; commands in its
+    source). Fetches and compiles it once; ``home`` becomes ``user.home`` (the client's logs)."""
+    require_tools()
+    cp = classpath(GRPC_CLIENT)
+    classes = _compile(interop_dir() / "java-client" / f"{GRPC_CLIENT_MAIN}.java", f"java-{GRPC_CLIENT}", cp)
+    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true"]
+    if home is not None:
+        cmd.append(f"-Duser.home={home}")
+    return [*cmd, "-cp", f"{classes}{os.pathsep}{cp}", GRPC_CLIENT_MAIN]
+
+
 def prepare(versions: Sequence[str] = VERSIONS) -> None:
-    """Fetch the jars and compile the mqadmin batch runner and the client driver for ``versions``."""
+    """Fetch the jars and compile the mqadmin batch runner and the client drivers for
+    ``versions``, and the RocketMQ 5 Java client over gRPC."""
     for version in versions:
         cp = classpath(version)
         _batch_classes(version, cp)
         for main in JAVA_DRIVERS:
             _compile(interop_dir() / "java-client" / f"{main}.java", f"java-client-{version}", cp)
+    grpc_java_client_command()
 
 
 # -- ports ------------------------------------------------------------------------------------

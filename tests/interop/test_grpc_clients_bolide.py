@@ -1,0 +1,156 @@
+"""The official RocketMQ 5 gRPC clients, unmodified, against Bolide's gRPC endpoint: the Python
+client (rocketmq-python-client 5.1.2), whose wire definitions are compared with Bolide's, and the
+Java client (rocketmq-client-java 5.0.8). Each runs the same scenario: a producer sends normal,
+FIFO, delay and transaction messages; simple consumers receive, change the invisible time,
+acknowledge and get a FIFO group's messages in order; a push consumer gets the delay message at
+its time, a failed message again, and the committed and checked transactions but not the rolled
+back one.
+
+The Python client runs in a virtual environment of its own (``bolide.testing.pyclient5``; it
+cannot share a process with Bolide, both register the same protobuf names) through
+``interop/python5-client/driver.py``; the Java one through ``interop/java-client/BolideGrpcClient.java``
+(``bolide.testing.rocketmq.grpc_java_client_command``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bolide.client import Admin
+from bolide.store.topic_config import SubscriptionGroupConfig
+from bolide.testing.pyclient5 import python5_command, python5_env
+from bolide.testing.rocketmq import RocketMQUnavailable, grpc_java_client_command
+from bolide.testing.servers import Servers, running_servers
+from conftest import unavailable
+
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
+DRIVER_TIMEOUT = 150.0
+DELAY_SLACK_MS = 600  # the delay levels deliver within half the shortest level
+
+
+def python_client() -> list[str]:
+    try:
+        return python5_command()
+    except RocketMQUnavailable as exc:
+        unavailable(f"RocketMQ 5 Python client unavailable: {exc}")
+
+
+def java_client(home: Path) -> list[str]:
+    try:
+        return grpc_java_client_command(home)
+    except RocketMQUnavailable as exc:
+        unavailable(f"RocketMQ 5 Java client unavailable: {exc}")
+
+
+async def drive(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> str:
+    """Run a client driver to its end; its standard output (both streams go to ``log``)."""
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), DRIVER_TIMEOUT)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise AssertionError(f"{cmd[-2:]} did not finish in {DRIVER_TIMEOUT}s") from None
+    text = out.decode(errors="replace")
+    log.write_text(text + "\n--- stderr ---\n" + err.decode(errors="replace"))
+    assert proc.returncode == 0, err.decode(errors="replace")[-3000:]
+    return text
+
+
+async def prepare(s: Servers) -> None:
+    async with Admin(s.namesrv_addr) as admin:
+        for topic, kind in (("N5", "NORMAL"), ("F5", "FIFO"), ("D5", "MIXED"), ("X5", "TRANSACTION")):
+            await admin.create_topic(
+                topic, read_queue_nums=4, write_queue_nums=4, attributes=f"+message.type={kind}"
+            )
+    s.broker.subscription_groups.update(
+        SubscriptionGroupConfig(group_name="fifo_g", extra={"consumeMessageOrderly": True})
+    )
+
+
+def run_scenario(tmp_path: Path, command: list[str], env: dict[str, str] | None = None) -> str:
+    """The driver's ``scenario`` against a fresh broker with the topics and groups it needs."""
+
+    async def main() -> str:
+        async with running_servers(
+            tmp_path / "store",
+            grpc_server_port=0,
+            transaction_timeout_ms=1000,
+            transaction_check_interval_ms=1000,
+        ) as s:
+            await prepare(s)
+            assert s.broker.grpc is not None
+            endpoint = f"127.0.0.1:{s.broker.grpc.port}"
+            return await drive([*command, "scenario", endpoint], tmp_path / "driver.log", env)
+
+    return asyncio.run(main())
+
+
+def check_scenario(result: dict[str, Any]) -> None:
+    simple = sorted(result["simple"])
+    assert [row[:5] for row in simple] == [[f"n{i}", "TagA", [f"key{i}"], str(i), 1] for i in range(4)]
+    assert sorted(row[5] for row in simple) == sorted(result["sent_ids"])
+    assert len(result["again"]) == 1 and result["again"][0][1] == 2
+    for group in ("ga", "gb"):
+        assert [b for b in result["fifo"] if b.startswith(group)] == [f"{group}-{i}" for i in range(3)]
+    pushed = result["pushed"]
+    bodies = {row[0] for row in pushed}
+    assert {"later", "retry-me", "tx-commit", "tx-check"} <= bodies and "tx-rollback" not in bodies
+    later = next(row for row in pushed if row[0] == "later")
+    assert later[2] >= result["due_ms"] - DELAY_SLACK_MS
+    assert sorted(row[1] for row in pushed if row[0] == "retry-me")[:2] == [1, 2]
+    assert result["checked"] == ["tx-check"]
+
+
+def test_the_python_client_speaks_bolides_wire_definitions(tmp_path: Path) -> None:
+    client = python_client()
+    env = python5_env(tmp_path / "home")
+
+    def dump(cmd: list[str]) -> dict[str, Any]:
+        return json.loads(
+            subprocess.run(cmd, capture_output=True, text=True, check=True, env=env, timeout=60).stdout
+        )
+
+    theirs = dump([*client, "descriptors"])
+    ours = dump([sys.executable, client[1], "descriptors", "bolide.protocol.v5.messaging_pb2"])
+    assert len(theirs) > 80 and set(ours) == set(theirs)
+    for name in theirs:
+        assert ours[name] == theirs[name], name
+
+
+def test_python_client_producer_simple_and_push_consumers(tmp_path: Path) -> None:
+    out = run_scenario(tmp_path, python_client(), python5_env(tmp_path / "home"))
+    check_scenario(json.loads(out.strip().splitlines()[-1]))
+
+
+def test_java_client_producer_simple_and_push_consumers(tmp_path: Path) -> None:
+    out = run_scenario(tmp_path, java_client(tmp_path / "home"))
+    rows = [line.split("\t") for line in out.splitlines() if "\t" in line or line == "DONE"]
+    assert ["DONE"] in rows, out[-2000:]
+
+    def of(kind: str) -> list[list[str]]:
+        return [row[1:] for row in rows if row[0] == kind]
+
+    check_scenario(
+        {
+            "sent_ids": [row[0] for row in of("SENT")],
+            "simple": [
+                [body, tag, keys.split(","), seq, int(attempt), msg_id]
+                for body, tag, keys, seq, attempt, msg_id in of("SIMPLE")
+            ],
+            "again": [[body, int(attempt)] for body, attempt in of("AGAIN")],
+            "fifo": [row[0] for row in of("FIFO")],
+            "pushed": [[body, int(attempt), int(at)] for body, attempt, at in of("PUSH")],
+            "checked": [row[0] for row in of("CHECKED")],
+            "due_ms": int(of("DUE")[0][0]),
+        }
+    )
