@@ -33,6 +33,8 @@ from bolide.store.config_files import ConsumerOffsetManager
 AUTO_RENEW_MS = 60_000  # the invisible time of a receive that asks the broker to renew it
 RENEW_LIMIT_MS = 3 * 3600_000  # renewed for so long at most, then handed out again
 MAX_INVISIBLE_MS = 12 * 3600_000
+MAX_IDLE_QUEUES = 100_000  # queue states kept; past it those with nothing out are dropped
+MAX_IDLE_QUEUES = 100_000  # states of queues with nothing out kept; past it they are dropped
 
 Key = tuple[str, str, int]  # group, topic, queue id
 RecordFilter = Callable[[memoryview], bool]
@@ -190,8 +192,16 @@ class PopService:
             start = (
                 committed if committed is not None else self.store.get_min_offset_in_queue(topic, queue_id)
             )
+            if len(self._queues) >= MAX_IDLE_QUEUES:
+                self._drop_idle()
             q = self._queues[key] = _Queue(start)
         return q
+
+    def _drop_idle(self) -> None:
+        """Forget the queues with nothing out (every group and queue ever received from would
+        stay otherwise): their offsets are committed, so their state starts again from there."""
+        for key in [k for k, q in self._queues.items() if not q.leases]:
+            del self._queues[key]
 
     def _read_new(
         self, key: Key, q: _Queue, count: int, tags: frozenset[str] | None, record_filter: RecordFilter | None

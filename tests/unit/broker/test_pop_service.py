@@ -206,3 +206,18 @@ def test_handles_of_another_broker_run_or_garbage_are_refused(store, tmp_path) -
     for bad in (a.handle, "nonsense", "0:0:zz"):
         with pytest.raises(ReceiptHandleError):
             other.pop.ack(G, T, bad)
+
+
+def test_queues_with_nothing_out_are_forgotten_past_the_bound(store, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr("bolide.broker.pop.MAX_IDLE_QUEUES", 2)
+    fill(store, {0: [b"a"], 1: [b"b"], 2: [b"c"]})
+    h = Harness(store, tmp_path)
+    (a,) = h.take(queues=(0,))
+    (b,) = h.take(queues=(1,))
+    h.pop.ack(G, T, b.handle)
+    (c,) = h.take(queues=(2,))  # queue 1 has nothing out: forgotten
+    assert len(h.pop._queues) == 2
+    assert h.take(queues=(1,)) == []  # from the committed offset: b stays consumed
+    h.pop.ack(G, T, a.handle)
+    h.pop.ack(G, T, c.handle)
+    assert [h.offsets.query(G, T, q) for q in range(3)] == [1, 1, 1]
