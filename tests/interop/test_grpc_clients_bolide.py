@@ -6,6 +6,9 @@ acknowledge and get a FIFO group's messages in order; a push consumer gets the d
 its time, a failed message again, and the committed and checked transactions but not the rolled
 back one.
 
+The Node.js client (rocketmq-client-nodejs 1.0.8) runs the scenario too
+(``interop/node5-client/driver.js``).
+
 The Python client runs in a virtual environment of its own (``bolide.testing.pyclient5``; it
 cannot share a process with Bolide, both register the same protobuf names) through
 ``interop/python5-client/driver.py``; the Java one through ``interop/java-client/BolideGrpcClient.java``
@@ -25,6 +28,7 @@ import pytest
 
 from bolide.client import Admin
 from bolide.store.topic_config import SubscriptionGroupConfig
+from bolide.testing.nodeclient import node_client_command, node_env
 from bolide.testing.pyclient5 import python5_command, python5_env
 from bolide.testing.rocketmq import RocketMQUnavailable, grpc_java_client_command
 from bolide.testing.servers import Servers, running_servers
@@ -33,6 +37,7 @@ from conftest import unavailable
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 DRIVER_TIMEOUT = 150.0
 DELAY_SLACK_MS = 600  # the delay levels deliver within half the shortest level
+NODE5 = "node5-client"  # interop/node5-client: rocketmq-client-nodejs
 
 
 def python_client() -> list[str]:
@@ -133,7 +138,19 @@ def test_python_client_producer_simple_and_push_consumers(tmp_path: Path) -> Non
 
 
 def test_java_client_producer_simple_and_push_consumers(tmp_path: Path) -> None:
-    out = run_scenario(tmp_path, java_client(tmp_path / "home"))
+    check_lines(run_scenario(tmp_path, java_client(tmp_path / "home")))
+
+
+def test_node_client_producer_simple_and_push_consumers(tmp_path: Path) -> None:
+    try:
+        command = node_client_command(NODE5)
+    except RocketMQUnavailable as exc:
+        unavailable(f"RocketMQ 5 Node.js client unavailable: {exc}")
+    check_lines(run_scenario(tmp_path, command, node_env(tmp_path / "home", NODE5)))
+
+
+def check_lines(out: str) -> None:
+    """:func:`check_scenario` on the tab-separated lines of the Java and Node.js drivers."""
     rows = [line.split("\t") for line in out.splitlines() if "\t" in line or line == "DONE"]
     assert ["DONE"] in rows, out[-2000:]
 

@@ -1,5 +1,6 @@
-"""The Node.js RocketMQ client ``ali-ons`` (pinned in ``interop/node-client/package.json`` and
-``package-lock.json``) as a small driver for interop tests.
+"""The Node.js RocketMQ clients as small drivers for interop tests: ``ali-ons`` (remoting; pinned in
+``interop/node-client/package.json`` and ``package-lock.json``) and ``rocketmq-client-nodejs``
+(RocketMQ 5, gRPC; ``interop/node5-client/``, whose ``driver.js`` runs ``scenario HOST:PORT``).
 
 ``interop/node-client/driver.js`` offers ``produce <namesrv> <topic> <n>`` and
 ``consume <namesrv> <topic> <group> <n> <timeoutSec>`` (see its header comment). ``npm ci`` installs
@@ -27,9 +28,12 @@ INSTALL_TIMEOUT = 600.0
 _MANIFESTS = ("package.json", "package-lock.json")
 
 
-def node_dirs() -> tuple[Path, Path]:
-    """The driver's source directory and its git-ignored install directory."""
-    return interop_dir() / "node-client", interop_dir() / ".cache" / "node-client"
+NODE_CLIENTS = {"node-client": "ali-ons", "node5-client": "rocketmq-client-nodejs"}  # directory: package
+
+
+def node_dirs(name: str = "node-client") -> tuple[Path, Path]:
+    """A driver's source directory and its git-ignored install directory."""
+    return interop_dir() / name, interop_dir() / ".cache" / name
 
 
 def _manifest_digest(src: Path) -> str:
@@ -39,10 +43,12 @@ def _manifest_digest(src: Path) -> str:
     return digest.hexdigest()
 
 
-def install_node_client() -> Path:
-    """``npm ci`` the locked packages into the cache (once, serialised between test processes) and
-    return its ``node_modules``. Raises :class:`RocketMQUnavailable` without node/npm or on failure."""
-    src, cache = node_dirs()
+def install_node_client(name: str = "node-client") -> Path:
+    """``npm ci`` the locked packages of ``interop/<name>`` into the cache (once, serialised between
+    test processes) and return its ``node_modules``. Raises :class:`RocketMQUnavailable` without
+    node/npm or on failure."""
+    src, cache = node_dirs(name)
+    package = NODE_CLIENTS[name]
     missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
     if missing:
         raise RocketMQUnavailable(f"{', '.join(missing)} not found on PATH; the Node.js client interop "
@@ -61,7 +67,7 @@ def install_node_client() -> Path:
             stamp.unlink(missing_ok=True)
             for name in _MANIFESTS:
                 shutil.copyfile(src / name, cache / name)
-            print(f"bolide: installing the Node.js client (ali-ons) with npm ci into {cache}",
+            print(f"bolide: installing the Node.js client ({package}) with npm ci into {cache}",
                   file=sys.stderr, flush=True)
             cmd = ["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"]
             try:
@@ -70,7 +76,7 @@ def install_node_client() -> Path:
             except subprocess.TimeoutExpired:
                 raise RocketMQUnavailable(f"npm ci in {cache} did not finish in {INSTALL_TIMEOUT:.0f}s; "
                                           "check that the npm registry is reachable") from None
-            if proc.returncode != 0 or not (modules / "ali-ons").is_dir():
+            if proc.returncode != 0 or not (modules / package).is_dir():
                 raise RocketMQUnavailable(f"npm ci failed in {cache} (exit {proc.returncode}); check that "
                                           f"the npm registry is reachable:\n{proc.stdout[-4000:]}"
                                           f"{proc.stderr[-4000:]}")
@@ -80,18 +86,18 @@ def install_node_client() -> Path:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def node_client_command() -> list[str]:
+def node_client_command(name: str = "node-client") -> list[str]:
     """Install the packages if needed and return the driver's command line (run it with
-    :func:`node_env`)."""
-    install_node_client()
-    src, _ = node_dirs()
+    :func:`node_env` of the same ``name``)."""
+    install_node_client(name)
+    src, _ = node_dirs(name)
     return ["node", str(src / "driver.js")]
 
 
-def node_env(home: Path | None = None) -> dict[str, str]:
-    """The environment for the driver: ``NODE_PATH`` pointing at the installed packages; ``home``
+def node_env(home: Path | None = None, name: str = "node-client") -> dict[str, str]:
+    """The environment for a driver: ``NODE_PATH`` pointing at the installed packages; ``home``
     (if given) becomes ``HOME``."""
-    _, cache = node_dirs()
+    _, cache = node_dirs(name)
     env = dict(os.environ)
     env["NODE_PATH"] = str(cache / "node_modules")
     if home is not None:
@@ -110,14 +116,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: python -m bolide.testing.nodeclient prepare", file=sys.stderr)
         return 2
     try:
-        modules = install_node_client()
+        ready = [(package, install_node_client(name)) for name, package in NODE_CLIENTS.items()]
     except RocketMQUnavailable as exc:
         if os.environ.get("CI"):
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        print(f"warning: the Node.js client interop test will be skipped: {exc}", file=sys.stderr)
+        print(f"warning: the Node.js client interop tests will be skipped: {exc}", file=sys.stderr)
         return 0
-    print(f"RocketMQ Node.js client (ali-ons) ready ({modules})")
+    for package, modules in ready:
+        print(f"RocketMQ Node.js client ({package}) ready ({modules})")
     return 0
 
 

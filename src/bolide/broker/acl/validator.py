@@ -33,8 +33,12 @@ from bolide.remoting.hooks import ACCESS_KEY, RPCHook, verify_signature
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"  # sends of message traces skip the permission check
 
 
-class NotAuthenticated(AclError):
-    """The request names no account, an unknown one, or is not signed with its secret."""
+def not_authenticated(message: str) -> AclError:
+    """The refusal of a request that names no account, an unknown one, or is not signed with
+    its secret (``unauthenticated`` set: gRPC answers it UNAUTHORIZED, not FORBIDDEN)."""
+    error = AclError(message)
+    error.unauthenticated = True  # type: ignore[attr-defined]
+    return error
 
 
 _SENDS = {RequestCode.SEND_MESSAGE: ("topic", "group"),  # v1 headers name no group: none checked
@@ -104,16 +108,16 @@ def check_access(state: AclState, remote_addr: str, access_key: str | None, sign
         if pattern.matches(host):
             return
     if access_key is None:
-        raise NotAuthenticated("No accessKey is configured: the client must sign its requests with an "
+        raise not_authenticated("No accessKey is configured: the client must sign its requests with an "
                        "account of the broker's plain_acl.yml (accessKey and secretKey)")
     account = state.accounts.get(access_key)
     if account is None:
-        raise NotAuthenticated(f"No acl config for {access_key}: add the account to the broker's "
+        raise not_authenticated(f"No acl config for {access_key}: add the account to the broker's "
                        "plain_acl.yml or use one listed there")
     if account.white.matches(host):
         return
     if not signed(account.secret_key):
-        raise NotAuthenticated(f"Check signature failed for accessKey={access_key}: the client's "
+        raise not_authenticated(f"Check signature failed for accessKey={access_key}: the client's "
                        "secretKey differs from the broker's plain_acl.yml")
     if admin_code is not None and not account.admin:
         raise AclError(f"Need admin permission for request code={admin_code}, but accessKey="

@@ -12,7 +12,7 @@ from typing import Any
 
 from bolide.broker.acl.accounts import AclState
 from bolide.broker.acl.permissions import PUB, SUB, retry_topic
-from bolide.broker.acl.validator import NotAuthenticated, check_access
+from bolide.broker.acl.validator import check_access
 from bolide.broker.proxy.call import Call
 from bolide.broker.proxy.convert import Refused
 from bolide.errors import AclError
@@ -67,7 +67,6 @@ def authorize(state: AclState, call: Call, rpc: str, request: Any) -> None:
             lambda secret: signed(secret, call.date_time, signature),
             lambda: needed(rpc, request, call),
         )
-    except NotAuthenticated as exc:
-        raise Refused(pb.UNAUTHORIZED, str(exc)) from None
     except AclError as exc:
-        raise Refused(pb.FORBIDDEN, str(exc)) from None
+        code = pb.UNAUTHORIZED if getattr(exc, "unauthenticated", False) else pb.FORBIDDEN
+        raise Refused(code, str(exc)) from None

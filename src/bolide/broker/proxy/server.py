@@ -8,6 +8,7 @@ Errors travel inside each response as a ``Status`` (the gRPC status stays OK), a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -30,7 +31,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SERVICE = "apache.rocketmq.v2.MessagingService"
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # a request's size limit (a body is at most maxMessageSize)
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+# The first settings of a stream are answered again after this long: the Node.js client 1.0.8
+# sends them while it fetches its routes and starts waiting for the answer only afterwards, so
+# an answer that comes first is missed and its start would wait for the next one (5 minutes).
+SETTINGS_REPEAT_S = 1.0  # a request's size limit (a body is at most maxMessageSize)
 Unary = Callable[[Any, Any], Awaitable[Any]]
 
 
@@ -246,12 +251,19 @@ class GrpcEndpoint:
         client.outbox = outbox
 
         async def read() -> None:
+            first = True
             async for command in requests:
                 if command.HasField("settings"):
                     client.settings = command.settings
                     kind = command.settings.client_type
                     self.clients.register(client, kind)
-                    outbox.put_nowait(self._settings_reply(command.settings, call))
+                    reply = self._settings_reply(command.settings, call)
+                    outbox.put_nowait(reply)
+                    if first:  # once more a little later: see SETTINGS_REPEAT_S
+                        first = False
+                        loop.call_later(SETTINGS_REPEAT_S, _offer, outbox, reply)
+
+        loop = asyncio.get_running_loop()
 
         reader = asyncio.ensure_future(read())
         try:
@@ -287,6 +299,12 @@ class GrpcEndpoint:
         yield pb.PullMessageResponse(
             status=status(pb.NOT_IMPLEMENTED, "PullMessage is not served: use SimpleConsumer or PushConsumer")
         )
+
+
+def _offer(outbox: asyncio.Queue[pb.TelemetryCommand], command: pb.TelemetryCommand) -> None:
+    """Queue ``command`` unless the outbox is full (its stream then is not being read)."""
+    with contextlib.suppress(asyncio.QueueFull):
+        outbox.put_nowait(command)
 
 
 async def _now(value: Any) -> Any:
