@@ -88,6 +88,11 @@ def receive_request(
     )
 
 
+async def create_topic(s: Servers, topic: str, **options: Any) -> None:
+    async with Admin(s.namesrv_addr) as admin:
+        await admin.create_topic(topic, **options)
+
+
 async def dispatched(s: Servers) -> None:
     """Wait until what was sent is in its queues (a receive without long polling sees it)."""
     assert await asyncio.to_thread(s.broker.store.wait_dispatched, 10)
@@ -174,8 +179,7 @@ def test_a_receive_waits_for_the_next_message(tmp_path: Path) -> None:
     async def test(s: Servers) -> None:
         channel, v5, _ = await endpoint(s)
         async with channel:
-            async with Admin(s.namesrv_addr) as admin:
-                await admin.create_topic("Wait5", read_queue_nums=2, write_queue_nums=2)
+            await create_topic(s, "Wait5", read_queue_nums=2, write_queue_nums=2)
             waiting = asyncio.ensure_future(v5.receive(receive_request("Wait5", "wg", poll_s=15), timeout=20))
             await wait_until(lambda: s.broker.grpc is not None and s.broker.grpc.pop._waiting == 1)
             started = time.monotonic()
@@ -228,10 +232,9 @@ def test_telemetry_answers_settings_and_carries_the_transaction_check(tmp_path: 
     async def test(s: Servers) -> None:
         channel, v5, here = await endpoint(s)
         async with channel:
-            async with Admin(s.namesrv_addr) as admin:
-                await admin.create_topic(
-                    "Tx5", read_queue_nums=1, write_queue_nums=1, attributes="+message.type=TRANSACTION"
-                )
+            await create_topic(
+                s, "Tx5", read_queue_nums=1, write_queue_nums=1, attributes="+message.type=TRANSACTION"
+            )
             stream = channel.stream_stream(
                 SERVICE + "Telemetry",
                 request_serializer=pb.TelemetryCommand.SerializeToString,
@@ -250,37 +253,30 @@ def test_telemetry_answers_settings_and_carries_the_transaction_check(tmp_path: 
             )
             reply = await stream.read()
             assert reply.status.code == pb.OK
+            assert await asyncio.wait_for(stream.read(), 5) == reply  # once more (Node.js clients)
             assert reply.settings.publishing.max_body_size == 4 * 1024 * 1024
             assert reply.settings.backoff_policy.HasField("exponential_backoff")
             half = message("Tx5", b"maybe", "TX-1", message_type=pb.TRANSACTION)
             sent = await v5("SendMessage", pb.SendMessageRequest(messages=[half]))
             assert sent.status.code == pb.OK and sent.entries[0].transaction_id == "TX-1"
-            # never ended: the broker's check asks this producer on its stream
+            # never ended: the broker's check asks this producer on its stream (after the
+            # settings answered once more)
             check = await asyncio.wait_for(stream.read(), 20)
+            while check.HasField("settings"):
+                check = await asyncio.wait_for(stream.read(), 20)
             recover = check.recover_orphaned_transaction_command
             assert recover.transaction_id == "TX-1" and recover.message.body == b"maybe"
-            ended = await v5(
-                "EndTransaction",
-                pb.EndTransactionRequest(
-                    topic=pb.Resource(name="Tx5"),
-                    message_id="TX-1",
-                    transaction_id="TX-1",
-                    resolution=pb.COMMIT,
-                    source=pb.SOURCE_SERVER_CHECK,
-                ),
+            commit = pb.EndTransactionRequest(
+                topic=pb.Resource(name="Tx5"),
+                message_id="TX-1",
+                transaction_id="TX-1",
+                resolution=pb.COMMIT,
+                source=pb.SOURCE_SERVER_CHECK,
             )
-            assert ended.status.code == pb.OK
+            assert (await v5("EndTransaction", commit)).status.code == pb.OK
             code, got = await v5.receive(receive_request("Tx5", "txg", poll_s=5))
             assert code == pb.OK and [m.body for m in got] == [b"maybe"]
-            again = await v5(
-                "EndTransaction",
-                pb.EndTransactionRequest(
-                    topic=pb.Resource(name="Tx5"),
-                    message_id="TX-1",
-                    transaction_id="TX-1",
-                    resolution=pb.COMMIT,
-                ),
-            )
+            again = await v5("EndTransaction", commit)
             assert again.status.code == pb.INVALID_TRANSACTION_ID
             stream.cancel()
 
@@ -311,8 +307,7 @@ def test_errors_are_answered_in_the_response(tmp_path: Path) -> None:
             )
             r = await v5("SendMessage", pb.SendMessageRequest(messages=[reserved]))
             assert r.status.code == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
-            async with Admin(s.namesrv_addr) as admin:
-                await admin.create_topic("D5", attributes="+message.type=DELAY")
+            await create_topic(s, "D5", attributes="+message.type=DELAY")
             late = message(
                 "D5", b"x", "ID-D", delivery_timestamp=Timestamp(seconds=int(time.time()) + 10 * 86400)
             )

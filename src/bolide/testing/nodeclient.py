@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bolide.testing.rocketmq import RocketMQUnavailable, interop_dir
+from bolide.testing.rocketmq import RocketMQUnavailable, interop_dir, prepare_main
 
 _NODE_HINT = ("install Node.js 18+ with npm (Debian: apt-get install nodejs npm) and make sure node and "
               "npm are on PATH")
@@ -107,25 +107,10 @@ def node_env(home: Path | None = None, name: str = "node-client") -> dict[str, s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bolide.testing.nodeclient prepare``: install the packages ahead of the tests.
-
-    Without node/npm this prints why and exits 0, unless ``CI`` is set (then 1).
-    """
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args != ["prepare"]:
-        print("usage: python -m bolide.testing.nodeclient prepare", file=sys.stderr)
-        return 2
-    try:
-        ready = [(package, install_node_client(name)) for name, package in NODE_CLIENTS.items()]
-    except RocketMQUnavailable as exc:
-        if os.environ.get("CI"):
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        print(f"warning: the Node.js client interop tests will be skipped: {exc}", file=sys.stderr)
-        return 0
-    for package, modules in ready:
-        print(f"RocketMQ Node.js client ({package}) ready ({modules})")
-    return 0
+    """``python -m bolide.testing.nodeclient prepare``: install the packages ahead of the tests."""
+    return prepare_main(argv, "bolide.testing.nodeclient", "the Node.js client interop tests",
+                        lambda: [f"RocketMQ Node.js client ({package}) ready ({install_node_client(name)})"
+                                 for name, package in NODE_CLIENTS.items()])
 
 
 if __name__ == "__main__":

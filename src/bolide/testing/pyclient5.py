@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bolide.testing.rocketmq import RocketMQUnavailable, interop_dir
+from bolide.testing.rocketmq import RocketMQUnavailable, interop_dir, prepare_main
 
 INSTALL_TIMEOUT = 600.0
 
@@ -98,23 +98,9 @@ def python5_env(home: Path) -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bolide.testing.pyclient5 prepare``: install the client ahead of the tests.
-
-    When that fails this prints why and exits 0, unless ``CI`` is set (then 1)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args != ["prepare"]:
-        print("usage: python -m bolide.testing.pyclient5 prepare", file=sys.stderr)
-        return 2
-    try:
-        python = install_python5_client()
-    except RocketMQUnavailable as exc:
-        if os.environ.get("CI"):
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        print(f"warning: the RocketMQ 5 Python client interop test will be skipped: {exc}", file=sys.stderr)
-        return 0
-    print(f"RocketMQ 5 Python client ready ({python})")
-    return 0
+    """``python -m bolide.testing.pyclient5 prepare``: install the client ahead of the tests."""
+    return prepare_main(argv, "bolide.testing.pyclient5", "the RocketMQ 5 Python client interop tests",
+                        lambda: [f"RocketMQ 5 Python client ready ({install_python5_client()})"])
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -791,6 +791,28 @@ def parse_query_by_key(text: str) -> list[tuple[str, int, int]]:
 
 
 # -- command line -----------------------------------------------------------------------------
+def prepare_main(argv: Sequence[str] | None, module: str, what: str,
+                 install: Callable[[], Iterable[str]]) -> int:
+    """``python -m <module> prepare`` of an interop client: ``install()`` it, printing the lines
+    it returns. When it raises RocketMQUnavailable, print why and exit 0 (``what`` will be
+    skipped), or 1 when ``CI`` is set."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args != ["prepare"]:
+        print(f"usage: python -m {module} prepare", file=sys.stderr)
+        return 2
+    try:
+        lines = list(install())
+    except RocketMQUnavailable as exc:
+        if os.environ.get("CI"):
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(f"warning: {what} will be skipped: {exc}", file=sys.stderr)
+        return 0
+    for line in lines:
+        print(line)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bolide.testing.rocketmq prepare [VERSION...]``: fetch jars ahead of tests and
     build the Go client driver (``bolide.testing.goclient``).

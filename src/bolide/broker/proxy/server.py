@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -99,74 +100,30 @@ class GrpcEndpoint:
     # -- the handler table ----------------------------------------------------------------
     def _handlers(self) -> dict[str, grpc.RpcMethodHandler]:
         producer, consumer, broker = self.producer, self.consumer, self.broker
-        unary: dict[str, tuple[Any, Any, Unary]] = {
-            "QueryRoute": (
-                pb.QueryRouteRequest,
-                pb.QueryRouteResponse,
-                lambda call, req: _now(query_route(broker, call, req)),
-            ),
-            "Heartbeat": (pb.HeartbeatRequest, pb.HeartbeatResponse, self._heartbeat),
-            "SendMessage": (pb.SendMessageRequest, pb.SendMessageResponse, producer.send),
-            "QueryAssignment": (
-                pb.QueryAssignmentRequest,
-                pb.QueryAssignmentResponse,
-                self._query_assignment,
-            ),
-            "AckMessage": (
-                pb.AckMessageRequest,
-                pb.AckMessageResponse,
-                lambda call, req: _now(consumer.ack(call, req)),
-            ),
-            "ForwardMessageToDeadLetterQueue": (
-                pb.ForwardMessageToDeadLetterQueueRequest,
-                pb.ForwardMessageToDeadLetterQueueResponse,
-                lambda call, req: _now(consumer.forward_to_dlq(call, req)),
-            ),
-            "UpdateOffset": (
-                pb.UpdateOffsetRequest,
-                pb.UpdateOffsetResponse,
-                lambda call, req: _now(consumer.update_offset(call, req)),
-            ),
-            "GetOffset": (
-                pb.GetOffsetRequest,
-                pb.GetOffsetResponse,
-                lambda call, req: _now(consumer.get_offset(call, req)),
-            ),
-            "QueryOffset": (
-                pb.QueryOffsetRequest,
-                pb.QueryOffsetResponse,
-                lambda call, req: _now(consumer.query_offset(call, req)),
-            ),
-            "EndTransaction": (pb.EndTransactionRequest, pb.EndTransactionResponse, producer.end_transaction),
-            "NotifyClientTermination": (
-                pb.NotifyClientTerminationRequest,
-                pb.NotifyClientTerminationResponse,
-                self._terminated,
-            ),
-            "ChangeInvisibleDuration": (
-                pb.ChangeInvisibleDurationRequest,
-                pb.ChangeInvisibleDurationResponse,
-                lambda call, req: _now(consumer.change_invisible(call, req)),
-            ),
-            "RecallMessage": (
-                pb.RecallMessageRequest,
-                pb.RecallMessageResponse,
-                _not_served("RecallMessage (cancel a delay message)"),
-            ),
-            "SyncLiteSubscription": (
-                pb.SyncLiteSubscriptionRequest,
-                pb.SyncLiteSubscriptionResponse,
-                _not_served("lite topics"),
-            ),
+        unary: dict[str, Unary] = {  # each takes <name>Request and answers <name>Response
+            "QueryRoute": _sync(functools.partial(query_route, broker)),
+            "Heartbeat": self._heartbeat,
+            "SendMessage": producer.send,
+            "QueryAssignment": self._query_assignment,
+            "AckMessage": _sync(consumer.ack),
+            "ForwardMessageToDeadLetterQueue": _sync(consumer.forward_to_dlq),
+            "UpdateOffset": _sync(consumer.update_offset),
+            "GetOffset": _sync(consumer.get_offset),
+            "QueryOffset": _sync(consumer.query_offset),
+            "EndTransaction": producer.end_transaction,
+            "NotifyClientTermination": self._terminated,
+            "ChangeInvisibleDuration": _sync(consumer.change_invisible),
+            "RecallMessage": _not_served("RecallMessage (cancel a delay message)"),
+            "SyncLiteSubscription": _not_served("lite topics"),
         }
-        handlers = {
-            name: grpc.unary_unary_rpc_method_handler(
+        handlers = {}
+        for name, fn in unary.items():
+            request, response = getattr(pb, f"{name}Request"), getattr(pb, f"{name}Response")
+            handlers[name] = grpc.unary_unary_rpc_method_handler(
                 self._guarded(name, fn, response),
                 request_deserializer=request.FromString,
                 response_serializer=response.SerializeToString,
             )
-            for name, (request, response, fn) in unary.items()
-        }
         handlers["ReceiveMessage"] = grpc.unary_stream_rpc_method_handler(
             self._receive,
             request_deserializer=pb.ReceiveMessageRequest.FromString,
@@ -307,8 +264,13 @@ def _offer(outbox: asyncio.Queue[pb.TelemetryCommand], command: pb.TelemetryComm
         outbox.put_nowait(command)
 
 
-async def _now(value: Any) -> Any:
-    return value
+def _sync(fn: Callable[[Any, Any], Any]) -> Unary:
+    """A handler that answers at once (no waiting) as the handler table's async function."""
+
+    async def answer(call: Any, request: Any) -> Any:
+        return fn(call, request)
+
+    return answer
 
 
 def _not_served(what: str) -> Unary:
