@@ -168,7 +168,6 @@ public final class BolideGrpcClient {
                 done.wait(500);
             }
         }
-        Thread.sleep(1000); // a rolled back message would show up by now
         producer.close();
         print("DONE");
         // not push.close(): it waits for the consumer's receives in flight (long polls of 20 s)

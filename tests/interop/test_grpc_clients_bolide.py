@@ -95,7 +95,13 @@ def run_scenario(tmp_path: Path, command: list[str], env: dict[str, str] | None 
             await prepare(s)
             assert s.broker.grpc is not None
             endpoint = f"127.0.0.1:{s.broker.grpc.port}"
-            return await drive([*command, "scenario", endpoint], tmp_path / "driver.log", env)
+            out = await drive([*command, "scenario", endpoint], tmp_path / "driver.log", env)
+            # what the transactions left in their topic: the committed and the checked one
+            store = s.broker.store
+            assert await asyncio.to_thread(store.wait_dispatched, 10)
+            stored = [m.body for q in range(4) for m in store.get_message("t", "X5", q, 0, 32).messages]
+            assert sorted(stored) == [b"tx-check", b"tx-commit"]
+            return out
 
     return asyncio.run(main())
 
