@@ -60,7 +60,6 @@ class _Lease:
     gen: int  # the handle's generation
     deadline: float  # clock() seconds
     attempt: int
-    due: bool = False  # expired: waiting to be handed out again
     renew_for: str | None = None  # the client whose receive asked for renewal
     renew_until: float = 0.0
 
@@ -69,12 +68,13 @@ class _Queue:
     """One group's state on one queue: the first offset never handed out and the leases of
     the offsets handed out and not acknowledged."""
 
-    __slots__ = ("leases", "low", "next", "saved")
+    __slots__ = ("due", "leases", "low", "next", "saved")
 
     def __init__(self, start: int) -> None:
         self.next = start
         self.saved = start  # the offset last committed to the offset table
         self.leases: dict[int, _Lease] = {}
+        self.due: set[int] = set()  # leased offsets whose invisible time ended: to hand out again
         self.low: list[int] = []  # heap of the leased offsets (stale entries skipped)
 
     def committed(self) -> int:
@@ -83,8 +83,9 @@ class _Queue:
             heapq.heappop(low)
         return low[0] if low else self.next
 
-    def in_flight(self) -> bool:
-        return any(not lease.due for lease in self.leases.values())
+    def in_flight(self) -> int:
+        """How many of its messages are out now."""
+        return len(self.leases) - len(self.due)
 
 
 def parse_handle(handle: str) -> tuple[int, int, int]:
@@ -165,11 +166,12 @@ class PopService:
             q = self._queue(key)
             if orderly and q.in_flight():
                 continue  # a FIFO queue waits for its messages out to come back
-            for offset in sorted(o for o, lease in q.leases.items() if lease.due)[:room]:
+            for offset in sorted(q.due)[:room]:
                 msg = self._read_one(topic, queue_id, offset)
                 lease = q.leases[offset]
                 if msg is None:  # gone with retention meanwhile
                     del q.leases[offset]
+                    q.due.discard(offset)
                     continue
                 out.append(self._lend(key, q, msg, lease.attempt + 1, now, invisible_ms, renew_for))
             room = max_count - len(out)
@@ -188,7 +190,7 @@ class PopService:
         q = self._queues.get(key)
         if q is None or (committed is not None and committed != q.saved):
             if q is not None:
-                self.in_flight -= sum(1 for lease in q.leases.values() if not lease.due)
+                self.in_flight -= q.in_flight()
             start = (
                 committed if committed is not None else self.store.get_min_offset_in_queue(topic, queue_id)
             )
@@ -240,10 +242,11 @@ class PopService:
         offset = msg.queue_offset
         gen = next(self._gens)
         deadline = now + invisible_ms / 1000
-        old = q.leases.get(offset)
-        if old is None:
+        if offset not in q.leases:
             heapq.heappush(q.low, offset)
-        if old is None or old.due:
+            self.in_flight += 1
+        elif offset in q.due:
+            q.due.discard(offset)
             self.in_flight += 1
         q.leases[offset] = _Lease(
             gen, deadline, attempt, renew_for=renew_for, renew_until=now + RENEW_LIMIT_MS / 1000
@@ -276,17 +279,17 @@ class PopService:
         key, q, offset, lease = self._leased(group, topic, handle)
         if lease is None:
             return
-        self._drop(key, q, offset, lease)
+        self._drop(key, q, offset)
         self._commit(key, q)
 
     def change_invisible(self, group: str, topic: str, handle: str, invisible_ms: int) -> str:
         """Hide the message for ``invisible_ms`` from now on (0: hand it out again now); its
         new handle (the old one no longer works). Raises ReceiptHandleError."""
-        key, _, offset, lease = self._leased(group, topic, handle)
+        key, q, offset, lease = self._leased(group, topic, handle)
         if lease is None:
             raise ReceiptHandleError(f"receipt handle {handle!r}: the message was acknowledged")
-        if lease.due:
-            lease.due = False
+        if offset in q.due:
+            q.due.discard(offset)
             self.in_flight += 1
         now = self.clock()
         lease.gen, lease.deadline, lease.renew_for = next(self._gens), now + invisible_ms / 1000, None
@@ -308,13 +311,15 @@ class PopService:
             if not self.dead_letter(group, msg):
                 return False
             self.dead_lettered += 1
-        self._drop(key, q, offset, lease)
+        self._drop(key, q, offset)
         self._commit(key, q)
         return True
 
-    def _drop(self, key: Key, q: _Queue, offset: int, lease: _Lease) -> None:
+    def _drop(self, key: Key, q: _Queue, offset: int) -> None:
         del q.leases[offset]
-        if not lease.due:
+        if offset in q.due:
+            q.due.discard(offset)
+        else:
             self.in_flight -= 1
             if not q.in_flight() and self._waiters:
                 self._wake({key[1]})  # a FIFO queue may be open again
@@ -334,7 +339,7 @@ class PopService:
             _, gen, key, offset = heapq.heappop(timeline)
             q = self._queues.get(key)
             lease = q.leases.get(offset) if q is not None else None
-            if q is None or lease is None or lease.gen != gen or lease.due:
+            if q is None or lease is None or lease.gen != gen or offset in q.due:
                 continue
             if lease.renew_for is not None and now < lease.renew_until and self.client_alive(lease.renew_for):
                 lease.deadline = now + AUTO_RENEW_MS / 1000
@@ -350,10 +355,10 @@ class PopService:
                         heapq.heappush(timeline, (lease.deadline, gen, key, offset))
                         continue
                     self.dead_lettered += 1
-                self._drop(key, q, offset, lease)
+                self._drop(key, q, offset)
                 self._commit(key, q)
                 continue
-            lease.due = True
+            q.due.add(offset)
             self.in_flight -= 1
             woken.add(topic)
         if len(timeline) > 4 * (self.in_flight + 1024):  # leases acknowledged long before their deadline
@@ -363,9 +368,12 @@ class PopService:
             self._wake(woken)
 
     def _live(self, entry: tuple[float, int, Key, int]) -> bool:
-        q = self._queues.get(entry[2])
-        lease = q.leases.get(entry[3]) if q is not None else None
-        return lease is not None and lease.gen == entry[1] and not lease.due
+        _, gen, key, offset = entry
+        q = self._queues.get(key)
+        if q is None or offset in q.due:
+            return False
+        lease = q.leases.get(offset)
+        return lease is not None and lease.gen == gen
 
     def _arm(self) -> None:
         """Run the expiry when the earliest invisible time ends (messages due again wake the

@@ -65,7 +65,11 @@ class Harness:
         )
 
     def take(self, count: int = 32, queues: tuple[int, ...] = (0,), invisible_ms: int = 10_000, **kw):
-        return self.pop.pop(G, T, queues, count, invisible_ms, **kw)
+        # the count of messages out agrees with the queues' leases before and after
+        assert self.pop.in_flight == sum(q.in_flight() for q in self.pop._queues.values())
+        got = self.pop.pop(G, T, queues, count, invisible_ms, **kw)
+        assert self.pop.in_flight == sum(q.in_flight() for q in self.pop._queues.values())
+        return got
 
 
 def test_handed_out_messages_are_hidden_until_acknowledged_and_the_offset_follows(store, tmp_path) -> None:
