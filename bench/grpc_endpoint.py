@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import json
 import multiprocessing
-import re
 import tempfile
 import threading
 import time
@@ -34,7 +33,6 @@ from bolide.protocol.v5 import messaging_pb2 as pb
 TOPIC, GROUP = "GrpcBench", "grpc_bench_g"
 METHOD = "/apache.rocketmq.v2.MessagingService/"
 METADATA = (("x-mq-client-id", "bench@0@0@grpc"),)
-_PORT_LINE = re.compile(r"gRPC clients connect to 127\.0\.0\.1:(\d+)")
 
 
 async def _send_loop(port: int, seconds: float, concurrency: int, size: int, loader: int) -> list[float]:
@@ -211,7 +209,7 @@ def main() -> None:
         server = ServerProcess(Path(tmp), "ASYNC_FLUSH", ("grpcServerPort=0",))
         server.start()
         try:
-            port = int(_PORT_LINE.search(server.log_path.read_text()).group(1))  # type: ignore[union-attr]
+            port = server.grpc_port()
             peak = {"anon": 0.0}
             sampling = threading.Event()
 

@@ -20,6 +20,7 @@ from bolide.cli.bench_common import proc_status, reset_peak_rss
 _LAUNCH = "import sys; sys.argv[0] = 'bolide'; from bolide.cli.main import main; main()"
 _NAMESRV_LINE = re.compile(rb"NameServer listening on port (\d+)")
 _BROKER_LINE = re.compile(rb"Broker \S+ listening on \S+:(\d+) ")
+_GRPC_LINE = re.compile(rb"gRPC clients connect to \S+:(\d+) ")
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -96,6 +97,18 @@ class ServerProcess:
             if self._log is not None:
                 self._log.close()
                 self._log = None
+
+    def grpc_port(self, timeout_s: float = 30.0) -> int:
+        """The port of the broker's gRPC endpoint (``grpcServerPort`` in the settings), from
+        the line ``bolide start`` prints once it listens."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            found = _GRPC_LINE.search(self.log_path.read_bytes())
+            if found:
+                return int(found.group(1))
+            if not self.alive() or time.monotonic() > deadline:
+                raise click.ClickException(f"the server reported no gRPC port:\n{self.log_tail()}")
+            time.sleep(0.05)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
