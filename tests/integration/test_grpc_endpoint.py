@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -385,3 +386,31 @@ def test_a_broker_with_plain_acl_checks_grpc_calls(tmp_path: Path) -> None:
             assert code == pb.UNAUTHORIZED
 
     run(tmp_path, test, acl_enable=True, acl_file=str(accounts))
+
+
+def test_garbage_and_oversized_calls_fail_alone(tmp_path: Path) -> None:
+    async def test(s: Servers) -> None:
+        channel, v5, _ = await endpoint(s)
+        async with channel:
+            raw = channel.unary_unary(SERVICE + "SendMessage")  # bytes as they are
+            garbage = pb.SendMessageResponse.FromString(
+                await raw(b"\xff\xff\xff\xff not protobuf", metadata=CLIENT, timeout=10)
+            )
+            assert garbage.status.code == pb.BAD_REQUEST and "SendMessageRequest" in garbage.status.message
+            raw_receive = channel.unary_stream(SERVICE + "ReceiveMessage")
+            answers = [
+                pb.ReceiveMessageResponse.FromString(r)
+                async for r in raw_receive(b"\xff\xff", metadata=CLIENT)
+            ]
+            assert answers[0].status.code == pb.BAD_REQUEST
+            with pytest.raises(grpc.aio.AioRpcError) as huge:
+                await raw(b"\x0a" + b"\xff" * (17 * 1024 * 1024), metadata=CLIENT, timeout=30)
+            assert huge.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            unknown = channel.unary_unary("/apache.rocketmq.v2.MessagingService/NoSuchCall")
+            with pytest.raises(grpc.aio.AioRpcError) as missing:
+                await unknown(b"", metadata=CLIENT, timeout=10)
+            assert missing.value.code() == grpc.StatusCode.UNIMPLEMENTED
+            ok = await v5("SendMessage", pb.SendMessageRequest(messages=[message("G5", b"x", "ID-G")]))
+            assert ok.status.code == pb.OK
+
+    run(tmp_path, test)

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from bolide.broker.pop import PopService
 from bolide.broker.proxy.auth import authorize
@@ -121,12 +122,12 @@ class GrpcEndpoint:
             request, response = getattr(pb, f"{name}Request"), getattr(pb, f"{name}Response")
             handlers[name] = grpc.unary_unary_rpc_method_handler(
                 self._guarded(name, fn, response),
-                request_deserializer=request.FromString,
+                request_deserializer=_decoder(request),
                 response_serializer=response.SerializeToString,
             )
         handlers["ReceiveMessage"] = grpc.unary_stream_rpc_method_handler(
             self._receive,
-            request_deserializer=pb.ReceiveMessageRequest.FromString,
+            request_deserializer=_decoder(pb.ReceiveMessageRequest),
             response_serializer=pb.ReceiveMessageResponse.SerializeToString,
         )
         handlers["PullMessage"] = grpc.unary_stream_rpc_method_handler(
@@ -136,7 +137,7 @@ class GrpcEndpoint:
         )
         handlers["Telemetry"] = grpc.stream_stream_rpc_method_handler(
             self._telemetry,
-            request_deserializer=pb.TelemetryCommand.FromString,
+            request_deserializer=_decoder(pb.TelemetryCommand),
             response_serializer=pb.TelemetryCommand.SerializeToString,
         )
         return handlers
@@ -154,6 +155,8 @@ class GrpcEndpoint:
 
         async def handle(request: Any, context: Any) -> Any:
             try:
+                if request is None:
+                    raise Refused(pb.BAD_REQUEST, f"the {rpc} request is not a valid {rpc}Request message")
                 return await fn(self._call(context, rpc, request), request)
             except Refused as refused:
                 return response(status=status(refused.code, refused.message))
@@ -210,6 +213,11 @@ class GrpcEndpoint:
         async def read() -> None:
             first = True
             async for command in requests:
+                if command is None:  # not a TelemetryCommand: answered, the stream goes on
+                    _offer(
+                        outbox, pb.TelemetryCommand(status=status(pb.BAD_REQUEST, "not a TelemetryCommand"))
+                    )
+                    continue
                 if command.HasField("settings"):
                     client.settings = command.settings
                     kind = command.settings.client_type
@@ -243,6 +251,8 @@ class GrpcEndpoint:
         context: Any,
     ) -> AsyncIterator[pb.ReceiveMessageResponse]:
         try:
+            if request is None:
+                raise Refused(pb.BAD_REQUEST, "the request is not a valid ReceiveMessageRequest message")
             call = self._call(context, "ReceiveMessage", request)
         except Refused as refused:
             yield pb.ReceiveMessageResponse(status=status(refused.code, refused.message))
@@ -262,6 +272,19 @@ def _offer(outbox: asyncio.Queue[pb.TelemetryCommand], command: pb.TelemetryComm
     """Queue ``command`` unless the outbox is full (its stream then is not being read)."""
     with contextlib.suppress(asyncio.QueueFull):
         outbox.put_nowait(command)
+
+
+def _decoder(message: Any) -> Callable[[bytes], Any]:
+    """A request deserializer that gives None for bytes that are not a ``message`` (the
+    handlers answer BAD_REQUEST in the response, not an UNKNOWN gRPC error)."""
+
+    def decode(data: bytes) -> Any:
+        try:
+            return message.FromString(data)
+        except DecodeError:
+            return None
+
+    return decode
 
 
 def _sync(fn: Callable[[Any, Any], Any]) -> Unary:
