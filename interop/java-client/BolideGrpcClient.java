@@ -27,7 +27,8 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
 /**
  * The official RocketMQ 5 Java client over gRPC (rocketmq-client-java, unmodified) against a
  * broker's gRPC endpoint, for the interop tests: {@code scenario HOST:PORT}. Topics N5 (NORMAL),
- * F5 (FIFO), D5 (MIXED) and X5 (TRANSACTION) and the FIFO group fifo_g must exist. Prints
+ * F5 (FIFO), D5 (MIXED) and X5 (TRANSACTION) and the FIFO group fifo_g must exist; the delay
+ * message "recalled" is recalled before it is due. Prints
  * tab-separated lines: SENT id; SIMPLE body tag keys seq attempt id; AGAIN body attempt;
  * FIFO body; PUSH body attempt receivedMs; CHECKED body; DUE ms; DONE.
  */
@@ -84,6 +85,8 @@ public final class BolideGrpcClient {
         producer.send(message("D5", "later").setDeliveryTimestamp(due).build());
         print("DUE", due);
         producer.send(message("D5", "retry-me").build());
+        String recallHandle = producer.send(message("D5", "recalled").setDeliveryTimestamp(due).build()).getRecallHandle();
+        producer.recallMessage("D5", recallHandle);
         String[][] transactions = {{"tx-commit", "commit"}, {"tx-rollback", "rollback"}, {"tx-check", ""}};
         for (String[] tx : transactions) {
             Transaction transaction = producer.beginTransaction();

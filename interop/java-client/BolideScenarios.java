@@ -75,9 +75,10 @@ import org.apache.rocketmq.remoting.RPCHook;
  *                                  MessageUtil.createReplyMessage(msg, "re:" + body) until N
  *                                  were answered: ANSWERED body sendStatus
  *   timer NAMESRV TOPIC GROUP N DELAY_MS TIMEOUT
- *                                  N sends of "timer-I" to be delivered DELAY_MS later (the
- *                                  TIMER_DELIVER_MS property Message.setDeliverTimeMs of 5.x
- *                                  sets): DUE body deliverTimeMs; then a push consumer prints
+ *                                  N sends of "timer-I" to be delivered DELAY_MS later, and one
+ *                                  of "timer-recalled" recalled at once (the TIMER_DELIVER_MS
+ *                                  property Message.setDeliverTimeMs of 5.x sets): DUE body
+ *                                  deliverTimeMs, RECALLED msgId; then a push consumer prints
  *                                  MSG body receivedAtMs until all N arrived
  *   compressed NAMESRV TOPIC N SIZE
  *                                  N messages of SIZE bytes "TYPE-I:rocketmq-body-rocketmq-..."
@@ -666,6 +667,15 @@ public final class BolideScenarios {
                 producer.send(m);
                 line("DUE", "timer-" + i, String.valueOf(due));
             }
+            // one more, recalled before it is due (5.3's recallMessage, through reflection: 4.9.x
+            // has neither it nor SendResult.getRecallHandle)
+            Message m = new Message(topic, "timer", utf8("timer-recalled"));
+            MessageAccessor.putProperty(m, "TIMER_DELIVER_MS", String.valueOf(System.currentTimeMillis() + delayMs));
+            SendResult sent = producer.send(m);
+            String handle = (String) SendResult.class.getMethod("getRecallHandle").invoke(sent);
+            Object id = DefaultMQProducer.class.getMethod("recallMessage", String.class, String.class)
+                .invoke(producer, topic, handle);
+            line("RECALLED", String.valueOf(id));
         } finally {
             producer.shutdown();
         }

@@ -36,6 +36,8 @@ async function scenario(endpoints) {
   await producer.send({ topic: 'D5', body: Buffer.from('later'), deliveryTimestamp: new Date(due) });
   print('DUE', due);
   await producer.send({ topic: 'D5', body: Buffer.from('retry-me') });
+  const recalled = await producer.send({ topic: 'D5', body: Buffer.from('recalled'), deliveryTimestamp: new Date(due) });
+  await producer.recallMessage('D5', recalled.recallHandle);
   for (const [ body, end ] of [[ 'tx-commit', 'commit' ], [ 'tx-rollback', 'rollback' ], [ 'tx-check', '' ]]) {
     const tx = producer.beginTransaction();
     await producer.send({ topic: 'X5', body: Buffer.from(body) }, tx);

@@ -7,7 +7,8 @@ endpoint, as a command-line driver for the interop tests. Prints one JSON docume
     python driver.py scenario HOST:PORT
         a producer sends to the topics N5 (NORMAL), F5 (FIFO), D5 (MIXED: delay and normal) and
         X5 (TRANSACTION)
-        (the broker has them, and FIFO group fifo_g), then:
+        (the broker has them, and FIFO group fifo_g) and recalls a delay message sent to D5;
+        then:
         - simple consumer simple_g receives N5 (tags, keys, properties), changes the invisible
           time of one message to 0 and gets it again with attempt 2, acknowledges all;
         - simple consumer fifo_g receives F5 and acknowledges in the order it gets them;
@@ -119,6 +120,8 @@ def scenario(endpoint: str) -> dict:
         producer.send(msg("D5", "later", delivery_timestamp=due))
         result["due_ms"] = due * 1000
         producer.send(msg("D5", "retry-me"))
+        recalled = producer.send(msg("D5", "recalled", delivery_timestamp=due))
+        producer.recall_message("D5", recalled.recall_handle)
         for body, end in (("tx-commit", "commit"), ("tx-rollback", "rollback"), ("tx-check", None)):
             tx = producer.begin_transaction()
             producer.send(msg("X5", body), tx)

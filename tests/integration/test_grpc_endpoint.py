@@ -324,7 +324,7 @@ def test_errors_are_answered_in_the_response(tmp_path: Path) -> None:
             )
             assert r.status.code == pb.INVALID_RECEIPT_HANDLE
             r = await v5("RecallMessage", pb.RecallMessageRequest(topic=pb.Resource(name="E5")))
-            assert r.status.code == pb.NOT_IMPLEMENTED
+            assert r.status.code == pb.BAD_REQUEST and "recall handle is invalid" in r.status.message
             s.broker.config = s.broker.config.replace(auto_create_topic_enable=False)
             r = await v5("QueryRoute", pb.QueryRouteRequest(topic=pb.Resource(name="Nope"), endpoints=here))
             assert r.status.code == pb.TOPIC_NOT_FOUND and "updateTopic" in r.status.message
@@ -412,5 +412,37 @@ def test_garbage_and_oversized_calls_fail_alone(tmp_path: Path) -> None:
             assert missing.value.code() == grpc.StatusCode.UNIMPLEMENTED
             ok = await v5("SendMessage", pb.SendMessageRequest(messages=[message("G5", b"x", "ID-G")]))
             assert ok.status.code == pb.OK
+
+    run(tmp_path, test)
+
+
+def test_a_recalled_delay_message_is_not_delivered(tmp_path: Path) -> None:
+    async def test(s: Servers) -> None:
+        channel, v5, _ = await endpoint(s)
+        async with channel:
+            await create_topic(
+                s, "Rc5", read_queue_nums=1, write_queue_nums=1, attributes="+message.type=DELAY"
+            )
+            due = Timestamp(seconds=int(time.time()) + 2)
+            handles = []
+            for body in (b"keep", b"recall-me"):
+                sent = await v5(
+                    "SendMessage",
+                    pb.SendMessageRequest(
+                        messages=[message("Rc5", body, body.decode(), delivery_timestamp=due)]
+                    ),
+                )
+                assert sent.status.code == pb.OK and sent.entries[0].recall_handle
+                handles.append(sent.entries[0].recall_handle)
+            recalled = await v5(
+                "RecallMessage",
+                pb.RecallMessageRequest(topic=pb.Resource(name="Rc5"), recall_handle=handles[1]),
+            )
+            assert recalled.status.code == pb.OK and recalled.message_id == "recall-me"
+            schedule = s.broker.schedule
+            assert schedule is not None
+            await wait_until(lambda: schedule.recalled == 1 and schedule.delivered == 1, timeout=20)
+            code, got = await v5.receive(receive_request("Rc5", "rcg", poll_s=2))
+            assert code == pb.OK and [m.body for m in got] == [b"keep"]
 
     run(tmp_path, test)

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from bolide.client import Admin, Producer
-from bolide.client.errors import BrokerSystemError, MessageIllegalError
+from bolide.client.errors import BrokerSystemError, MessageError, MessageIllegalError, MQBrokerError
 from bolide.common import Message
 from bolide.common.message import MessageExt
+from bolide.common.recall_handle import decode_recall_handle
 from bolide.testing.servers import Servers
 from conftest import run_with_servers, wait_until
 
@@ -95,3 +96,46 @@ def test_refused_timer_messages(tmp_path: Path) -> None:
 
     run_with_servers(tmp_path / "off", disabled, auto_create_topic_enable=True,
                      timer_wheel_enable=False)
+
+
+def test_a_recalled_timer_message_is_not_delivered_even_across_a_restart(tmp_path: Path) -> None:
+    handles: list[str] = []
+
+    async def send(s: Servers) -> None:
+        async with Admin(s.namesrv_addr) as admin:
+            for topic in ("Later", "Other"):
+                await admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
+        async with Producer(s.namesrv_addr, "timer_pg") as producer:
+            for body in (b"keep", b"recall-me", b"recall-later"):
+                msg = Message("Later", body)
+                msg.delay_time_ms = 2500
+                sent = await producer.send(msg)
+                assert sent.recall_handle is not None
+                handles.append(sent.recall_handle)
+            plain = await producer.send(Message("Later", b"now"))
+            assert plain.recall_handle is None
+            assert await producer.recall_message("Later", handles[1]) == decode_recall_handle(handles[1])[3]
+            with pytest.raises(MQBrokerError, match="topic not match"):
+                await producer.recall_message("Other", handles[2])
+            with pytest.raises(MessageError, match="recall handle is invalid"):
+                await producer.recall_message("Later", "garbage")
+        assert s.broker.timer_recalls.due  # on disk before the answer
+
+    async def recall_after_restart(s: Servers) -> None:
+        async with Producer(s.namesrv_addr, "timer_pg") as producer:
+            await producer.recall_message("Later", handles[2])
+        schedule = s.broker.schedule
+        assert schedule is not None
+        await wait_until(lambda: schedule.recalled == 2, timeout=20)
+        await wait_until(lambda: len(arrived(s, "Later")) == 2, timeout=20)
+        assert sorted(m.body for m in arrived(s, "Later")) == [b"keep", b"now"]
+        assert not s.broker.timer_recalls.due  # used up
+        due_ms = decode_recall_handle(handles[0])[2]  # delivered up to half a second early
+        await wait_until(lambda: time.time() * 1000 > due_ms, timeout=5)
+        async with Producer(s.namesrv_addr, "timer_pg") as producer:
+            with pytest.raises(MQBrokerError, match="due already"):
+                await producer.recall_message("Later", handles[0])
+
+    run_with_servers(tmp_path, send)
+    run_with_servers(tmp_path, recall_after_restart, timeout=40)
+

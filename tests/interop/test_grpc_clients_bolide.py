@@ -32,7 +32,7 @@ from bolide.testing.nodeclient import node_client_command, node_env
 from bolide.testing.pyclient5 import python5_command, python5_env
 from bolide.testing.rocketmq import RocketMQUnavailable, grpc_java_client_command
 from bolide.testing.servers import Servers, running_servers
-from conftest import unavailable
+from conftest import unavailable, wait_until
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 DRIVER_TIMEOUT = 150.0
@@ -101,6 +101,12 @@ def run_scenario(tmp_path: Path, command: list[str], env: dict[str, str] | None 
             assert await asyncio.to_thread(store.wait_dispatched, 10)
             stored = [m.body for q in range(4) for m in store.get_message("t", "X5", q, 0, 32).messages]
             assert sorted(stored) == [b"tx-check", b"tx-commit"]
+            # the recalled delay message, due with "later", is dropped then
+            schedule = s.broker.schedule
+            assert schedule is not None
+            await wait_until(lambda: schedule.recalled == 1, timeout=20)
+            delayed = [m.body for q in range(4) for m in store.get_message("t", "D5", q, 0, 32).messages]
+            assert b"recalled" not in delayed and b"later" in delayed
             return out
 
     return asyncio.run(main())

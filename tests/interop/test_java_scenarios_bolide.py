@@ -32,7 +32,7 @@ from bolide.common import Message
 from bolide.common.message import MessageExt
 from bolide.testing.rocketmq import JAVA_SCENARIOS_MAIN, RocketMQUnavailable, java_client_command
 from bolide.testing.servers import Servers
-from conftest import replying_consumer
+from conftest import replying_consumer, wait_until
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
@@ -247,10 +247,17 @@ def test_timer_messages(tmp_path: Path) -> None:
 
     async def test(s: Servers) -> list[list[str]]:
         await create_topic(s, topic, queues=2)
-        return await run_driver([*java, "timer", s.namesrv_addr, topic, "java_timer_cg", str(n),
-                                 "3000", "60"], tmp_path / "timer.log", prefixes=("DUE", "MSG"))
+        lines = await run_driver([*java, "timer", s.namesrv_addr, topic, "java_timer_cg", str(n),
+                                  "3000", "60"], tmp_path / "timer.log", prefixes=("DUE", "MSG", "RECALLED"))
+        schedule = s.broker.schedule
+        assert schedule is not None
+        await wait_until(lambda: schedule.recalled == 1, timeout=20)  # dropped when it came due
+        stored = [m.body for q in range(2) for m in s.broker.store.get_message("g", topic, q, 0, 32).messages]
+        assert sorted(stored) == [f"timer-{i}".encode() for i in range(n)]
+        return lines
 
     lines = with_servers(tmp_path, test)
+    assert len([f for f in lines if f[0] == "RECALLED" and len(f[1]) == 32]) == 1
     due = {f[1]: int(f[2]) for f in lines if f[0] == "DUE"}
     received = {f[1]: int(f[2]) for f in lines if f[0] == "MSG"}
     assert set(due) == set(received) == {f"timer-{i}" for i in range(n)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from bolide.broker.acl import AclFileWatcher, AclValidator, PlainAcl
 from bolide.broker.clients import ClientManager
@@ -27,6 +28,7 @@ from bolide.broker.processors.lock import LockProcessor
 from bolide.broker.processors.pull import PullProcessor
 from bolide.broker.processors.query import QueryProcessor
 from bolide.broker.processors.queue_cleanup import QueueCleanupProcessor
+from bolide.broker.processors.recall import RecallProcessor
 from bolide.broker.processors.reply import ReplyProcessor
 from bolide.broker.processors.reset_offset import ResetOffsetProcessor
 from bolide.broker.processors.send import SendProcessor
@@ -39,9 +41,11 @@ from bolide.broker.registration import BrokerRegistration
 from bolide.broker.schedule import ScheduleService
 from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupManager
+from bolide.broker.timer_recall import TimerRecalls
 from bolide.broker.topic_attributes import TopicAttributeError, retention_hours
 from bolide.broker.topic_config import TopicConfigManager
 from bolide.broker.transaction import TransactionalMessages, TransactionCheckService
+from bolide.common.recall_handle import RecallError, decode_recall_handle
 from bolide.common.sql92 import SelectorCache
 from bolide.errors import ConfigError
 from bolide.protocol.bodies.broker import TopicConfig
@@ -106,6 +110,8 @@ class BrokerController:
         self.topics = TopicConfigManager(self.config, config_dir / "topics.json")
         self.offsets = ConsumerOffsetManager(config_dir / ConsumerOffsetManager.FILE_NAME)
         self.delay_offsets = DelayOffsetManager(config_dir / DelayOffsetManager.FILE_NAME)
+        self.timer_recalls = TimerRecalls(config_dir / TimerRecalls.FILE_NAME)
+        self._recalls_persister = ConfigPersister("bolide-recalls-persist", self.timer_recalls.persist)
         self._topics_persister = ConfigPersister("bolide-topics-persist", self.topics.persist)
         self._offsets_persister = ConfigPersister("bolide-offsets-persist", self.offsets.persist,
                                                   self.config.flush_consumer_offset_interval_ms / 1000)
@@ -189,13 +195,15 @@ class BrokerController:
         self._topics_persister.start()
         self._offsets_persister.start()
         self._groups_persister.start()
+        self._recalls_persister.start()
         self._persisting = True
         self.subscription_groups.on_change.append(self._groups_persister.request)
         self.topics.on_change.append(self._persist_topics)
         self._flush_waiters = FlushWaiters(loop, store)
         self._pull_holds = PullHoldService(loop, self.config.max_held_pulls)
         store.add_dispatch_listener(self._pull_holds.on_dispatch)
-        self.schedule = ScheduleService(loop, store, self.delay_offsets)
+        self.schedule = ScheduleService(loop, store, self.delay_offsets, self.timer_recalls,
+                                        self._recalls_persister.request)
         self._delay_persister = ConfigPersister("bolide-delay-persist", self.schedule.persist,
                                                 self.config.flush_delay_offset_interval_ms / 1000)
         self._delay_persister.start()
@@ -208,7 +216,7 @@ class BrokerController:
                           EndTransactionProcessor(self), ResetOffsetProcessor(self),
                           HAAdminProcessor(self), ConsumerRelayProcessor(self),
                           AclAdminProcessor(self), QueueCleanupProcessor(self),
-                          ReplyProcessor(self)):
+                          ReplyProcessor(self), RecallProcessor(self)):
             for code in processor.CODES:
                 self.server.register(code, processor)
         if self.config.grpc_server_port >= 0 and self.role is BrokerRole.SLAVE:
@@ -279,6 +287,7 @@ class BrokerController:
         for what, loaded in (("topic configs", self.topics.load()),
                              ("consumer offsets", self.offsets.load()),
                              ("delay offsets", self.delay_offsets.load()),
+                             ("recalled timer messages", self.timer_recalls.load()),
                              ("subscription groups", self.subscription_groups.load())):
             if not loaded:
                 log.info("no %s to load in %s: starting with none", what, self._store_config.config_dir)
@@ -306,6 +315,23 @@ class BrokerController:
     def _channel_closed(self, channel: Channel) -> None:
         for group in self.clients.unregister(channel):
             self.consumer_group_changed(group)
+
+    async def recall_timer_message(self, topic: str, handle: str) -> str:
+        """Recall the timer message of ``topic`` whose send answered ``handle`` (recorded on
+        disk before this returns); its UNIQ_KEY. RecallError when the handle names no timer
+        message of this broker and topic still to come."""
+        handle_topic, broker_name, due_ms, uniq_key = decode_recall_handle(handle)
+        if handle_topic != topic:
+            raise RecallError(f"recall failed, topic not match: the handle names {handle_topic}")
+        if broker_name != self.config.broker_name:
+            raise RecallError(f"recall failed: the handle names broker {broker_name}, not this one "
+                              f"({self.config.broker_name}); recall on the broker that took the send")
+        now_ms = int(time.time() * 1000)
+        if not now_ms < due_ms <= now_ms + self.config.timer_max_delay_sec * 1000:
+            raise RecallError("recall failed, timestamp invalid: the message is due already")
+        self.timer_recalls.add(topic, uniq_key, due_ms, now_ms)
+        await asyncio.to_thread(self.timer_recalls.persist)
+        return uniq_key
 
     def consumer_group_changed(self, group: str) -> None:
         """A consumer joined or left ``group``, or its subscriptions changed: tell its clients
@@ -345,6 +371,7 @@ class BrokerController:
             await asyncio.to_thread(self._topics_persister.stop)
             await asyncio.to_thread(self._offsets_persister.stop)
             await asyncio.to_thread(self._groups_persister.stop)
+            await asyncio.to_thread(self._recalls_persister.stop)
             if self._delay_persister is not None:
                 await asyncio.to_thread(self._delay_persister.stop)
         if self._store is not None:

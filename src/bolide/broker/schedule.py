@@ -5,7 +5,8 @@ The store writes a message sent with ``DELAY=<level>`` to ``SCHEDULE_TOPIC_XXXX`
 its ConsumeQueue entry the delivery time as tags code. This service walks each level's queue from
 its offset in ``config/delayOffset.json`` and, once an entry is due, appends the message again to
 its real topic and queue (``DELAY`` removed), on the event loop like every other append. A timer
-message (``TIMER_OUT_MS``) not due yet goes to its next level instead (:mod:`bolide.broker.timer`).
+message (``TIMER_OUT_MS``) not due yet goes to its next level instead (:mod:`bolide.broker.timer`);
+one recalled (:mod:`bolide.broker.timer_recall`) is dropped when it comes due.
 
 It sleeps until the earliest head entry is due, or until dispatch reports new schedule entries.
 """
@@ -16,10 +17,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from bolide.broker.loop_service import LoopService
 from bolide.broker.timer import next_hop
+from bolide.broker.timer_recall import TimerRecalls
 from bolide.common import properties as P
 from bolide.common.message import Message
 from bolide.common.topic import SCHEDULE_TOPIC
@@ -45,12 +47,16 @@ class ScheduleService(LoopService):
     TASK_NAME = "bolide-schedule"
 
     def __init__(self, loop: asyncio.AbstractEventLoop, store: MessageStore,
-                 offsets: DelayOffsetManager) -> None:
+                 offsets: DelayOffsetManager, recalls: TimerRecalls | None = None,
+                 on_recalled: Callable[[], None] = lambda: None) -> None:
         self.loop = loop
         self.store = store
         self.offsets = offsets
+        self.recalls = recalls  # timer messages recalled before they were due: not delivered
+        self.on_recalled = on_recalled
         self.delivered = 0
         self.rescheduled = 0  # timer messages moved on to their next level
+        self.recalled = 0
         self._wake = asyncio.Event()
 
     def start(self) -> None:
@@ -143,6 +149,13 @@ class ScheduleService(LoopService):
         if not topic or not queue_text.isdecimal():
             log.warning("delay level %d: message at %d has no REAL_TOPIC/REAL_QID; skipped",
                         level, phys)
+            return True
+        if (hop is None and self.recalls is not None and P.TIMER_OUT_MS in props
+                and self.recalls.take(topic, props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX))):
+            log.info("timer message %s of %s was recalled: not delivered",
+                     props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX), topic)
+            self.recalled += 1
+            self.on_recalled()
             return True
         result = self.store.put_message(
             Message(topic, msg.body, flag=msg.flag, properties=props), int(queue_text),

@@ -281,6 +281,9 @@ class Producer(_Blocking[_producer.Producer]):
         return self._run(lambda c: c.request(msg, timeout_ms=timeout_ms, queue=queue,
                                              selector=selector, arg=arg))
 
+    def recall_message(self, topic: str, recall_handle: str, *, timeout_ms: int | None = None) -> str:
+        return self._run(lambda c: c.recall_message(topic, recall_handle, timeout_ms=timeout_ms))
+
 
 @_documented_as(_tx.TransactionProducer)
 class TransactionProducer(Producer):

@@ -46,12 +46,14 @@ from bolide.common import sysflag
 from bolide.common.compression import CompressionType, compress_body
 from bolide.common.message import Message, MessageExt
 from bolide.common.msgid import UniqKeyGenerator
+from bolide.common.recall_handle import RecallError, decode_recall_handle
 from bolide.common.topic import AUTO_CREATE_TOPIC_KEY, RETRY_GROUP_TOPIC_PREFIX, validate_topic
 from bolide.errors import ProtocolError, RemotingError, RemotingTimeoutError
 from bolide.protocol import RequestCode, ResponseCode
 from bolide.protocol.bodies.batch import encode_batch_body
 from bolide.protocol.bodies.client import MessageQueue
 from bolide.protocol.headers import SendMessageRequestHeaderV2
+from bolide.protocol.headers.send import RecallMessageRequestHeader
 
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 _STATUS = {
@@ -145,6 +147,29 @@ class Producer:
 
         return await self._with_retries(route, fixed, attempt, started, timeout_ms,
                                         f"sending to topic {msg.topic!r}")
+
+    async def recall_message(self, topic: str, recall_handle: str, *, timeout_ms: int | None = None) -> str:
+        """Recall a timer message before it is due (RocketMQ 5's ``recallMessage``):
+        ``recall_handle`` is its send's ``SendResult.recall_handle``. Returns its message id;
+        raises MQBrokerError when the broker refuses (a handle of another topic, a message due
+        already)."""
+        await self.start()
+        try:
+            broker_name = decode_recall_handle(recall_handle)[1]
+        except RecallError as exc:
+            raise MessageError(str(exc)) from None
+        route = await self._instance.publish_route(topic, self.default_topic_queue_nums)
+        addr = route.master_addr(broker_name) or self._instance.master_addr(broker_name)
+        if addr is None:
+            raise MessageError(f"broker {broker_name!r} of the recall handle has no master in the route "
+                               f"of {topic!r}: recall on the broker that took the send")
+        header = RecallMessageRequestHeader(producer_group=self.group, topic=topic,
+                                            recall_handle=recall_handle)
+        response = await self._instance.remoting.invoke(
+            addr, request(RequestCode.RECALL_MESSAGE, header), timeout_ms or self.send_timeout_ms)
+        if response.code != ResponseCode.SUCCESS:
+            raise error_for_response(response, f"recall on {topic!r}", addr)
+        return response.ext_fields.get("msgId", "")
 
     async def request(self, msg: Message, *, timeout_ms: int = 3000,
                       queue: MessageQueue | None = None,
@@ -371,4 +396,4 @@ class Producer:
                                 f"queueOffset {ext.get('queueOffset')!r}: not integers") from None
         queue = MessageQueue(mq.topic, mq.broker_name, queue_id)
         return SendResult(status, msg_id, ext.get("msgId", ""), queue, queue_offset,
-                          ext.get("MSG_REGION", "DefaultRegion"))
+                          ext.get("MSG_REGION", "DefaultRegion"), ext.get("recallHandle"))

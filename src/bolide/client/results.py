@@ -31,7 +31,8 @@ class SendStatus(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class SendResult:
     """``msg_id`` is the client id (UNIQ_KEY; comma-joined for batches), ``offset_msg_id`` the
-    broker's id (store address + CommitLog offset), ``queue_offset`` the (first) queue offset."""
+    broker's id (store address + CommitLog offset), ``queue_offset`` the (first) queue offset;
+    ``recall_handle`` recalls a timer message before it is due (``Producer.recall_message``)."""
 
     status: SendStatus
     msg_id: str
@@ -39,6 +40,7 @@ class SendResult:
     queue: MessageQueue
     queue_offset: int
     region_id: str = "DefaultRegion"
+    recall_handle: str | None = None
 
 
 class PullStatus(enum.Enum):

@@ -194,7 +194,8 @@ class TransactionProducer(Producer):
     def transaction_result(sent: SendResult, state: LocalTransactionState) -> TransactionSendResult:
         """The result of a transactional send: the half message's send result and the local state."""
         return TransactionSendResult(sent.status, sent.msg_id, sent.offset_msg_id, sent.queue,
-                                     sent.queue_offset, sent.region_id, state, sent.msg_id)
+                                     sent.queue_offset, sent.region_id, local_state=state,
+                                     transaction_id=sent.msg_id)
 
     # -- broker checks ----------------------------------------------------------------------
     async def _on_check(self, ctx: RequestContext, req: RemotingCommand) -> RemotingCommand | None:

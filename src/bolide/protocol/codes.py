@@ -155,6 +155,7 @@ class RequestCode(IntEnum):
     DELETE_EXPIRED_COMMITLOG = 329
     GET_TOPIC_CONFIG = 351  # 5.x: mqadmin topicStatus/consumerProgress look for static topics
     LITE_PULL_MESSAGE = 361  # 5.x
+    RECALL_MESSAGE = 370  # 5.x: recall a timer message before it is due
     QUERY_ASSIGNMENT = 400  # 5.x
     BROKER_HEARTBEAT = 904  # 5.x
     GET_BROKER_HA_STATUS = 907  # 5.x: mqadmin haStatus (HARuntimeInfo)
@@ -204,6 +205,7 @@ class ResponseCode(IntEnum):
     POLLING_TIMEOUT = 210  # 5.x
     BROKER_NOT_EXIST = 211  # 5.x
     FLOW_CONTROL = 215
+    ILLEGAL_OPERATION = 604  # 5.x: e.g. a recall with a handle of another topic or broker
     GO_AWAY = 1500  # 5.x
 
 

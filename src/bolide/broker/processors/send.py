@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from bolide.broker.retry import dlq_topic, group_of_retry_topic, max_reconsume_times
 from bolide.broker.timer import TimerRefusal, timer_properties
+from bolide.broker.timer_recall import timer_recall_handle
 from bolide.broker.topic_config import NOT_SENDABLE, PERM_WRITE
 from bolide.broker.transaction import is_half_message
 from bolide.common import properties as P
@@ -142,16 +143,17 @@ class SendProcessor:
         put = self._put(ctx, request)
         if type(put) is RemotingCommand:
             return put
-        result, queue_id = put  # type: ignore[misc]
+        result, queue_id, recall = put  # type: ignore[misc]
         if waits_for_store(request.ext_fields):
             await self.broker.flush_waiters.settle(result)
             if (ha := self.broker.sync_master) is not None:
                 await ha.wait_replicated(result)
-        return self._answer(request, result, queue_id)
+        return self._answer(request, result, queue_id, recall)
 
     def _put(self, ctx: RequestContext, request: RemotingCommand,
-             ) -> RemotingCommand | tuple[PutMessageResult, int]:
-        """Store the message(s) of a send; (put result, queue id), or the response refusing it."""
+             ) -> RemotingCommand | tuple[PutMessageResult, int, str | None]:
+        """Store the message(s) of a send; (put result, queue id, recall handle of a timer
+        message), or the response refusing it."""
         header = decode_send_request_header(request.code, request.ext_fields)
         topic = header.topic
         if topic in NOT_SENDABLE:
@@ -176,6 +178,7 @@ class SendProcessor:
                                          f"the topic {topic} or this broker is not writable")
         queue_id = header.queue_id
         dead = False
+        recall = None
         group = group_of_retry_topic(topic)
         if group is not None and request.code != RequestCode.SEND_BATCH_MESSAGE:
             settings = self.broker.subscription_groups.find(group)
@@ -225,26 +228,28 @@ class SendProcessor:
             encoded = stored_properties(header.properties, cluster, dead=dead)
             if b"TIMER_" in encoded and not dead:  # maybe a timer message (RocketMQ 5)
                 try:
-                    encoded = self._timer(encoded)
+                    encoded, recall = self._timer(topic, encoded)
                 except TimerRefusal as refusal:
                     return request.make_response(refusal.code, refusal.remark)
             result = store.put_encoded(topic, body, encoded,
                                        queue_id, flag=header.flag, sys_flag=header.sys_flag,
                                        born_timestamp=header.born_timestamp, born_host=born,
                                        reconsume_times=header.reconsume_times or 0, wait_store=False)
-        return result, queue_id
+        return result, queue_id, recall
 
-    def _timer(self, encoded: bytes) -> bytes:
-        """The properties of a timer message as stored (due time, first delay level); the
-        same bytes for any other message. Raises TimerRefusal."""
+    def _timer(self, topic: str, encoded: bytes) -> tuple[bytes, str | None]:
+        """The properties of a timer message as stored (due time, first delay level) and its
+        recall handle; the same bytes and None for any other message. Raises TimerRefusal."""
         config = self.broker.config
         props = timer_properties(P.decode_properties(encoded), int(time.time() * 1000),
                                  self.broker.store.delay_millis, enabled=config.timer_wheel_enable,
                                  max_delay_s=config.timer_max_delay_sec)
-        return encoded if props is None else P.encode_properties(props)
+        if props is None:
+            return encoded, None
+        return P.encode_properties(props), timer_recall_handle(topic, config.broker_name, props)
 
-    def _answer(self, request: RemotingCommand, result: PutMessageResult, queue_id: int, *,
-                frame: bool = False) -> RemotingCommand | bytes:
+    def _answer(self, request: RemotingCommand, result: PutMessageResult, queue_id: int,
+                recall: str | None = None, *, frame: bool = False) -> RemotingCommand | bytes:
         """The send response for a put result; with ``frame``, a plain success to a JSON
         request as its encoded frame (``send_ok_frame``)."""
         code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
@@ -252,7 +257,10 @@ class SendProcessor:
             return request.make_response(code, f"{result.status.value}: {result.remark}")
         self.broker.stats.on_put(result.msg_num)
         msg_id = ",".join(result.offset_msg_ids)  # a batch's ids, comma-separated
-        if frame and code == ResponseCode.SUCCESS and not result.remark and request.serialize_type is _JSON:
+        if (frame and code == ResponseCode.SUCCESS and not result.remark and recall is None
+                and request.serialize_type is _JSON):
             return send_ok_frame(request.opaque, msg_id, queue_id, result.queue_offset)
-        return request.make_response_ext(
-            code, send_response_ext(msg_id, queue_id, result.queue_offset), result.remark or None)
+        ext = send_response_ext(msg_id, queue_id, result.queue_offset)
+        if recall is not None:
+            ext["recallHandle"] = recall
+        return request.make_response_ext(code, ext, result.remark or None)

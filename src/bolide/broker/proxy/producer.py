@@ -27,9 +27,11 @@ from bolide.broker.proxy.convert import (
 from bolide.broker.proxy.routes import find_topic
 from bolide.broker.retry import group_of_retry_topic
 from bolide.broker.timer import TimerRefusal, timer_properties
+from bolide.broker.timer_recall import timer_recall_handle
 from bolide.broker.topic_config import NOT_SENDABLE, PERM_WRITE
 from bolide.common import properties as P
 from bolide.common.message import MessageExt
+from bolide.common.recall_handle import RecallError
 from bolide.common.sysflag import TRANSACTION_PREPARED_TYPE
 from bolide.common.topic import DLQ_GROUP_TOPIC_PREFIX, TRANS_HALF_TOPIC
 from bolide.protocol.v5 import messaging_pb2 as pb
@@ -151,7 +153,19 @@ class GrpcProducer:
         if kind == pb.TRANSACTION:
             entry.transaction_id = message_id
             self.remember_half(message_id, result.wrote_offset)
+        elif (recall := timer_recall_handle(topic, broker.config.broker_name, props)) is not None:
+            entry.recall_handle = recall
         return entry
+
+    async def recall(self, call: Call, request: pb.RecallMessageRequest) -> pb.RecallMessageResponse:
+        """Recall a timer message before it is due, by the handle its send answered."""
+        topic = call.name(request.topic)
+        find_topic(self.broker, topic)
+        try:
+            message_id = await self.broker.recall_timer_message(topic, request.recall_handle)
+        except RecallError as exc:
+            raise Refused(pb.BAD_REQUEST, str(exc)) from None
+        return pb.RecallMessageResponse(status=status(), message_id=message_id)
 
     def _timer(self, props: dict[str, str]) -> dict[str, str]:
         config = self.broker.config

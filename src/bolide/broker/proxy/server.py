@@ -114,7 +114,7 @@ class GrpcEndpoint:
             "EndTransaction": producer.end_transaction,
             "NotifyClientTermination": self._terminated,
             "ChangeInvisibleDuration": _sync(consumer.change_invisible),
-            "RecallMessage": _not_served("RecallMessage (cancel a delay message)"),
+            "RecallMessage": producer.recall,
             "SyncLiteSubscription": _not_served("lite topics"),
         }
         handlers = {}

@@ -169,6 +169,16 @@ class EndTransactionRequestHeader(Header):
 
 
 @header
+class RecallMessageRequestHeader(Header):
+    """RECALL_MESSAGE (370, RocketMQ 5): recall the timer message whose send answered
+    ``recall_handle``; the response's ``msgId`` is its UNIQ_KEY."""
+
+    producer_group: str | None = None
+    topic: str
+    recall_handle: str
+
+
+@header
 class ReplyMessageRequestHeader(Header):
     """PUSH_REPLY_MESSAGE_TO_CLIENT (326), broker to the requesting producer; the body is the
     reply's body (compressed when sys_flag says so)."""
