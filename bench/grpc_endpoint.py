@@ -24,26 +24,20 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from google.protobuf.duration_pb2 import Duration
 
 from bolide.cli.bench_common import machine_info, r
 from bolide.cli.bench_server import ServerProcess
 from bolide.protocol.v5 import messaging_pb2 as pb
+from bolide.testing.v5calls import V5Calls, message, receive_request
 
 TOPIC, GROUP = "GrpcBench", "grpc_bench_g"
-METHOD = "/apache.rocketmq.v2.MessagingService/"
-METADATA = (("x-mq-client-id", "bench@0@0@grpc"),)
 
 
 async def _send_loop(port: int, seconds: float, concurrency: int, size: int, loader: int) -> list[float]:
     latencies: list[float] = []
     body = b"x" * size
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        send = channel.unary_unary(
-            METHOD + "SendMessage",
-            request_serializer=pb.SendMessageRequest.SerializeToString,
-            response_deserializer=pb.SendMessageResponse.FromString,
-        )
+        calls = V5Calls(channel)
         stop = time.perf_counter() + seconds
         counter = 0
 
@@ -51,13 +45,9 @@ async def _send_loop(port: int, seconds: float, concurrency: int, size: int, loa
             nonlocal counter
             while time.perf_counter() < stop:
                 counter += 1
-                msg = pb.Message(
-                    topic=pb.Resource(name=TOPIC),
-                    body=body,
-                    system_properties=pb.SystemProperties(message_id=f"B{loader}-{w}-{counter}"),
-                )
+                request = pb.SendMessageRequest(messages=[message(TOPIC, body, f"B{loader}-{w}-{counter}")])
                 started = time.perf_counter()
-                response = await send(pb.SendMessageRequest(messages=[msg]), metadata=METADATA)
+                response = await calls("SendMessage", request)
                 assert response.status.code == pb.OK, response.status
                 latencies.append(time.perf_counter() - started)
 
@@ -71,45 +61,19 @@ def _loader(port: int, seconds: float, concurrency: int, size: int, loader: int,
 
 async def _receive_all(port: int, expected: int, concurrency: int) -> tuple[int, float]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        receive = channel.unary_stream(
-            METHOD + "ReceiveMessage",
-            request_serializer=pb.ReceiveMessageRequest.SerializeToString,
-            response_deserializer=pb.ReceiveMessageResponse.FromString,
-        )
-        ack = channel.unary_unary(
-            METHOD + "AckMessage",
-            request_serializer=pb.AckMessageRequest.SerializeToString,
-            response_deserializer=pb.AckMessageResponse.FromString,
-        )
-        request = pb.ReceiveMessageRequest(
-            group=pb.Resource(name=GROUP),
-            message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC)),
-            filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
-            batch_size=32,
-            invisible_duration=Duration(seconds=60),
-            long_polling_timeout=Duration(seconds=1),
-        )
+        calls = V5Calls(channel)
+        request = receive_request(TOPIC, GROUP, invisible_s=60, poll_s=1)
         got = 0
         started = time.perf_counter()
 
         async def worker() -> None:
             nonlocal got
             while got < expected:
-                entries = [
-                    pb.AckMessageEntry(
-                        message_id=m.message.system_properties.message_id,
-                        receipt_handle=m.message.system_properties.receipt_handle,
-                    )
-                    async for m in receive(request, metadata=METADATA, timeout=10)
-                    if m.HasField("message")
-                ]
-                if not entries:
+                _, messages = await calls.receive(request)
+                if not messages:
                     return
-                got += len(entries)
-                answer = await ack(
-                    pb.AckMessageRequest(group=request.group, topic=pb.Resource(name=TOPIC), entries=entries),
-                    metadata=METADATA,
-                )
+                got += len(messages)
+                answer = await calls.ack(GROUP, TOPIC, messages)
                 assert answer.status.code == pb.OK, answer.status
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))

@@ -19,74 +19,9 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from bolide.client import Admin
 from bolide.protocol.v5 import messaging_pb2 as pb
 from bolide.testing.servers import Servers
+from bolide.testing.v5calls import CLIENT, SERVICE, message, receive_request
+from bolide.testing.v5calls import V5Calls as V5
 from conftest import run_with_servers, wait_until
-
-SERVICE = "/apache.rocketmq.v2.MessagingService/"
-CLIENT = (("x-mq-client-id", "host@1@0@test"), ("x-mq-language", "PYTHON"))
-RESPONSES = {
-    "QueryRoute": pb.QueryRouteResponse,
-    "Heartbeat": pb.HeartbeatResponse,
-    "SendMessage": pb.SendMessageResponse,
-    "QueryAssignment": pb.QueryAssignmentResponse,
-    "AckMessage": pb.AckMessageResponse,
-    "ChangeInvisibleDuration": pb.ChangeInvisibleDurationResponse,
-    "EndTransaction": pb.EndTransactionResponse,
-    "RecallMessage": pb.RecallMessageResponse,
-    "ForwardMessageToDeadLetterQueue": pb.ForwardMessageToDeadLetterQueueResponse,
-    "NotifyClientTermination": pb.NotifyClientTerminationResponse,
-}
-
-
-class V5:
-    """Calls of the v5 API on a channel, with a client id (or without: ``metadata=()``)."""
-
-    def __init__(self, channel: grpc.aio.Channel, metadata: tuple[tuple[str, str], ...] = CLIENT) -> None:
-        self.channel, self.metadata = channel, metadata
-
-    async def __call__(self, rpc: str, request: Any) -> Any:
-        call = self.channel.unary_unary(
-            SERVICE + rpc,
-            request_serializer=type(request).SerializeToString,
-            response_deserializer=RESPONSES[rpc].FromString,
-        )
-        return await call(request, metadata=self.metadata, timeout=10)
-
-    async def receive(
-        self, request: pb.ReceiveMessageRequest, timeout: float = 10
-    ) -> tuple[int, list[pb.Message]]:
-        call = self.channel.unary_stream(
-            SERVICE + "ReceiveMessage",
-            request_serializer=pb.ReceiveMessageRequest.SerializeToString,
-            response_deserializer=pb.ReceiveMessageResponse.FromString,
-        )
-        code, messages = None, []
-        async for response in call(request, metadata=self.metadata, timeout=timeout):
-            if response.HasField("status"):
-                code = response.status.code
-            elif response.HasField("message"):
-                messages.append(response.message)
-        return code, messages
-
-
-def message(topic: str, body: bytes, msg_id: str, **system: Any) -> pb.Message:
-    return pb.Message(
-        topic=pb.Resource(name=topic),
-        body=body,
-        system_properties=pb.SystemProperties(message_id=msg_id, **system),
-    )
-
-
-def receive_request(
-    topic: str, group: str, *, invisible_s: int = 30, poll_s: float = 0
-) -> pb.ReceiveMessageRequest:
-    return pb.ReceiveMessageRequest(
-        group=pb.Resource(name=group),
-        message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=0),
-        filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
-        batch_size=32,
-        invisible_duration=Duration(seconds=invisible_s),
-        long_polling_timeout=Duration(seconds=int(poll_s), nanos=int(poll_s % 1 * 1e9)),
-    )
 
 
 async def create_topic(s: Servers, topic: str, **options: Any) -> None:
