@@ -26,7 +26,8 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
 
 /**
  * The official RocketMQ 5 Java client over gRPC (rocketmq-client-java, unmodified) against a
- * broker's gRPC endpoint, for the interop tests: {@code scenario HOST:PORT}. Topics N5 (NORMAL),
+ * broker's gRPC endpoint, for the interop tests: {@code scenario HOST:PORT [tls]} (tls: over TLS,
+ * the client's default, to a broker with tls.server.mode=enforcing). Topics N5 (NORMAL),
  * F5 (FIFO), D5 (MIXED) and X5 (TRANSACTION) and the FIFO group fifo_g must exist; the delay
  * message "recalled" is recalled before it is due. Prints
  * tab-separated lines: SENT id; SIMPLE body tag keys seq attempt id; AGAIN body attempt;
@@ -59,11 +60,12 @@ public final class BolideGrpcClient {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 2 || !"scenario".equals(args[0])) {
-            System.err.println("usage: BolideGrpcClient scenario HOST:PORT");
+        if (args.length < 2 || !"scenario".equals(args[0])) {
+            System.err.println("usage: BolideGrpcClient scenario HOST:PORT [tls]");
             System.exit(2);
         }
-        ClientConfiguration config = ClientConfiguration.newBuilder().setEndpoints(args[1]).enableSsl(false)
+        boolean tls = args.length > 2 && "tls".equals(args[2]); // the client's default; plain otherwise
+        ClientConfiguration config = ClientConfiguration.newBuilder().setEndpoints(args[1]).enableSsl(tls)
             .setRequestTimeout(Duration.ofSeconds(5)).build();
         Producer producer = PROVIDER.newProducerBuilder().setClientConfiguration(config)
             .setTopics("N5", "F5", "D5", "X5")

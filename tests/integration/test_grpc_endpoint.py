@@ -18,7 +18,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from bolide.client import Admin
 from bolide.protocol.v5 import messaging_pb2 as pb
-from bolide.testing.servers import Servers
+from bolide.remoting.tls import TlsServerConfig
+from bolide.testing.servers import Servers, running_servers
 from bolide.testing.v5calls import CLIENT, SERVICE, message, receive_request
 from bolide.testing.v5calls import V5Calls as V5
 from conftest import run_with_servers, wait_until
@@ -381,3 +382,24 @@ def test_a_recalled_delay_message_is_not_delivered(tmp_path: Path) -> None:
             assert code == pb.OK and [m.body for m in got] == [b"keep"]
 
     run(tmp_path, test)
+
+
+def test_an_enforcing_broker_serves_grpc_over_tls_only(tmp_path: Path) -> None:
+    tls_dir = Path(__file__).resolve().parents[1] / "data" / "tls"
+    cert = (tls_dir / "server.crt").read_bytes()
+    tls = TlsServerConfig(
+        mode="enforcing", cert_path=str(tls_dir / "server.crt"), key_path=str(tls_dir / "server.key")
+    )
+
+    async def main() -> None:
+        async with running_servers(tmp_path / "store", tls=tls, use_tls=True, grpc_server_port=0) as s:
+            assert s.broker.grpc is not None and s.broker.grpc.tls is not None
+            target = f"127.0.0.1:{s.broker.grpc.port}"
+            send = pb.SendMessageRequest(messages=[message("Tls5", b"x", "ID-T")])
+            async with grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(cert)) as secure:
+                assert (await V5(secure)("SendMessage", send)).status.code == pb.OK
+            async with grpc.aio.insecure_channel(target) as plain:
+                with pytest.raises(grpc.aio.AioRpcError):
+                    await V5(plain)("SendMessage", send, timeout=5)
+
+    asyncio.run(asyncio.wait_for(main(), 60))

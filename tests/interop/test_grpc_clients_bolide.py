@@ -26,7 +26,8 @@ from typing import Any
 
 import pytest
 
-from bolide.client import Admin
+from bolide.client import Admin, ClientConfig
+from bolide.remoting.tls import TlsServerConfig
 from bolide.store.topic_config import SubscriptionGroupConfig
 from bolide.testing.nodeclient import node_client_command, node_env
 from bolide.testing.pyclient5 import python5_command, python5_env
@@ -71,8 +72,8 @@ async def drive(cmd: list[str], log: Path, env: dict[str, str] | None = None) ->
     return text
 
 
-async def prepare(s: Servers) -> None:
-    async with Admin(s.namesrv_addr) as admin:
+async def prepare(s: Servers, tls: bool = False) -> None:
+    async with Admin(ClientConfig(s.namesrv_addr, use_tls=tls)) as admin:
         for topic, kind in (("N5", "NORMAL"), ("F5", "FIFO"), ("D5", "MIXED"), ("X5", "TRANSACTION")):
             await admin.create_topic(
                 topic, read_queue_nums=4, write_queue_nums=4, attributes=f"+message.type={kind}"
@@ -82,20 +83,26 @@ async def prepare(s: Servers) -> None:
     )
 
 
-def run_scenario(tmp_path: Path, command: list[str], env: dict[str, str] | None = None) -> str:
-    """The driver's ``scenario`` against a fresh broker with the topics and groups it needs."""
+def run_scenario(
+    tmp_path: Path, command: list[str], env: dict[str, str] | None = None, tls: TlsServerConfig | None = None
+) -> str:
+    """The driver's ``scenario`` against a fresh broker with the topics and groups it needs
+    (with ``tls``: a broker that enforces it, the driver told ``tls``)."""
 
     async def main() -> str:
         async with running_servers(
             tmp_path / "store",
+            tls=tls,
+            use_tls=tls is not None,
             grpc_server_port=0,
             transaction_timeout_ms=1000,
             transaction_check_interval_ms=1000,
         ) as s:
-            await prepare(s)
+            await prepare(s, tls is not None)
             assert s.broker.grpc is not None
             endpoint = f"127.0.0.1:{s.broker.grpc.port}"
-            out = await drive([*command, "scenario", endpoint], tmp_path / "driver.log", env)
+            extra = ["tls"] if tls is not None else []
+            out = await drive([*command, "scenario", endpoint, *extra], tmp_path / "driver.log", env)
             # what the transactions left in their topic: the committed and the checked one
             store = s.broker.store
             assert await asyncio.to_thread(store.wait_dispatched, 10)
@@ -151,6 +158,14 @@ def test_python_client_producer_simple_and_push_consumers(tmp_path: Path) -> Non
 
 def test_java_client_producer_simple_and_push_consumers(tmp_path: Path) -> None:
     check_lines(run_scenario(tmp_path, java_client(tmp_path / "home")))
+
+
+def test_java_client_over_tls_its_default(tmp_path: Path) -> None:
+    tls_dir = Path(__file__).resolve().parents[1] / "data" / "tls"
+    tls = TlsServerConfig(
+        mode="enforcing", cert_path=str(tls_dir / "server.crt"), key_path=str(tls_dir / "server.key")
+    )
+    check_lines(run_scenario(tmp_path, java_client(tmp_path / "home"), tls=tls))
 
 
 def test_node_client_producer_simple_and_push_consumers(tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ from bolide.errors import ConfigError
 from bolide.protocol.bodies.broker import TopicConfig
 from bolide.protocol.command import RemotingCommand
 from bolide.remoting import Channel, RemotingClient, RemotingServer
-from bolide.remoting.tls import TlsServerConfig, client_context
+from bolide.remoting.tls import TlsMode, TlsServerConfig, client_context
 from bolide.store import BrokerRole, MessageStore, StoreConfig
 from bolide.store.config_files import ConsumerOffsetManager, DelayOffsetManager
 
@@ -86,6 +86,7 @@ class BrokerController:
         self.slave_sync: SlaveSync | None = None  # a slave's copy of the master's metadata
         tls = (tls or TlsServerConfig()).resolved()  # tls.server.* keys: clients' connections
         tls_context, self.tls_mode = tls.server_context(), tls.tls_mode
+        self._tls = tls
         idle_s = self.config.server_channel_max_idle_s
         self.server = RemotingServer(self.config.bind_address, self.config.listen_port,
                                      tls=tls_context, tls_mode=self.tls_mode, idle_timeout_s=idle_s)
@@ -223,7 +224,8 @@ class BrokerController:
             log.warning("grpcServerPort=%d: a slave serves no gRPC clients (they send and receive "
                         "through the master's endpoint)", self.config.grpc_server_port)
         elif self.config.grpc_server_port >= 0:
-            self.grpc = GrpcEndpoint(self, self.config.bind_address, self.config.grpc_server_port)
+            self.grpc = GrpcEndpoint(self, self.config.bind_address, self.config.grpc_server_port,
+                                     self._tls if self.tls_mode is TlsMode.ENFORCING else None)
             try:
                 await self.grpc.start()
             except BaseException:

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -25,7 +26,9 @@ from bolide.broker.proxy.consumer import GrpcConsumer, orderly
 from bolide.broker.proxy.convert import Refused, status
 from bolide.broker.proxy.producer import GrpcProducer
 from bolide.broker.proxy.routes import query_assignment, query_route
+from bolide.errors import ConfigError
 from bolide.protocol.v5 import messaging_pb2 as pb
+from bolide.remoting.tls import TlsServerConfig
 
 if TYPE_CHECKING:
     from bolide.broker.controller import BrokerController
@@ -44,9 +47,12 @@ Unary = Callable[[Any, Any], Awaitable[Any]]
 class GrpcEndpoint:
     """Serves RocketMQ 5 gRPC clients for one broker; ``start()`` binds ``port`` (0: any)."""
 
-    def __init__(self, broker: BrokerController, bind_address: str, port: int) -> None:
+    def __init__(
+        self, broker: BrokerController, bind_address: str, port: int, tls: TlsServerConfig | None = None
+    ) -> None:
         self.broker = broker
         self.bind_address, self.requested_port = bind_address, port
+        self.tls = tls  # TLS only (tls.server.mode=enforcing); plain text otherwise
         self.port = -1
         self.clients = GrpcClients(broker.clients, broker.config.max_client_groups)
         self.pop = PopService(
@@ -81,15 +87,23 @@ class GrpcEndpoint:
             ]
         )
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, self._handlers()),))
+        address = f"{self.bind_address}:{self.requested_port}"
         try:
-            self.port = server.add_insecure_port(f"{self.bind_address}:{self.requested_port}")
+            if self.tls is None:
+                self.port = server.add_insecure_port(address)
+            else:
+                self.port = server.add_secure_port(address, _credentials(self.tls))
         except RuntimeError as exc:
             raise OSError(
                 f"the gRPC port {self.requested_port} is not available ({exc}): free it or set grpcServerPort"
             ) from None
         await server.start()
         self._server = server
-        log.info("gRPC endpoint (RocketMQ 5 clients) listening on port %d", self.port)
+        log.info(
+            "gRPC endpoint (RocketMQ 5 clients) listening on port %d%s",
+            self.port,
+            " with TLS" if self.tls is not None else "",
+        )
         return self
 
     async def close(self) -> None:
@@ -272,6 +286,20 @@ def _offer(outbox: asyncio.Queue[pb.TelemetryCommand], command: pb.TelemetryComm
     """Queue ``command`` unless the outbox is full (its stream then is not being read)."""
     with contextlib.suppress(asyncio.QueueFull):
         outbox.put_nowait(command)
+
+
+def _credentials(tls: TlsServerConfig) -> grpc.ServerCredentials:
+    """The gRPC server credentials of the ``tls.server.*`` certificate and key."""
+    if tls.key_password:
+        raise ConfigError(
+            "tls.server.keyPassword is set: the gRPC endpoint needs an unencrypted PEM "
+            "key (openssl pkey -in key.pem -out plain.pem), or set grpcServerPort=-1"
+        )
+    try:
+        key, cert = Path(tls.key_path).read_bytes(), Path(tls.cert_path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the TLS key or certificate for the gRPC endpoint: {exc}") from None
+    return grpc.ssl_server_credentials([(key, cert)])
 
 
 def _decoder(message: Any) -> Callable[[bytes], Any]:
