@@ -1,4 +1,5 @@
-"""``bolide start`` runs a NameServer and a Broker, and SIGTERM stops both cleanly."""
+"""``bolide start`` runs a NameServer and a Broker (with its gRPC endpoint), and SIGTERM stops
+both cleanly."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ def test_start_then_sigterm(tmp_path: Path) -> None:
     store = tmp_path / "store"
     proc = subprocess.Popen(
         [sys.executable, "-c", "from bolide.cli.main import main; main()", "start", "--store", str(store),
-         "--namesrv-port", "0", "--broker-port", "0"],
+         "--namesrv-port", "0", "--broker-port", "0", "--grpc-port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert proc.stdout is not None
@@ -23,6 +24,7 @@ def test_start_then_sigterm(tmp_path: Path) -> None:
                 break
         text = "".join(lines)
         assert "NameServer listening on port" in text and "Broker broker-a listening on" in text
+        assert "RocketMQ 5 gRPC clients connect to 127.0.0.1:" in text
         assert (store / "abort").exists()
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=20)
