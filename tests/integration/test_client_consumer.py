@@ -25,9 +25,9 @@ from bolide.client import (
     PushConsumer,
     blocking,
 )
-from bolide.client.allocate import AllocateStrategy, allocate_averagely, allocate_by_circle
 from bolide.client.errors import NoRouteError, RequestNotSupportedError
 from bolide.protocol import RemotingCommand
+from bolide.protocol.allocate import AllocateStrategy, allocate_averagely, allocate_by_circle
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.headers.admin import ResetOffsetRequestHeader
 from bolide.remoting import RemotingClient

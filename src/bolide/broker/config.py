@@ -28,7 +28,12 @@ class BrokerConfig(PropertiesConfig):
     broker_ip1: str = _key("brokerIP1", "127.0.0.1")
     # RocketMQ 5's gRPC API (what its proxy serves on 8081) for the 5.x clients; -1: off
     grpc_server_port: int = _key("grpcServerPort", -1)
-    grpc_max_in_flight: int = _key("bolideGrpcMaxInFlight", 100_000)  # messages received, not acked
+    # messages popped (gRPC receives and remoting POP_MESSAGE) and not acknowledged, at most
+    grpc_max_in_flight: int = _key("bolideGrpcMaxInFlight", 100_000)
+    # RocketMQ 5's broker-side allocation (QUERY_ASSIGNMENT): the mode of groups that have none set
+    # with setConsumeMode (PULL or POP), and how many other consumers' queues each pops
+    default_message_request_mode: str = _key("defaultMessageRequestMode", "PULL")
+    default_pop_share_queue_num: int = _key("defaultPopShareQueueNum", -1)
     bind_address: str = _key("bolideBindAddress", "0.0.0.0")
     broker_permission: int = _key("brokerPermission", 6)
     auto_create_topic_enable: bool = _key("autoCreateTopicEnable", True)
@@ -89,6 +94,9 @@ class BrokerConfig(PropertiesConfig):
             raise ConfigError(f"listenPort={self.listen_port} is out of range; use 0 to 65535")
         if self.default_topic_queue_nums <= 0:
             raise ConfigError("defaultTopicQueueNums must be positive; RocketMQ uses 8")
+        if self.default_message_request_mode not in ("PULL", "POP"):
+            raise ConfigError(f"defaultMessageRequestMode={self.default_message_request_mode} is "
+                              "neither PULL nor POP")
         if self.channel_expired_timeout_ms <= 0:
             raise ConfigError("channelExpiredTimeout must be positive; RocketMQ uses 120000 (ms)")
         if self.flush_delay_offset_interval_ms <= 0:

@@ -5,12 +5,14 @@ configs and consumer offsets kept in ``<storePathRootDir>/config/``."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 
 from bolide.broker.acl import AclFileWatcher, AclValidator, PlainAcl
 from bolide.broker.clients import ClientManager
 from bolide.broker.config import BrokerConfig
+from bolide.broker.dead_letter import store_dead_letter
 from bolide.broker.flush_waiters import FlushWaiters
 from bolide.broker.ha import HAMaster, HASlave
 from bolide.broker.ha.slave_sync import SlaveSync
@@ -18,13 +20,16 @@ from bolide.broker.housekeeping import ClientHousekeeping
 from bolide.broker.long_polling import PullHoldService
 from bolide.broker.loop_lag import LoopLagMonitor
 from bolide.broker.persistence import ConfigPersister
+from bolide.broker.pop import PopService
 from bolide.broker.processors.acl_admin import AclAdminProcessor
 from bolide.broker.processors.admin import AdminProcessor
 from bolide.broker.processors.admin_stats import AdminStatsProcessor
+from bolide.broker.processors.assignment import AssignmentProcessor
 from bolide.broker.processors.consumer import ConsumerProcessor
 from bolide.broker.processors.consumer_relay import ConsumerRelayProcessor
 from bolide.broker.processors.ha_admin import HAAdminProcessor
 from bolide.broker.processors.lock import LockProcessor
+from bolide.broker.processors.pop import PopProcessor
 from bolide.broker.processors.pull import PullProcessor
 from bolide.broker.processors.query import QueryProcessor
 from bolide.broker.processors.queue_cleanup import QueueCleanupProcessor
@@ -35,9 +40,11 @@ from bolide.broker.processors.send import SendProcessor
 from bolide.broker.processors.send_back import SendBackProcessor
 from bolide.broker.processors.transaction import EndTransactionProcessor
 from bolide.broker.proxy import GrpcEndpoint
+from bolide.broker.proxy.consumer import orderly
 from bolide.broker.queue_locks import QueueLocks
 from bolide.broker.rebalance_notify import notify_consumer_ids_changed
 from bolide.broker.registration import BrokerRegistration
+from bolide.broker.request_modes import MessageRequestModes
 from bolide.broker.schedule import ScheduleService
 from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupManager
@@ -112,6 +119,7 @@ class BrokerController:
         self.offsets = ConsumerOffsetManager(config_dir / ConsumerOffsetManager.FILE_NAME)
         self.delay_offsets = DelayOffsetManager(config_dir / DelayOffsetManager.FILE_NAME)
         self.timer_recalls = TimerRecalls(config_dir / TimerRecalls.FILE_NAME)
+        self.request_modes = MessageRequestModes(config_dir / MessageRequestModes.FILE_NAME)
         self._recalls_persister = ConfigPersister("bolide-recalls-persist", self.timer_recalls.persist)
         self._topics_persister = ConfigPersister("bolide-topics-persist", self.topics.persist)
         self._offsets_persister = ConfigPersister("bolide-offsets-persist", self.offsets.persist,
@@ -133,6 +141,7 @@ class BrokerController:
         self._store: MessageStore | None = None
         self._flush_waiters: FlushWaiters | None = None
         self._pull_holds: PullHoldService | None = None
+        self._pop: PopService | None = None
         self.schedule: ScheduleService | None = None
         self._delay_persister: ConfigPersister | None = None
         self.registration: BrokerRegistration | None = None
@@ -156,6 +165,13 @@ class BrokerController:
     def pull_holds(self) -> PullHoldService:
         assert self._pull_holds is not None
         return self._pull_holds
+
+    @property
+    def pop(self) -> PopService:
+        """Consumption by receive and acknowledge (RocketMQ 5's pop), for the gRPC endpoint and
+        the remoting POP_MESSAGE family alike."""
+        assert self._pop is not None
+        return self._pop
 
     @property
     def port(self) -> int:
@@ -203,6 +219,13 @@ class BrokerController:
         self._flush_waiters = FlushWaiters(loop, store)
         self._pull_holds = PullHoldService(loop, self.config.max_held_pulls)
         store.add_dispatch_listener(self._pull_holds.on_dispatch)
+        self._pop = PopService(store, self.offsets, max_attempts=self._pop_attempts,
+                               orderly=lambda group: orderly(self.subscription_groups.get(group)),
+                               dead_letter=functools.partial(store_dead_letter, self),
+                               client_alive=self._grpc_client_alive,
+                               max_in_flight=self.config.grpc_max_in_flight)
+        self._pop.loop = loop
+        store.add_dispatch_listener(self._pop.on_dispatch)
         self.schedule = ScheduleService(loop, store, self.delay_offsets, self.timer_recalls,
                                         self._recalls_persister.request)
         self._delay_persister = ConfigPersister("bolide-delay-persist", self.schedule.persist,
@@ -217,7 +240,8 @@ class BrokerController:
                           EndTransactionProcessor(self), ResetOffsetProcessor(self),
                           HAAdminProcessor(self), ConsumerRelayProcessor(self),
                           AclAdminProcessor(self), QueueCleanupProcessor(self),
-                          ReplyProcessor(self), RecallProcessor(self)):
+                          ReplyProcessor(self), RecallProcessor(self), PopProcessor(self),
+                          AssignmentProcessor(self)):
             for code in processor.CODES:
                 self.server.register(code, processor)
         if self.config.grpc_server_port >= 0 and self.role is BrokerRole.SLAVE:
@@ -290,9 +314,18 @@ class BrokerController:
                              ("consumer offsets", self.offsets.load()),
                              ("delay offsets", self.delay_offsets.load()),
                              ("recalled timer messages", self.timer_recalls.load()),
+                             ("consumer groups' request modes", self.request_modes.load()),
                              ("subscription groups", self.subscription_groups.load())):
             if not loaded:
                 log.info("no %s to load in %s: starting with none", what, self._store_config.config_dir)
+
+    def _pop_attempts(self, group: str) -> int:
+        """Deliveries of a popped message before its group's dead letter queue."""
+        settings = self.subscription_groups.get(group)
+        return (settings.retry_max_times if settings is not None else 16) + 1
+
+    def _grpc_client_alive(self, client_id: str) -> bool:
+        return self.grpc is not None and self.grpc.clients.alive(client_id)
 
     def _persist_topics(self, topic: TopicConfig) -> None:
         self._topics_persister.request()
@@ -362,6 +395,8 @@ class BrokerController:
         await self.transaction_check.close()
         if self._pull_holds is not None:
             self._pull_holds.wake_all()
+        if self._pop is not None:
+            self._pop.close()
         if self.grpc is not None:
             await self.grpc.close()
         await self.server.close()

@@ -13,6 +13,10 @@ of each queue (``consumerOffset.json``, what ``consumerProgress`` shows) is the 
 not yet acknowledged. A broker that restarts hands out again everything from there: delivery
 is at least once. Receipt handles name the queue, the offset and the lease's generation, so a
 handle stays valid until the message is acknowledged, handed out again or its handle changed.
+
+A generation is a microsecond time stamp, one per receive (shared by the messages it hands
+out) or invisible-time change, kept strictly increasing: RocketMQ's remoting handles carry it
+as ``popTime`` (milliseconds) and ``reviveQid`` (the microseconds, never 999).
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
-import itertools
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -33,8 +36,8 @@ from bolide.store.config_files import ConsumerOffsetManager
 AUTO_RENEW_MS = 60_000  # the invisible time of a receive that asks the broker to renew it
 RENEW_LIMIT_MS = 3 * 3600_000  # renewed for so long at most, then handed out again
 MAX_INVISIBLE_MS = 12 * 3600_000
-MAX_IDLE_QUEUES = 100_000  # queue states kept; past it those with nothing out are dropped
 MAX_IDLE_QUEUES = 100_000  # states of queues with nothing out kept; past it they are dropped
+ORDER_REVIVE_QID = 999  # RocketMQ's reviveQid of orderly pops: never the low digits of a generation
 
 Key = tuple[str, str, int]  # group, topic, queue id
 RecordFilter = Callable[[memoryview], bool]
@@ -53,6 +56,7 @@ class Delivery:
     attempt: int
     handle: str
     invisible_ms: int
+    gen: int  # the lease's generation (also in the handle)
 
 
 @dataclass(slots=True)
@@ -86,6 +90,11 @@ class _Queue:
     def in_flight(self) -> int:
         """How many of its messages are out now."""
         return len(self.leases) - len(self.due)
+
+
+def make_handle(queue_id: int, offset: int, gen: int) -> str:
+    """The receipt handle of a lease."""
+    return f"{queue_id}:{offset}:{gen:x}"
 
 
 def parse_handle(handle: str) -> tuple[int, int, int]:
@@ -128,13 +137,21 @@ class PopService:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._queues: dict[Key, _Queue] = {}
         self._timeline: list[tuple[float, int, Key, int]] = []  # (deadline, gen, key, offset)
-        self._gens = itertools.count(time.time_ns() // 1000)  # handles of an earlier run never match
+        self._last_gen = 0
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._waiting = 0
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = float("inf")
         self.in_flight = 0
         self.dead_lettered = 0
+
+    def _new_gen(self) -> int:
+        """A generation newer than every earlier one (so handles of an earlier run never match)."""
+        gen = max(self._last_gen + 1, time.time_ns() // 1000)
+        if gen % 1000 == ORDER_REVIVE_QID:
+            gen += 1
+        self._last_gen = gen
+        return gen
 
     # -- handing out ----------------------------------------------------------------------
     def pop(
@@ -148,13 +165,16 @@ class PopService:
         tags: Iterable[str] | None = None,
         record_filter: RecordFilter | None = None,
         renew_for: str | None = None,
+        from_end: bool = False,
     ) -> list[Delivery]:
         """Up to ``max_count`` messages of ``topic``'s ``queue_ids`` for ``group``, each hidden
         for ``invisible_ms``: messages due again first, then new ones (filtered by ``tags`` or
         ``record_filter``). ``renew_for``: keep them hidden while that client is connected (up
-        to three hours)."""
+        to three hours). ``from_end``: a queue the group has no offset on yet starts at its
+        last message, unless retention has removed none of it (RocketMQ's ConsumeInitMode.MAX)."""
         now = self.clock()
         self._expire(now)
+        gen = self._new_gen()
         orderly = self.orderly(group)
         out: list[Delivery] = []
         tag_set = frozenset(tags) if tags is not None else None
@@ -163,7 +183,7 @@ class PopService:
             if room <= 0:
                 break
             key = (group, topic, queue_id)
-            q = self._queue(key)
+            q = self._queue(key, from_end)
             if orderly and q.in_flight():
                 continue  # a FIFO queue waits for its messages out to come back
             for offset in sorted(q.due)[:room]:
@@ -173,16 +193,18 @@ class PopService:
                     del q.leases[offset]
                     q.due.discard(offset)
                     continue
-                out.append(self._lend(key, q, msg, lease.attempt + 1, now, invisible_ms, renew_for))
+                out.append(self._lend(key, q, msg, lease.attempt + 1, now, invisible_ms, renew_for, gen))
             room = max_count - len(out)
             if room > 0 and self.in_flight < self.max_in_flight:
                 for msg in self._read_new(key, q, room, tag_set, record_filter):
-                    out.append(self._lend(key, q, msg, msg.reconsume_times + 1, now, invisible_ms, renew_for))
+                    out.append(
+                        self._lend(key, q, msg, msg.reconsume_times + 1, now, invisible_ms, renew_for, gen)
+                    )
             self._commit(key, q)
         self._arm()
         return out
 
-    def _queue(self, key: Key) -> _Queue:
+    def _queue(self, key: Key, from_end: bool = False) -> _Queue:
         """The group's state on a queue; started again from the offset table when an admin
         command moved the group's offset there (resetOffsetByTime)."""
         group, topic, queue_id = key
@@ -191,13 +213,17 @@ class PopService:
         if q is None or (committed is not None and committed != q.saved):
             if q is not None:
                 self.in_flight -= q.in_flight()
-            start = (
-                committed if committed is not None else self.store.get_min_offset_in_queue(topic, queue_id)
-            )
+            start = committed if committed is not None else self._first_offset(topic, queue_id, from_end)
             if len(self._queues) >= MAX_IDLE_QUEUES:
                 self._drop_idle()
             q = self._queues[key] = _Queue(start)
         return q
+
+    def _first_offset(self, topic: str, queue_id: int, from_end: bool) -> int:
+        low = self.store.get_min_offset_in_queue(topic, queue_id)
+        if not from_end or low == 0:
+            return low
+        return max(low, self.store.get_max_offset_in_queue(topic, queue_id) - 1)
 
     def _drop_idle(self) -> None:
         """Forget the queues with nothing out (every group and queue ever received from would
@@ -238,9 +264,9 @@ class PopService:
         now: float,
         invisible_ms: int,
         renew_for: str | None,
+        gen: int,
     ) -> Delivery:
         offset = msg.queue_offset
-        gen = next(self._gens)
         deadline = now + invisible_ms / 1000
         if offset not in q.leases:
             heapq.heappush(q.low, offset)
@@ -252,7 +278,7 @@ class PopService:
             gen, deadline, attempt, renew_for=renew_for, renew_until=now + RENEW_LIMIT_MS / 1000
         )
         heapq.heappush(self._timeline, (deadline, gen, key, offset))
-        return Delivery(msg, attempt, f"{key[2]}:{offset}:{gen:x}", invisible_ms)
+        return Delivery(msg, attempt, make_handle(key[2], offset, gen), invisible_ms, gen)
 
     # -- taking back ----------------------------------------------------------------------
     def _leased(self, group: str, topic: str, handle: str) -> tuple[Key, _Queue, int, _Lease | None]:
@@ -292,12 +318,12 @@ class PopService:
             q.due.discard(offset)
             self.in_flight += 1
         now = self.clock()
-        lease.gen, lease.deadline, lease.renew_for = next(self._gens), now + invisible_ms / 1000, None
+        lease.gen, lease.deadline, lease.renew_for = self._new_gen(), now + invisible_ms / 1000, None
         heapq.heappush(self._timeline, (lease.deadline, lease.gen, key, offset))
         if invisible_ms <= 0:
             self._expire(now)
         self._arm()
-        return f"{key[2]}:{offset}:{lease.gen:x}"
+        return make_handle(key[2], offset, lease.gen)
 
     def dead_letter_now(self, group: str, topic: str, handle: str) -> bool:
         """Move the message a handle names to the group's dead letter queue and acknowledge

@@ -7,7 +7,6 @@ docs/client.md.
 """
 
 from bolide.client.admin import Admin
-from bolide.client.allocate import allocate_averagely, allocate_by_circle
 from bolide.client.config import ClientConfig
 from bolide.client.errors import (
     AclRefusedError,
@@ -38,6 +37,7 @@ from bolide.client.results import (
 from bolide.client.selector import select_by_hash, select_random
 from bolide.client.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
 from bolide.common.message import Message, MessageExt
+from bolide.protocol.allocate import allocate_averagely, allocate_by_circle
 
 __all__ = [
     "DEFAULT_PRODUCER_GROUP",

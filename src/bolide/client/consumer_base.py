@@ -12,7 +12,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from bolide.client.allocate import AllocateStrategy, allocate_averagely
 from bolide.client.config import ClientConfig, as_config
 from bolide.client.consumer_stats import ConsumerStats
 from bolide.client.errors import ClientConfigError, ClientStateError, MQBrokerError
@@ -22,6 +21,7 @@ from bolide.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffs
 from bolide.client.results import ConsumeFrom, MessageModel
 from bolide.client.running_info import base_properties, stacks_text
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
+from bolide.protocol.allocate import AllocateStrategy, allocate_averagely
 from bolide.protocol.bodies.admin import ConsumerRunningInfo, ProcessQueueInfo
 from bolide.protocol.bodies.client import EXPRESSION_TAG, ConsumerData, MessageQueue, SubscriptionData
 from bolide.protocol.codes import RequestCode, ResponseCode

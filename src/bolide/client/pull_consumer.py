@@ -28,7 +28,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bolide.client.allocate import AllocateStrategy, allocate_averagely
 from bolide.client.config import ClientConfig
 from bolide.client.consumer_base import ConsumerBase, cancel_and_wait
 from bolide.client.errors import ClientConfigError, ClientStateError, NoRouteError
@@ -38,6 +37,7 @@ from bolide.client.pulling import pull
 from bolide.client.results import ConsumeFrom, MessageModel, PullStatus
 from bolide.common.message import MessageExt
 from bolide.errors import BolideError
+from bolide.protocol.allocate import AllocateStrategy, allocate_averagely
 from bolide.protocol.bodies.admin import ProcessQueueInfo
 from bolide.protocol.bodies.client import MessageQueue
 

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from bolide.client.allocate import AllocateStrategy, allocate_averagely
 from bolide.client.callbacks import require_arguments
 from bolide.client.config import ClientConfig
 from bolide.client.consumer_base import ConsumerBase, cancel_and_wait
@@ -54,6 +53,7 @@ from bolide.common.records import decode_records
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
 from bolide.errors import BolideError
 from bolide.protocol import RequestCode, ResponseCode
+from bolide.protocol.allocate import AllocateStrategy, allocate_averagely
 from bolide.protocol.bodies.admin import (
     CR_LATER,
     CR_RETURN_NULL,

@@ -156,8 +156,16 @@ class RequestCode(IntEnum):
     GET_TOPIC_CONFIG = 351  # 5.x: mqadmin topicStatus/consumerProgress look for static topics
     LITE_PULL_MESSAGE = 361  # 5.x
     RECALL_MESSAGE = 370  # 5.x: recall a timer message before it is due
-    QUERY_ASSIGNMENT = 400  # 5.x
+    QUERY_ASSIGNMENT = 400  # 5.x: the broker allocates a push consumer's queues (and picks pop)
+    SET_MESSAGE_REQUEST_MODE = 401  # 5.x: mqadmin setConsumeMode (PULL or POP per topic and group)
     BROKER_HEARTBEAT = 904  # 5.x
+    POP_MESSAGE = 200050  # 5.x: consumption by pop, ack and invisible time over remoting
+    ACK_MESSAGE = 200051
+    PEEK_MESSAGE = 200052
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+    NOTIFICATION = 200054
+    POLLING_INFO = 200055
+    BATCH_ACK_MESSAGE = 200151
     GET_BROKER_HA_STATUS = 907  # 5.x: mqadmin haStatus (HARuntimeInfo)
 
 

@@ -996,6 +996,17 @@ class MessageStore:
             return offset
         return corrected
 
+    def record_bytes(self, commit_log_offset: int, size: int) -> bytearray | None:
+        """A copy of the ``size``-byte record at a CommitLog offset (None when it is gone)."""
+        self._require_open()
+        view = self.commit_log.read(commit_log_offset, size)
+        if view is None:
+            return None
+        try:
+            return bytearray(view)
+        finally:
+            view.release()
+
     def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
         """Decode the record at a CommitLog offset, or None when there is none."""
         self._require_open()

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bolide.client import MessageQueue, allocate_averagely, allocate_by_circle
-from bolide.client.allocate import AllocateStrategy
+from bolide.protocol.allocate import AllocateStrategy
 
 QUEUES = [MessageQueue("T", "broker-a", i) for i in range(8)]
 CLIENTS = ["c0", "c1", "c2"]

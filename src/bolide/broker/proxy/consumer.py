@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from bolide.broker.dead_letter import DLQ_ORIGIN_MESSAGE_ID, DLQ_ORIGIN_TOPIC
 from bolide.broker.pop import (
     AUTO_RENEW_MS,
     MAX_INVISIBLE_MS,
@@ -28,8 +29,6 @@ from bolide.broker.processors.consumer import property_filter_refusal
 from bolide.broker.processors.pull import sql_filter
 from bolide.broker.proxy.call import Call
 from bolide.broker.proxy.convert import (
-    DLQ_ORIGIN_MESSAGE_ID,
-    DLQ_ORIGIN_TOPIC,
     Refused,
     delivered,
     duration_ms,
@@ -37,9 +36,7 @@ from bolide.broker.proxy.convert import (
     timestamp_ms,
 )
 from bolide.broker.proxy.routes import find_topic
-from bolide.broker.retry import dlq_topic
 from bolide.broker.topic_config import PERM_READ
-from bolide.common.message import Message, MessageExt
 from bolide.common.sql92 import SelectorError
 from bolide.protocol.bodies.client import SubscriptionData
 from bolide.protocol.v5 import messaging_pb2 as pb
@@ -251,26 +248,6 @@ class GrpcConsumer:
                 pb.INTERNAL_SERVER_ERROR, f"the dead letter queue of {group} did not take the message"
             )
         return pb.ForwardMessageToDeadLetterQueueResponse(status=status())
-
-    def dead_letter(self, group: str, msg: MessageExt) -> bool:
-        """Store a copy of ``msg`` in ``%DLQ%<group>`` (PopService's dead-letter writer)."""
-        topic = dlq_topic(group)
-        self.broker.topics.create_for_group(topic)
-        props = dict(msg.properties)
-        props.setdefault(DLQ_ORIGIN_TOPIC, msg.topic)
-        props.setdefault(DLQ_ORIGIN_MESSAGE_ID, msg.msg_id or msg.offset_msg_id)
-        for key in ("DELAY", "TIMER_OUT_MS", "TIMER_DELIVER_MS"):
-            props.pop(key, None)
-        result = self.broker.store.put_message(
-            Message(topic, msg.body, flag=msg.flag, properties=props),
-            0,
-            sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp,
-            born_host=msg.born_host,
-            reconsume_times=msg.reconsume_times,
-            wait_store=False,
-        )
-        return result.ok
 
     # -- offsets ----------------------------------------------------------------------------
     def get_offset(self, call: Call, request: pb.GetOffsetRequest) -> pb.GetOffsetResponse:

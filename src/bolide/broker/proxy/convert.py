@@ -15,6 +15,7 @@ import zlib
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from bolide.broker.dead_letter import DLQ_ORIGIN_MESSAGE_ID, DLQ_ORIGIN_TOPIC
 from bolide.common import properties as P
 from bolide.common.compression import decompress_body
 from bolide.common.message import MessageExt
@@ -25,8 +26,6 @@ TRACE_CONTEXT = "TRACE_CONTEXT"
 BORN_HOST = "__BORNHOST"
 BORN_TIMESTAMP = "BORN_TIMESTAMP"
 CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
-DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
-DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
 MAX_USER_PROPERTIES = 128
 MAX_PROPERTIES_BYTES = 16 * 1024
 MAX_MESSAGE_GROUP_BYTES = 64

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from bolide.broker.pop import PopService
 from bolide.broker.proxy.auth import authorize
 from bolide.broker.proxy.call import Call, call_of
 from bolide.broker.proxy.clients import GrpcClients, settings_reply
@@ -55,30 +54,13 @@ class GrpcEndpoint:
         self.tls = tls  # TLS only (tls.server.mode=enforcing); plain text otherwise
         self.port = -1
         self.clients = GrpcClients(broker.clients, broker.config.max_client_groups)
-        self.pop = PopService(
-            broker.store,
-            broker.offsets,
-            max_attempts=self._max_attempts,
-            orderly=lambda group: orderly(broker.subscription_groups.get(group)),
-            dead_letter=self._dead_letter,
-            client_alive=self.clients.alive,
-            max_in_flight=broker.config.grpc_max_in_flight,
-        )
+        self.pop = broker.pop
         self.producer = GrpcProducer(broker)
         self.consumer = GrpcConsumer(broker, self.pop)
         self.clients.on_check = self.producer.remember_half
         self._server: grpc.aio.Server | None = None
 
-    def _max_attempts(self, group: str) -> int:
-        settings = self.broker.subscription_groups.get(group)
-        return (settings.retry_max_times if settings is not None else 16) + 1
-
-    def _dead_letter(self, group: str, msg: Any) -> bool:
-        return self.consumer.dead_letter(group, msg)
-
     async def start(self) -> GrpcEndpoint:
-        self.pop.loop = asyncio.get_running_loop()
-        self.broker.store.add_dispatch_listener(self.pop.on_dispatch)
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -107,7 +89,6 @@ class GrpcEndpoint:
         return self
 
     async def close(self) -> None:
-        self.pop.close()
         if self._server is not None:
             server, self._server = self._server, None
             await server.stop(grace=1.0)
