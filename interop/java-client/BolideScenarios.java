@@ -84,6 +84,11 @@ import org.apache.rocketmq.remoting.RPCHook;
  *                                  N messages of SIZE bytes "TYPE-I:rocketmq-body-rocketmq-..."
  *                                  compressed with each of ZLIB, LZ4 and ZSTD (5.x
  *                                  setCompressType): SEND type status
+ *   pop NAMESRV TOPIC GROUP N TIMEOUT
+ *                                  a 5.x push consumer letting the broker allocate its queues
+ *                                  (setClientRebalance(false): with the group's mode POP it pops
+ *                                  them) that fails "pop-0" once, then N sends of "pop-I": MSG body
+ *                                  reconsumeTimes hasPopCk, until all N were consumed
  *   digests NAMESRV TOPIC GROUP N TIMEOUT
  *                                  a push consumer printing MSG head length md5 (head: the body
  *                                  up to its first ':') until N distinct bodies arrived
@@ -138,6 +143,9 @@ public final class BolideScenarios {
                 break;
             case "digests":
                 code = digests(a[1], a[2], a[3], Integer.parseInt(a[4]), Integer.parseInt(a[5]));
+                break;
+            case "pop":
+                code = pop(a[1], a[2], a[3], Integer.parseInt(a[4]), Integer.parseInt(a[5]));
                 break;
             case "timer":
                 code = timer(a[1], a[2], a[3], Integer.parseInt(a[4]), Long.parseLong(a[5]),
@@ -735,6 +743,43 @@ public final class BolideScenarios {
             return hex.toString();
         } catch (java.security.NoSuchAlgorithmException e) {
             throw new RuntimeException(e);
+        }
+    }
+
+    private static int pop(String namesrv, String topic, String group, int n, int timeoutSec)
+        throws Exception {
+        DefaultMQPushConsumer consumer = pushConsumer(namesrv, group, instance("pop"));
+        // 5.x only (absent from 4.9.x): the broker allocates the queues (QUERY_ASSIGNMENT)
+        DefaultMQPushConsumer.class.getMethod("setClientRebalance", boolean.class).invoke(consumer, false);
+        consumer.setConsumeMessageBatchMaxSize(1);
+        consumer.subscribe(topic, "*");
+        CountDownLatch done = new CountDownLatch(n);
+        Set<String> consumed = ConcurrentHashMap.newKeySet();
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            MessageExt m = msgs.get(0);
+            String body = text(m);
+            line("MSG", body, String.valueOf(m.getReconsumeTimes()), String.valueOf(m.getProperty("POP_CK") != null));
+            if (body.equals("pop-0") && m.getReconsumeTimes() == 0) {
+                return ConsumeConcurrentlyStatus.RECONSUME_LATER;  // popped again 10 s later
+            }
+            if (consumed.add(body)) {
+                done.countDown();
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        consumer.start();
+        try {
+            DefaultMQProducer producer = producer(namesrv);
+            try {
+                for (int i = 0; i < n; i++) {
+                    producer.send(new Message(topic, utf8("pop-" + i)));
+                }
+            } finally {
+                producer.shutdown();
+            }
+            return done.await(timeoutSec, TimeUnit.SECONDS) ? 0 : 3;
+        } finally {
+            consumer.shutdown();
         }
     }
 }

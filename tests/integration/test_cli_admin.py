@@ -134,6 +134,12 @@ def test_subscription_groups(ns: str) -> None:
     doc = admin_json(ns, "updateSubGroup", "-g", "adm-sub", "-r", "5", "--no-broadcast")
     assert doc["group"]["retryMaxTimes"] == 5 and doc["group"]["consumeBroadcastEnable"] is False
     assert "retryMaxTimes" in admin_table(ns, "updateSubGroup", "-g", "adm-sub2")
+    admin_json(ns, "updateTopic", "-t", "AdmPop")
+    doc = admin_json(ns, "setConsumeMode", "-t", "AdmPop", "-g", "adm-sub", "-m", "POP", "-q", "1")
+    assert doc["mode"] == "POP" and doc["popShareQueueNum"] == 1 and len(doc["brokers"]) == 1
+    refused = bolide("admin", "setConsumeMode", "-t", "NoSuchTopic", "-g", "adm-sub", "-m", "POP", "-n", ns,
+                     ok=False)
+    assert refused.exit_code == 1 and "NoSuchTopic" in refused.output
     assert admin_json(ns, "deleteSubGroup", "-g", "adm-sub")["offsetsRemoved"] is True
     assert "deleted" in admin_table(ns, "deleteSubGroup", "-g", "adm-sub2", "--keep-offsets")
 

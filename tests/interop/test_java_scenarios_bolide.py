@@ -27,7 +27,7 @@ from client_roundtrip import (
     with_servers,
 )
 
-from bolide.client import ConsumeFrom, Producer, PullConsumer
+from bolide.client import Admin, ConsumeFrom, Producer, PullConsumer
 from bolide.common import Message
 from bolide.common.message import MessageExt
 from bolide.testing.rocketmq import JAVA_SCENARIOS_MAIN, RocketMQUnavailable, java_client_command
@@ -238,6 +238,30 @@ def test_request_reply(tmp_path: Path, version: str) -> None:
         [f"ask-{i}" for i in range(n)] + [f"py-{i}" for i in range(n)])
     assert all(f[0] == "ANSWERED" and f[2] == "SEND_OK" for f in answered), answered
     assert [f[1] for f in answered_by_python] == ["py:ask-0", "py:ask-1"]
+
+
+def test_push_consumer_pops_the_queues_the_broker_allocates(tmp_path: Path) -> None:
+    """RocketMQ 5's pop over remoting: a Java 5.3.3 push consumer with setClientRebalance(false)
+    asks the broker for its queues (QUERY_ASSIGNMENT); with its group set to POP
+    (setConsumeMode) it pops them, acknowledges what it consumed and changes the invisible time
+    of what it failed, which comes back (10 s later, the client's first pop retry delay) with its
+    reconsume times 1; the group's offsets end committed past everything."""
+    java, n, topic, group = scenarios(tmp_path, "5.3.3"), 4, "JavaPop", "java_pop_cg"
+
+    async def test(s: Servers) -> list[list[str]]:
+        await create_topic(s, topic, queues=2)
+        async with Admin(s.namesrv_addr) as admin:
+            await admin.set_consume_mode(topic, group, "POP")
+        lines = await run_driver([*java, "pop", s.namesrv_addr, topic, group, str(n), "60"],
+                                 tmp_path / "pop.log")
+        await wait_until(lambda: sum(s.broker.offsets.query(group, topic, q) or 0 for q in range(2)) == n)
+        return lines
+
+    lines = with_servers(tmp_path, test)
+    assert all(f[3] == "true" for f in lines), lines  # popped: every message carried its POP_CK
+    assert {f[1] for f in lines} == {f"pop-{i}" for i in range(n)}
+    assert [f[2] for f in lines if f[1] == "pop-0"][:2] == ["0", "1"]
+    assert all(f[2] == "0" for f in lines if f[1] != "pop-0")
 
 
 def test_timer_messages(tmp_path: Path) -> None:

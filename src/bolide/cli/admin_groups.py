@@ -1,4 +1,4 @@
-"""``bolide admin`` commands for groups: updateSubGroup, deleteSubGroup, consumerProgress,
+"""``bolide admin`` commands for groups: updateSubGroup, setConsumeMode, deleteSubGroup, consumerProgress,
 consumerConnection, producerConnection, resetOffsetByTime."""
 
 from __future__ import annotations
@@ -53,6 +53,28 @@ def update_sub_group(namesrv: str, output: str, group: str, broker_addr: str | N
     doc = {"group": config.to_json_obj(), "brokers": addrs}
     emit(output, doc, table(f"Group {group} created or updated", ["broker"], ([a] for a in addrs)),
          table(None, ["setting", "value"], sorted(config.to_json_obj().items())))
+
+
+@click.command("setConsumeMode")
+@admin_options
+@click.option("-t", "--topic", required=True)
+@click.option("-g", "--group", required=True, help="Consumer group name.")
+@click.option("-m", "--mode", required=True, type=click.Choice(["PULL", "POP"]),
+              help="How the group's consumers take the topic's messages.")
+@click.option("-q", "--pop-share-queue-num", default=0, show_default=True, type=int,
+              help="In POP mode, each consumer also pops the queues of this many consumers after it "
+                   "(0: every consumer pops every queue).")
+@click.option("-b", "--broker-addr", help="Only on this broker (host:port).")
+@click.option("-c", "--cluster", help="On every master of this cluster (default: every master).")
+def set_consume_mode(namesrv: str, output: str, topic: str, group: str, mode: str, pop_share_queue_num: int,
+                     broker_addr: str | None, cluster: str | None) -> None:
+    """Pull or pop, for RocketMQ 5 push consumers whose queues the broker allocates (401)."""
+    addrs = with_admin(namesrv, lambda admin: admin.set_consume_mode(
+        topic, group, mode, pop_share_queue_num, broker_addr=broker_addr, cluster=cluster))
+    doc = {"topic": topic, "group": group, "mode": mode, "popShareQueueNum": pop_share_queue_num,
+           "brokers": addrs}
+    emit(output, doc, table(f"Group {group} {'pops' if mode == 'POP' else 'pulls'} {topic}", ["broker"],
+                            ([a] for a in addrs)))
 
 
 @click.command("deleteSubGroup")
@@ -192,5 +214,5 @@ def reset_offset_by_time(namesrv: str, output: str, group: str, topic: str, when
          note=note)
 
 
-COMMANDS = (update_sub_group, delete_sub_group, consumer_progress, consumer_connection,
+COMMANDS = (update_sub_group, set_consume_mode, delete_sub_group, consumer_progress, consumer_connection,
             producer_connection, reset_offset_by_time)

@@ -60,6 +60,7 @@ from bolide.protocol.bodies.admin import (
 from bolide.protocol.bodies.broker import SubscriptionGroupConfig
 from bolide.protocol.bodies.client import MessageQueue
 from bolide.protocol.bodies.ha import HARuntimeInfo
+from bolide.protocol.bodies.pop import SetMessageRequestModeRequestBody
 from bolide.protocol.bodies.route import MASTER_ID, PERM_READ, PERM_WRITE, ClusterInfo, TopicRouteData
 from bolide.protocol.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
@@ -297,6 +298,19 @@ class Admin(AclAdminCalls):
         addrs = await self._targets(broker_addr, cluster)
         for addr in addrs:
             await self._call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, header, f"deleteSubGroup {group!r}")
+        return addrs
+
+    async def set_consume_mode(self, topic: str, group: str, mode: str, pop_share_queue_num: int = 0, *,
+                               broker_addr: str | None = None, cluster: str | None = None) -> list[str]:
+        """Whether ``group``'s RocketMQ 5 push consumers that let the broker allocate their
+        queues (``setClientRebalance(false)``) pull or pop ``topic`` ("PULL" or "POP"; mqadmin
+        setConsumeMode); returns the masters' addresses."""
+        body = SetMessageRequestModeRequestBody(topic=topic, consumer_group=group, mode=mode,
+                                                pop_share_queue_num=pop_share_queue_num)
+        addrs = await self._targets(broker_addr, cluster)
+        for addr in addrs:
+            await self._call(addr, RequestCode.SET_MESSAGE_REQUEST_MODE, None,
+                             f"setConsumeMode {group!r} on {topic!r}", body=body.encode())
         return addrs
 
     # -- consumer groups ----------------------------------------------------------------------

@@ -464,6 +464,10 @@ class Admin(_Blocking[_admin.Admin]):
     def delete_subscription_group(self, group: str, **kwargs: Any) -> list[str]:
         return self._run(lambda c: c.delete_subscription_group(group, **kwargs))
 
+    def set_consume_mode(self, topic: str, group: str, mode: str, pop_share_queue_num: int = 0,
+                         **kwargs: Any) -> list[str]:
+        return self._run(lambda c: c.set_consume_mode(topic, group, mode, pop_share_queue_num, **kwargs))
+
     def consumer_progress(self, group: str, topic: str | None = None) -> GroupProgress:
         return self._run(lambda c: c.consumer_progress(group, topic))
 
