@@ -171,7 +171,9 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                 ["deleteExpiredCommitLog", "-b", s.broker_addr],  # DELETE_EXPIRED_COMMITLOG
                 ["cleanExpiredCQ", "-b", s.broker_addr],  # CLEAN_EXPIRED_CONSUMEQUEUE
                 ["cleanUnusedTopic", "-c", "DefaultCluster"],  # CLEAN_UNUSED_TOPIC
-            ] + ([["haStatus", "-b", s.broker_addr]] if major5 else [])  # GET_BROKER_HA_STATUS
+            ] + ([["haStatus", "-b", s.broker_addr],  # GET_BROKER_HA_STATUS
+                  ["setConsumeMode", "-b", s.broker_addr, "-t", TOPIC, "-g", "admin_group", "-m", "POP",
+                   "-q", "1"]] if major5 else [])  # SET_MESSAGE_REQUEST_MODE
             before, max_phy = len(seen), s.broker.store.max_phy_offset
             outputs = await asyncio.to_thread(rmq.mqadmin_batch, commands)
             await py.close()
@@ -185,7 +187,8 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                      "resets": [ResetOffsetBody.decode(r.body_bytes()).offset_table for r in resets],
                      "pushed": pushed,
                      "clone": [s.broker.offsets.query("cg_clone", TOPIC, q) for q in (0, 1)],
-                     "perm": s.broker.topics.get(TOPIC).perm}  # type: ignore[union-attr]
+                     "perm": s.broker.topics.get(TOPIC).perm,  # type: ignore[union-attr]
+                     "mode": s.broker.request_modes.get(TOPIC, "admin_group")}
             return s.broker_addr, local, commands, outputs, state
 
     broker_addr, local, commands, outputs, state = asyncio.run(main())
@@ -318,3 +321,7 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                   if "\t" in line)
         assert ha == {"#MasterAddr": broker_addr, "#MasterCommitLogMaxOffset": str(state["max_phy_end"]),
                       "#SlaveNum": "0", "#InSyncSlaveNum": "0"}, log
+        assert "set consume mode to" in output("setConsumeMode", "-b", broker_addr, "-t", TOPIC, "-g",
+                                               "admin_group", "-m", "POP", "-q", "1"), log
+        mode = state["mode"]
+        assert mode is not None and (mode.mode, mode.pop_share_queue_num) == ("POP", 1), log
