@@ -108,6 +108,9 @@ def test_the_resources_each_request_code_needs() -> None:
         "T": SUB, "%RETRY%cg": SUB}
     assert needs(RequestCode.UPDATE_CONSUMER_OFFSET, {"topic": "T", "consumerGroup": "cg"}) == {
         "T": SUB, "%RETRY%cg": SUB}
+    for pop_code in (RequestCode.POP_MESSAGE, RequestCode.ACK_MESSAGE,
+                     RequestCode.CHANGE_MESSAGE_INVISIBLETIME):
+        assert needs(pop_code, {"topic": "T", "consumerGroup": "cg"}) == {"T": SUB, "%RETRY%cg": SUB}
     assert needs(RequestCode.CONSUMER_SEND_MSG_BACK, {"group": "cg"}) == {"%RETRY%cg": SUB}
     assert needs(RequestCode.UNREGISTER_CLIENT, {"clientID": "c", "producerGroup": "pg"}) == {}
     assert needs(RequestCode.QUERY_MESSAGE, {"topic": "T"}) == {"T": SUB}

@@ -46,8 +46,9 @@ _SENDS = {RequestCode.SEND_MESSAGE: ("topic", "group"),  # v1 headers name no gr
 _GROUP_ONLY = {RequestCode.CONSUMER_SEND_MSG_BACK: "group",
                RequestCode.UNREGISTER_CLIENT: "consumerGroup",
                RequestCode.GET_CONSUMER_LIST_BY_GROUP: "consumerGroup"}
-_TOPIC_AND_GROUP = {RequestCode.PULL_MESSAGE: ("topic", "consumerGroup"),
-                    RequestCode.UPDATE_CONSUMER_OFFSET: ("topic", "consumerGroup")}
+_TOPIC_AND_GROUP = {code: ("topic", "consumerGroup") for code in (
+    RequestCode.PULL_MESSAGE, RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.POP_MESSAGE,
+    RequestCode.ACK_MESSAGE, RequestCode.CHANGE_MESSAGE_INVISIBLETIME)}
 
 
 def needed_resources(request: RemotingCommand) -> dict[str, int]:
