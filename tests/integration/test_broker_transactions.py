@@ -145,6 +145,7 @@ def test_half_message_is_invisible_until_commit(tmp_path: Path) -> None:
         sent = await send_half(client, addr, 1)
         assert sent.code == ResponseCode.SUCCESS, sent
         assert sent.ext_fields["queueId"] == "1" and sent.ext_fields["queueOffset"] == "0"
+        assert sent.ext_fields["transactionId"] == f"{1:032X}"  # its UNIQ_KEY, as RocketMQ answers
         half_offset = int(sent.ext_fields["msgId"][16:], 16)
         half = s.broker.store.look_message_by_offset(half_offset)
         assert half is not None and (half.topic, half.queue_id) == (TRANS_HALF_TOPIC, 0)

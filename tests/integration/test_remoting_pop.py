@@ -67,6 +67,7 @@ def test_pop_ack_change_invisible_and_batch_ack(tmp_path: Path) -> None:
         async with Producer(s.namesrv_addr, "pop_pg") as producer:
             for i in range(4):
                 await producer.send(Message(TOPIC, b"m%d" % i))
+        assert await asyncio.to_thread(s.broker.store.wait_dispatched, 10)  # all four in the queues
         name, addr = s.broker.config.broker_name, s.broker_addr
         client = RemotingClient()
         try:

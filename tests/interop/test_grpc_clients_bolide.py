@@ -7,7 +7,8 @@ its time, a failed message again, and the committed and checked transactions but
 back one.
 
 The Node.js client (rocketmq-client-nodejs 1.0.8) runs the scenario too
-(``interop/node5-client/driver.js``).
+(``interop/node5-client/driver.js``), and the Java client once more through a real RocketMQ 5.3.3
+proxy in cluster mode in front of Bolide's NameServer and broker (``RocketMQProxy``).
 
 The Python client runs in a virtual environment of its own (``bolide.testing.pyclient5``; it
 cannot share a process with Bolide, both register the same protobuf names) through
@@ -18,9 +19,11 @@ cannot share a process with Bolide, both register the same protobuf names) throu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +34,7 @@ from bolide.remoting.tls import TlsServerConfig
 from bolide.store.topic_config import SubscriptionGroupConfig
 from bolide.testing.nodeclient import node_client_command, node_env
 from bolide.testing.pyclient5 import python5_command, python5_env
-from bolide.testing.rocketmq import RocketMQUnavailable, grpc_java_client_command
+from bolide.testing.rocketmq import RocketMQProxy, RocketMQUnavailable, grpc_java_client_command
 from bolide.testing.servers import Servers, running_servers
 from conftest import unavailable, wait_until
 
@@ -84,10 +87,15 @@ async def prepare(s: Servers, tls: bool = False) -> None:
 
 
 def run_scenario(
-    tmp_path: Path, command: list[str], env: dict[str, str] | None = None, tls: TlsServerConfig | None = None
+    tmp_path: Path,
+    command: list[str],
+    env: dict[str, str] | None = None,
+    tls: TlsServerConfig | None = None,
+    proxy: bool = False,
 ) -> str:
     """The driver's ``scenario`` against a fresh broker with the topics and groups it needs
-    (with ``tls``: a broker that enforces it, the driver told ``tls``)."""
+    (with ``tls``: a broker that enforces it, the driver told ``tls``; with ``proxy``: through a
+    real RocketMQ 5.3.3 proxy in cluster mode, which talks to the broker over remoting)."""
 
     async def main() -> str:
         async with running_servers(
@@ -102,7 +110,10 @@ def run_scenario(
             assert s.broker.grpc is not None
             endpoint = f"127.0.0.1:{s.broker.grpc.port}"
             extra = ["tls"] if tls is not None else []
-            out = await drive([*command, "scenario", endpoint, *extra], tmp_path / "driver.log", env)
+            async with contextlib.AsyncExitStack() as stack:
+                if proxy:
+                    endpoint = (await stack.enter_async_context(rocketmq_proxy(tmp_path, s))).grpc_addr
+                out = await drive([*command, "scenario", endpoint, *extra], tmp_path / "driver.log", env)
             # what the transactions left in their topic: the committed and the checked one
             store = s.broker.store
             assert await asyncio.to_thread(store.wait_dispatched, 10)
@@ -117,6 +128,22 @@ def run_scenario(
             return out
 
     return asyncio.run(main())
+
+
+@contextlib.asynccontextmanager
+async def rocketmq_proxy(tmp_path: Path, s: Servers) -> AsyncIterator[RocketMQProxy]:
+    try:
+        # the proxy tells the broker of its transaction producers every second (20 s by default),
+        # so the broker's checks (every second here) find them soon
+        settings = {"transactionHeartbeatPeriodSecond": 1}
+        proxy = RocketMQProxy(tmp_path / "proxy", s.namesrv_addr, settings=settings)
+    except RocketMQUnavailable as exc:
+        unavailable(f"RocketMQ proxy unavailable: {exc}")
+    await asyncio.to_thread(proxy.start)
+    try:
+        yield proxy
+    finally:
+        await asyncio.to_thread(proxy.stop)
 
 
 def check_scenario(result: dict[str, Any]) -> None:
@@ -158,6 +185,13 @@ def test_python_client_producer_simple_and_push_consumers(tmp_path: Path) -> Non
 
 def test_java_client_producer_simple_and_push_consumers(tmp_path: Path) -> None:
     check_lines(run_scenario(tmp_path, java_client(tmp_path / "home")))
+
+
+def test_java_client_through_a_rocketmq_proxy_in_front_of_bolide(tmp_path: Path) -> None:
+    """RocketMQ 5's cluster deployment: the Java client talks gRPC to a real RocketMQ 5.3.3 proxy,
+    which serves it from Bolide's NameServer and broker over remoting (routes, sends, pops with
+    acks and invisible-time changes, transactions and their check, recalls)."""
+    check_lines(run_scenario(tmp_path, java_client(tmp_path / "home"), proxy=True))
 
 
 def test_java_client_over_tls_its_default(tmp_path: Path) -> None:

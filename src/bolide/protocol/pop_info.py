@@ -5,7 +5,9 @@ time change's ``extraInfo``, is eight space-separated fields::
 
     ckQueueOffset popTime invisibleTime reviveQid retry brokerName queueId queueOffset
 
-``retry`` is 0 for the topic itself (1 and 2 for RocketMQ's pop retry topics, which Bolide does
+RocketMQ's proxy adds a ninth, the message's CommitLog offset (its receipt handles carry it);
+fields past the eighth are ignored, as ``ExtraInfoUtil`` reads them by position. ``retry`` is 0
+for the topic itself (1 and 2 for RocketMQ's pop retry topics, which Bolide does
 not use). The client builds it from the pop answer's ``startOffsetInfo`` and ``msgOffsetInfo``:
 ``retry queueId offset`` and ``retry queueId o1,o2,...`` per queue, joined by ``;``.
 """
@@ -37,8 +39,8 @@ class ExtraInfo:
 def parse_extra_info(text: str) -> ExtraInfo:
     """Raises ProtocolError naming what is wrong."""
     fields = text.split(" ")
-    if len(fields) not in (7, 8):
-        raise ProtocolError(f"extraInfo {text[:100]!r} has {len(fields)} fields, not 7 or 8")
+    if len(fields) < 7:
+        raise ProtocolError(f"extraInfo {text[:100]!r} has {len(fields)} fields, not 7 or more")
     try:
         return ExtraInfo(
             ck_queue_offset=int(fields[0]),
@@ -48,7 +50,7 @@ def parse_extra_info(text: str) -> ExtraInfo:
             retry=fields[4],
             broker_name=fields[5],
             queue_id=int(fields[6]),
-            queue_offset=int(fields[7]) if len(fields) == 8 else None,
+            queue_offset=int(fields[7]) if len(fields) > 7 else None,
         )
     except ValueError:
         raise ProtocolError(f"extraInfo {text[:100]!r} has a field that is not a number") from None

@@ -223,13 +223,77 @@ def grpc_java_client_command(home: Path | None = None) -> list[str]:
 
 def prepare(versions: Sequence[str] = VERSIONS) -> None:
     """Fetch the jars and compile the mqadmin batch runner and the client drivers for
-    ``versions``, and the RocketMQ 5 Java client over gRPC."""
+    ``versions``, the RocketMQ 5 Java client over gRPC, and fetch RocketMQ's proxy."""
     for version in versions:
         cp = classpath(version)
         _batch_classes(version, cp)
         for main in JAVA_DRIVERS:
             _compile(interop_dir() / "java-client" / f"{main}.java", f"java-client-{version}", cp)
     grpc_java_client_command()
+    classpath(PROXY)
+
+
+PROXY = "proxy-5.3.3"  # interop/rocketmq/<this>/pom.xml: rocketmq-proxy
+PROXY_MAIN = "org.apache.rocketmq.proxy.ProxyStartup"
+PROXY_READY = re.compile(r"rocketmq-proxy startup successfully")
+
+
+class RocketMQProxy:
+    """A real RocketMQ 5.3.3 proxy in cluster mode: the gRPC endpoint of RocketMQ 5 in front of
+    the brokers its NameServer knows (it talks to them over remoting), on free loopback ports."""
+
+    def __init__(self, run_dir: Path, namesrv_addr: str, cluster: str = "DefaultCluster",
+                 settings: Mapping[str, object] | None = None) -> None:
+        """``settings``: more keys of the proxy's ``rmq-proxy.json`` (ProxyConfig)."""
+        require_tools()
+        self.run_dir = Path(run_dir).resolve()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.namesrv_addr, self.cluster = namesrv_addr, cluster
+        self.settings = dict(settings or {})
+        self.grpc_port = free_port()
+        self.remoting_port = free_port()
+        self.process: JavaProcess | None = None
+
+    @property
+    def grpc_addr(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def start(self, timeout: float = BOOT_TIMEOUT) -> RocketMQProxy:
+        conf = self.run_dir / "rmq-proxy.json"
+        conf.write_text(json.dumps({
+            "rocketMQClusterName": self.cluster, "namesrvAddr": self.namesrv_addr,
+            "grpcServerPort": self.grpc_port, "remotingListenPort": self.remoting_port,
+            "proxyMode": "cluster", **self.settings,
+        }))
+        cmd = ["java", "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *_COMMON_JVM,
+               *_JDK17_OPENS, f"-Duser.home={self.run_dir}",
+               f"-Drocketmq.home.dir={interop_dir() / 'rocketmq' / 'home'}",
+               "-Drmq.logback.configurationFile=rmq.proxy.logback.xml",
+               "-cp", classpath(PROXY), PROXY_MAIN, "-pc", str(conf), "-pm", "cluster"]
+        env = {k: v for k, v in os.environ.items() if k not in ("NAMESRV_ADDR", "JAVA_TOOL_OPTIONS")}
+        env["ROCKETMQ_HOME"] = str(interop_dir() / "rocketmq" / "home")
+        started = time.monotonic()
+        self.process = JavaProcess("proxy", cmd, self.run_dir / "stdout.log", self.run_dir, env)
+        self.process.wait_for_line(PROXY_READY, timeout)
+        log.info("RocketMQ proxy up on %s in %.1f s", self.grpc_addr, time.monotonic() - started)
+        return self
+
+    def logs(self) -> str:
+        """The proxy's own log (``proxy.log``), for failure messages."""
+        path = self.run_dir / "logs" / "rocketmqlogs" / "proxy.log"
+        return path.read_text(errors="replace")[-6000:] if path.is_file() else ""
+
+    def stop(self) -> None:
+        """Kill it: the proxy keeps no state, and its clean shutdown waits about 30 s."""
+        if self.process is not None:
+            self.process.kill()
+            self.process = None
+
+    def __enter__(self) -> RocketMQProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 # -- ports ------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ def test_extra_info_round_trip_in_the_java_layout() -> None:
     assert (info.ck_queue_offset, info.pop_time, info.revive_qid, info.queue_id, info.queue_offset) == (
         10, 1_700_000_000_123, 456, 3, 12)
     assert parse_extra_info(ck.rsplit(" ", 1)[0]).queue_offset is None
+    assert parse_extra_info(ck + " 4096").queue_offset == 12  # a proxy's handle: + CommitLog offset
     for bad in ("", "1 2 3", "a b c d 0 broker 1 2"):
         with pytest.raises(ProtocolError):
             parse_extra_info(bad)

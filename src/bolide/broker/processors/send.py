@@ -143,17 +143,18 @@ class SendProcessor:
         put = self._put(ctx, request)
         if type(put) is RemotingCommand:
             return put
-        result, queue_id, recall = put  # type: ignore[misc]
+        result, queue_id, extra = put  # type: ignore[misc]
         if waits_for_store(request.ext_fields):
             await self.broker.flush_waiters.settle(result)
             if (ha := self.broker.sync_master) is not None:
                 await ha.wait_replicated(result)
-        return self._answer(request, result, queue_id, recall)
+        return self._answer(request, result, queue_id, extra)
 
     def _put(self, ctx: RequestContext, request: RemotingCommand,
-             ) -> RemotingCommand | tuple[PutMessageResult, int, str | None]:
-        """Store the message(s) of a send; (put result, queue id, recall handle of a timer
-        message), or the response refusing it."""
+             ) -> RemotingCommand | tuple[PutMessageResult, int, dict[str, str] | None]:
+        """Store the message(s) of a send; (put result, queue id, extFields the answer adds:
+        a timer message's recall handle, a half message's transaction id), or the response
+        refusing it."""
         header = decode_send_request_header(request.code, request.ext_fields)
         topic = header.topic
         if topic in NOT_SENDABLE:
@@ -178,7 +179,7 @@ class SendProcessor:
                                          f"the topic {topic} or this broker is not writable")
         queue_id = header.queue_id
         dead = False
-        recall = None
+        extra: dict[str, str] | None = None
         group = group_of_retry_topic(topic)
         if group is not None and request.code != RequestCode.SEND_BATCH_MESSAGE:
             settings = self.broker.subscription_groups.find(group)
@@ -207,12 +208,12 @@ class SendProcessor:
             props = P.decode_properties(header.properties) if header.properties else {}
             props.pop(P.WAIT_STORE_MSG_OK, None)
             props[P.CLUSTER] = cluster
-            extra = P.encode_properties(props)
-            result = store.try_put_batch_body(topic, body, extra, queue_id,
+            batch_props = P.encode_properties(props)
+            result = store.try_put_batch_body(topic, body, batch_props, queue_id,
                                               born_timestamp=header.born_timestamp,
                                               born_host=born, wait_store=False)
             if result is None:  # decoded here: a body that does not parse is refused by name
-                result = store.put_batch_encoded(topic, batch_members(body, extra), queue_id,
+                result = store.put_batch_encoded(topic, batch_members(body, batch_props), queue_id,
                                                  born_timestamp=header.born_timestamp,
                                                  born_host=born, wait_store=False)
         elif is_half_message(header.properties):  # TRAN_MSG=true (spec 3.4 step 5)
@@ -224,18 +225,22 @@ class SendProcessor:
                 topic, queue_id, body, stored_properties(header.properties, cluster),
                 flag=header.flag, sys_flag=header.sys_flag, born_timestamp=header.born_timestamp,
                 born_host=born, reconsume_times=header.reconsume_times or 0)
+            # the UNIQ_KEY, as RocketMQ answers it: RocketMQ 5's proxy ends the transaction by it
+            uniq = P.decode_properties(header.properties or "").get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            extra = {"transactionId": uniq} if uniq else None
         else:
             encoded = stored_properties(header.properties, cluster, dead=dead)
             if b"TIMER_" in encoded and not dead:  # maybe a timer message (RocketMQ 5)
                 try:
                     encoded, recall = self._timer(topic, encoded)
+                    extra = {"recallHandle": recall} if recall is not None else None
                 except TimerRefusal as refusal:
                     return request.make_response(refusal.code, refusal.remark)
             result = store.put_encoded(topic, body, encoded,
                                        queue_id, flag=header.flag, sys_flag=header.sys_flag,
                                        born_timestamp=header.born_timestamp, born_host=born,
                                        reconsume_times=header.reconsume_times or 0, wait_store=False)
-        return result, queue_id, recall
+        return result, queue_id, extra
 
     def _timer(self, topic: str, encoded: bytes) -> tuple[bytes, str | None]:
         """The properties of a timer message as stored (due time, first delay level) and its
@@ -249,18 +254,18 @@ class SendProcessor:
         return P.encode_properties(props), timer_recall_handle(topic, config.broker_name, props)
 
     def _answer(self, request: RemotingCommand, result: PutMessageResult, queue_id: int,
-                recall: str | None = None, *, frame: bool = False) -> RemotingCommand | bytes:
-        """The send response for a put result; with ``frame``, a plain success to a JSON
-        request as its encoded frame (``send_ok_frame``)."""
+                extra: dict[str, str] | None = None, *, frame: bool = False) -> RemotingCommand | bytes:
+        """The send response for a put result, with the ``extra`` extFields; with ``frame``, a
+        plain success to a JSON request as its encoded frame (``send_ok_frame``)."""
         code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if code not in _STORED:
             return request.make_response(code, f"{result.status.value}: {result.remark}")
         self.broker.stats.on_put(result.msg_num)
         msg_id = ",".join(result.offset_msg_ids)  # a batch's ids, comma-separated
-        if (frame and code == ResponseCode.SUCCESS and not result.remark and recall is None
+        if (frame and code == ResponseCode.SUCCESS and not result.remark and extra is None
                 and request.serialize_type is _JSON):
             return send_ok_frame(request.opaque, msg_id, queue_id, result.queue_offset)
         ext = send_response_ext(msg_id, queue_id, result.queue_offset)
-        if recall is not None:
-            ext["recallHandle"] = recall
+        if extra is not None:
+            ext.update(extra)
         return request.make_response_ext(code, ext, result.remark or None)
