@@ -2,8 +2,8 @@
 RocketMQ broker, and a store a RocketMQ broker wrote opens in Bolide.
 
 Each RocketMQ version (:data:`bolide.testing.rocketmq.VERSIONS`) gets one NameServer; every
-scenario starts a broker of its own on a store directory, talks to it with ``mqadmin`` and
-stops it. Both sides use 64 MiB CommitLog segments and 3000-entry ConsumeQueue files.
+scenario starts a broker of its own on a store directory, talks to it with ``mqadmin`` or
+Bolide's client and stops it. Both sides use 64 MiB CommitLog segments and 3000-entry ConsumeQueue files.
 
 Needs java, javac and mvn (the jars come from Maven Central once, into ``interop/.m2``):
 without them the module is skipped, or fails when ``CI`` is set.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +21,11 @@ from typing import NoReturn
 
 import pytest
 
+from bolide.client import ClientConfig, SendStatus
+from bolide.client.blocking import Admin, Producer
 from bolide.common import Message
 from bolide.common.message import MessageExt
+from bolide.protocol.bodies.client import MessageQueue
 from bolide.store import GetStatus, MessageStore, StoreConfig
 from bolide.store.consume_queue import ENTRY_SIZE
 from bolide.testing import rocketmq as rmqmod
@@ -33,7 +37,6 @@ from bolide.testing.rocketmq import (
     RocketMQUnavailable,
     parse_print_msg,
     parse_query_by_key,
-    parse_send_message,
     parse_topic_status,
     write_topics_json,
 )
@@ -304,40 +307,37 @@ class Sent:
 
 def send_messages(rmq: RocketMQ, *, status: bool = True
                   ) -> tuple[list[Sent], dict[str, dict[int, QueueStatus]]]:
-    """Create two topics and send messages with mqadmin sendMessage; returns the acknowledged
-    ones and (with ``status``) what topicStatus says about the topics afterwards."""
+    """Create two topics and send messages to the RocketMQ broker (with Bolide's client: the
+    broker writes the store whatever the client); returns the acknowledged ones and (with
+    ``status``) what the broker's topic stats say about the topics afterwards."""
     plan: list[tuple[str, int, str, str | None, tuple[str, ...]]] = []
     for i in range(10):
         q = i % QUEUES
-        # mqadmin (commons-cli) trims arguments: no leading or trailing spaces
         body = f"rocketmq body {i}:" + "y" * (i * 53 % 400) + (" Grüße ✓" if i % 4 == 1 else "")
         plan.append((RMQ_TOPIC, q, body, f"Tag{i % 3}", (f"rk{i}", f"both{i % 2}")))
     plan.append((RMQ_TOPIC_2, 0, "no tag and no key", None, ()))
     plan.append((RMQ_TOPIC_2, 1, "tag only", "Lonely", ()))
-    created = rmq.mqadmin_batch([["updateTopic", "-c", "DefaultCluster", "-t", t, "-r", str(QUEUES),
-                                  "-w", str(QUEUES)] for t in (RMQ_TOPIC, RMQ_TOPIC_2)])
-    for text in created:
-        assert "success" in text, f"updateTopic failed:\n{text}"
-    sends = []
-    for topic, q, body, tags, keys in plan:
-        cmd = ["sendMessage", "-t", topic, "-p", body, "-b", "broker-a", "-i", str(q)]
-        if tags:
-            cmd += ["-c", tags]
-        if keys:
-            cmd += ["-k", " ".join(keys)]
-        sends.append(cmd)
-    sent = []
-    # a 5.x client often idles 3 s when it shuts down: run the sends in 4 JVMs side by side
-    outputs = rmq.mqadmin_batch(sends, jobs=4 if rmq.major >= 5 else 1)
-    for (topic, q, body, tags, keys), text in zip(plan, outputs, strict=True):
-        result = parse_send_message(text)
-        assert result is not None and result.status == "SEND_OK", f"sendMessage failed:\n{text}"
-        assert result.queue_id == q
-        sent.append(Sent(topic, q, result.msg_id, body, tags, keys))
-    if not status:
-        return sent, {}
-    out = rmq.mqadmin_batch([["topicStatus", "-t", t] for t in (RMQ_TOPIC, RMQ_TOPIC_2)])
-    return sent, {RMQ_TOPIC: parse_topic_status(out[0]), RMQ_TOPIC_2: parse_topic_status(out[1])}
+    config = ClientConfig(rmq.namesrv_addr, client_ip="127.0.0.1")
+    with Admin(config) as admin:
+        deadline = time.monotonic() + 30  # a 5.x broker may log its boot before it registers
+        while rmq.broker_addr not in admin.master_addrs():
+            assert time.monotonic() < deadline, f"{rmq.broker_addr} never registered"
+            time.sleep(0.1)
+        for topic in (RMQ_TOPIC, RMQ_TOPIC_2):
+            admin.create_topic(topic, read_queue_nums=QUEUES, write_queue_nums=QUEUES,
+                               broker_addr=rmq.broker_addr)
+        sent = []
+        with Producer(config, "compat_pg") as producer:
+            for topic, q, body, tags, keys in plan:
+                msg = Message(topic, body.encode(), tags=tags, keys=keys or None)
+                result = producer.send(msg, queue=MessageQueue(topic, "broker-a", q))
+                assert result.status is SendStatus.SEND_OK and result.queue.queue_id == q, result
+                sent.append(Sent(topic, q, result.msg_id, body, tags, keys))
+        if not status:
+            return sent, {}
+        stats = {t: admin.topic_stats(t) for t in (RMQ_TOPIC, RMQ_TOPIC_2)}
+    return sent, {t: {mq.queue_id: QueueStatus(mq.broker_name, mq.queue_id, o.min_offset, o.max_offset)
+                      for mq, o in by_queue.items()} for t, by_queue in stats.items()}
 
 
 def read_with_bolide(store: MessageStore, topic: str) -> dict[str, tuple[int, int, MessageExt]]:
