@@ -87,8 +87,8 @@ import org.apache.rocketmq.remoting.RPCHook;
  *   pop NAMESRV TOPIC GROUP N TIMEOUT
  *                                  a 5.x push consumer letting the broker allocate its queues
  *                                  (setClientRebalance(false): with the group's mode POP it pops
- *                                  them) that fails "pop-0" once, then N sends of "pop-I": MSG body
- *                                  reconsumeTimes hasPopCk, until all N were consumed
+ *                                  them), then N sends of "pop-I": MSG body reconsumeTimes hasPopCk,
+ *                                  until all N were consumed
  *   digests NAMESRV TOPIC GROUP N TIMEOUT
  *                                  a push consumer printing MSG head length md5 (head: the body
  *                                  up to its first ':') until N distinct bodies arrived
@@ -759,9 +759,6 @@ public final class BolideScenarios {
             MessageExt m = msgs.get(0);
             String body = text(m);
             line("MSG", body, String.valueOf(m.getReconsumeTimes()), String.valueOf(m.getProperty("POP_CK") != null));
-            if (body.equals("pop-0") && m.getReconsumeTimes() == 0) {
-                return ConsumeConcurrentlyStatus.RECONSUME_LATER;  // popped again 10 s later
-            }
             if (consumed.add(body)) {
                 done.countDown();
             }

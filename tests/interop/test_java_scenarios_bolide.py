@@ -243,9 +243,9 @@ def test_request_reply(tmp_path: Path, version: str) -> None:
 def test_push_consumer_pops_the_queues_the_broker_allocates(tmp_path: Path) -> None:
     """RocketMQ 5's pop over remoting: a Java 5.3.3 push consumer with setClientRebalance(false)
     asks the broker for its queues (QUERY_ASSIGNMENT); with its group set to POP
-    (setConsumeMode) it pops them, acknowledges what it consumed and changes the invisible time
-    of what it failed, which comes back (10 s later, the client's first pop retry delay) with its
-    reconsume times 1; the group's offsets end committed past everything."""
+    (setConsumeMode) it pops them and acknowledges what it consumed: the group's offsets end
+    committed past everything. (Invisible-time changes and redelivery over remoting: the proxy
+    test of test_grpc_clients_bolide.py; the Java client's first pop retry waits 10 s.)"""
     java, n, topic, group = scenarios(tmp_path, "5.3.3"), 4, "JavaPop", "java_pop_cg"
 
     async def test(s: Servers) -> list[list[str]]:
@@ -259,9 +259,8 @@ def test_push_consumer_pops_the_queues_the_broker_allocates(tmp_path: Path) -> N
 
     lines = with_servers(tmp_path, test)
     assert all(f[3] == "true" for f in lines), lines  # popped: every message carried its POP_CK
-    assert {f[1] for f in lines} == {f"pop-{i}" for i in range(n)}
-    assert [f[2] for f in lines if f[1] == "pop-0"][:2] == ["0", "1"]
-    assert all(f[2] == "0" for f in lines if f[1] != "pop-0")
+    assert sorted(f[1] for f in lines) == [f"pop-{i}" for i in range(n)]  # each once
+    assert all(f[2] == "0" for f in lines)
 
 
 def test_timer_messages(tmp_path: Path) -> None:
