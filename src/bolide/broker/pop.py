@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,9 @@ from bolide.common.message import MessageExt
 from bolide.errors import BolideError
 from bolide.store import GetStatus, MessageStore
 from bolide.store.config_files import ConsumerOffsetManager
+from bolide.store.record import reconsume_times_at
+
+_I32, _I64 = struct.Struct(">i"), struct.Struct(">q")
 
 AUTO_RENEW_MS = 60_000  # the invisible time of a receive that asks the broker to renew it
 RENEW_LIMIT_MS = 3 * 3600_000  # renewed for so long at most, then handed out again
@@ -49,10 +53,25 @@ class ReceiptHandleError(BolideError):
 
 
 @dataclass(slots=True)
+class StoredRecord:
+    """A message as the store holds it (pops over remoting answer the records as they are)."""
+
+    record: bytearray  # a copy: the reconsume times are set before it goes out
+    queue_offset: int
+    reconsume_times: int
+
+    @classmethod
+    def of(cls, buf: memoryview) -> StoredRecord:
+        record = bytearray(buf)
+        reconsume_times = _I32.unpack_from(record, reconsume_times_at(record))[0]
+        return cls(record, _I64.unpack_from(record, 20)[0], reconsume_times)
+
+
+@dataclass(slots=True)
 class Delivery:
     """A message handed out: its attempt (1 the first time) and receipt handle."""
 
-    message: MessageExt
+    message: MessageExt | StoredRecord  # StoredRecord when popped with ``raw``
     attempt: int
     handle: str
     invisible_ms: int
@@ -166,12 +185,14 @@ class PopService:
         record_filter: RecordFilter | None = None,
         renew_for: str | None = None,
         from_end: bool = False,
+        raw: bool = False,
     ) -> list[Delivery]:
         """Up to ``max_count`` messages of ``topic``'s ``queue_ids`` for ``group``, each hidden
         for ``invisible_ms``: messages due again first, then new ones (filtered by ``tags`` or
         ``record_filter``). ``renew_for``: keep them hidden while that client is connected (up
         to three hours). ``from_end``: a queue the group has no offset on yet starts at its
-        last message, unless retention has removed none of it (RocketMQ's ConsumeInitMode.MAX)."""
+        last message, unless retention has removed none of it (RocketMQ's ConsumeInitMode.MAX).
+        ``raw``: the messages as :class:`StoredRecord` instead of decoded."""
         now = self.clock()
         self._expire(now)
         gen = self._new_gen()
@@ -187,7 +208,9 @@ class PopService:
             if orderly and q.in_flight():
                 continue  # a FIFO queue waits for its messages out to come back
             for offset in sorted(q.due)[:room]:
-                msg = self._read_one(topic, queue_id, offset)
+                msg = self._read_stored(topic, queue_id, offset) if raw else self._read_one(
+                    topic, queue_id, offset
+                )
                 lease = q.leases[offset]
                 if msg is None:  # gone with retention meanwhile
                     del q.leases[offset]
@@ -196,7 +219,7 @@ class PopService:
                 out.append(self._lend(key, q, msg, lease.attempt + 1, now, invisible_ms, renew_for, gen))
             room = max_count - len(out)
             if room > 0 and self.in_flight < self.max_in_flight:
-                for msg in self._read_new(key, q, room, tag_set, record_filter):
+                for msg in self._read_new(key, q, room, tag_set, record_filter, raw):
                     out.append(
                         self._lend(key, q, msg, msg.reconsume_times + 1, now, invisible_ms, renew_for, gen)
                     )
@@ -232,8 +255,14 @@ class PopService:
             del self._queues[key]
 
     def _read_new(
-        self, key: Key, q: _Queue, count: int, tags: frozenset[str] | None, record_filter: RecordFilter | None
-    ) -> list[MessageExt]:
+        self,
+        key: Key,
+        q: _Queue,
+        count: int,
+        tags: frozenset[str] | None,
+        record_filter: RecordFilter | None,
+        raw: bool,
+    ) -> Sequence[MessageExt | StoredRecord]:
         group, topic, queue_id = key
         result = self.store.get_message(
             group, topic, queue_id, q.next, count, tags, record_filter=record_filter
@@ -241,9 +270,10 @@ class PopService:
         try:
             if result.status is GetStatus.OFFSET_OVERFLOW_ONE:
                 return []
-            messages = result.messages if result.status is GetStatus.FOUND else []
             q.next = max(result.next_begin_offset, result.min_offset)  # past filtered and removed ones
-            return messages
+            if result.status is not GetStatus.FOUND:
+                return []
+            return [StoredRecord.of(buf) for buf in result.buffers] if raw else result.messages
         finally:
             result.release()
 
@@ -255,11 +285,20 @@ class PopService:
         finally:
             result.release()
 
+    def _read_stored(self, topic: str, queue_id: int, offset: int) -> StoredRecord | None:
+        result = self.store.get_message("", topic, queue_id, offset, 1)
+        try:
+            found = result.buffers if result.status is GetStatus.FOUND else []
+            record = StoredRecord.of(found[0]) if found else None
+            return record if record is not None and record.queue_offset == offset else None
+        finally:
+            result.release()
+
     def _lend(
         self,
         key: Key,
         q: _Queue,
-        msg: MessageExt,
+        msg: MessageExt | StoredRecord,
         attempt: int,
         now: float,
         invisible_ms: int,

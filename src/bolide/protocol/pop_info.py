@@ -15,15 +15,14 @@ not use). The client builds it from the pop answer's ``startOffsetInfo`` and ``m
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from bolide.errors import ProtocolError
 
 NORMAL_TOPIC = "0"
 
 
-@dataclass(frozen=True, slots=True)
-class ExtraInfo:
+class ExtraInfo(NamedTuple):
     """A parsed ``POP_CK`` / ``extraInfo``."""
 
     ck_queue_offset: int

@@ -284,5 +284,12 @@ def read_store_timestamp(buf: memoryview | bytes, pos: int) -> int:
     return _I64.unpack_from(buf, pos + (68 if sys_flag & sysflag.BORNHOST_V6 else 56))[0]
 
 
+def reconsume_times_at(buf: memoryview | bytes | bytearray, pos: int = 0) -> int:
+    """Where RECONSUMETIMES of the record at ``pos`` is (after the store host)."""
+    sys_flag = _I32.unpack_from(buf, pos + 36)[0]
+    hosts = (20 if sys_flag & sysflag.BORNHOST_V6 else 8) + (20 if sys_flag & sysflag.STOREHOST_V6 else 8)
+    return pos + 56 + hosts
+
+
 def read_total_size(buf: memoryview | bytes, pos: int) -> int:
     return _I32.unpack_from(buf, pos)[0]

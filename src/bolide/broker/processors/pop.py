@@ -21,11 +21,17 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from bolide.broker.pop import MAX_INVISIBLE_MS, Delivery, ReceiptHandleError, make_handle, parse_handle
+from bolide.broker.pop import (
+    MAX_INVISIBLE_MS,
+    Delivery,
+    ReceiptHandleError,
+    StoredRecord,
+    make_handle,
+    parse_handle,
+)
 from bolide.broker.processors.consumer import property_filter_refusal
 from bolide.broker.processors.pull import sql_filter
 from bolide.broker.topic_config import PERM_READ
-from bolide.common import sysflag
 from bolide.common.sql92 import SelectorError
 from bolide.errors import ProtocolError
 from bolide.protocol.bodies.client import EXPRESSION_TAG, SubscriptionData
@@ -41,8 +47,9 @@ from bolide.protocol.headers.pop import (
     PopMessageResponseHeader,
 )
 from bolide.protocol.pop_info import msg_offset_info, parse_extra_info, start_offset_info
-from bolide.remoting import RequestContext
+from bolide.remoting import NOT_NOW, NotNow, RequestContext
 from bolide.store import BrokerRole
+from bolide.store.record import reconsume_times_at
 
 if TYPE_CHECKING:
     from bolide.broker.controller import BrokerController
@@ -51,7 +58,6 @@ if TYPE_CHECKING:
 MAX_POP_NUMS = 32
 MIN_INVISIBLE_MS = 1000
 MAX_POLL_MS = 30_000
-_RECONSUME_AT = 48  # a record's bytes before its born host
 _I32 = struct.Struct(">i")
 
 
@@ -61,11 +67,13 @@ def gen_of(pop_time: int, revive_qid: int) -> int | None:
     return pop_time * 1000 + revive_qid if 0 <= revive_qid < 999 else None
 
 
+def _queue_id(record: bytearray) -> int:
+    return _I32.unpack_from(record, 12)[0]
+
+
 def delivered_record(record: bytearray, attempt: int) -> bytearray:
     """A stored record with its reconsume times set to ``attempt - 1`` (how the clients count)."""
-    flag = _I32.unpack_from(record, 36)[0]
-    born = 20 if flag & sysflag.BORNHOST_V6 else 8
-    at = _RECONSUME_AT + born + 8 + (20 if flag & sysflag.STOREHOST_V6 else 8)
+    at = reconsume_times_at(record)
     _I32.pack_into(record, at, max(attempt - 1, _I32.unpack_from(record, at)[0]))
     return record
 
@@ -83,19 +91,26 @@ class PopProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
 
-    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+    def process_now(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | NotNow:
+        """Acknowledgements and invisible-time changes at once; pops (which may wait) later."""
         if self.broker.role is BrokerRole.SLAVE:
             return request.make_response(
                 ResponseCode.SLAVE_NOT_AVAILABLE, "this broker is a slave: pop from its master"
             )
         code = request.code
-        if code == RequestCode.POP_MESSAGE:
-            return await self._pop(request)
         if code == RequestCode.ACK_MESSAGE:
             return self._ack(request)
         if code == RequestCode.BATCH_ACK_MESSAGE:
             return self._batch_ack(request)
-        return self._change_invisible(request)
+        if code == RequestCode.CHANGE_MESSAGE_INVISIBLETIME:
+            return self._change_invisible(request)
+        return NOT_NOW
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        answer = self.process_now(ctx, request)
+        if not isinstance(answer, NotNow):
+            return answer
+        return await self._pop(request)
 
     # -- POP_MESSAGE ----------------------------------------------------------------------
     async def _pop(self, request: RemotingCommand) -> RemotingCommand:
@@ -132,6 +147,7 @@ class PopProcessor:
                     tags=tags,
                     record_filter=record_filter,
                     from_end=header.init_mode == CONSUME_INIT_MAX,
+                    raw=True,
                 )
                 if found:
                     return self._found(request, header, found)
@@ -215,14 +231,10 @@ class PopProcessor:
         records: list[bytearray] = []
         per_queue: dict[int, list[int]] = {}
         for d in found:
-            msg = d.message
-            record = store.record_bytes(msg.commit_log_offset, msg.store_size)
-            if record is None:  # removed by retention since it was read: comes back when due
-                continue
-            records.append(delivered_record(record, d.attempt))
-            per_queue.setdefault(msg.queue_id, []).append(msg.queue_offset)
-        if not records:
-            return self._nothing(request, header, ResponseCode.POLLING_TIMEOUT, "no new message")
+            stored = d.message
+            assert isinstance(stored, StoredRecord)  # popped with raw=True
+            records.append(delivered_record(stored.record, d.attempt))
+            per_queue.setdefault(_queue_id(stored.record), []).append(stored.queue_offset)
         gen = found[0].gen
         rest = sum(
             max(0, store.get_max_offset_in_queue(header.topic, q) - offsets[-1] - 1)

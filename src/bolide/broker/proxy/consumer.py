@@ -37,6 +37,7 @@ from bolide.broker.proxy.convert import (
 )
 from bolide.broker.proxy.routes import find_topic
 from bolide.broker.topic_config import PERM_READ
+from bolide.common.message import MessageExt
 from bolide.common.sql92 import SelectorError
 from bolide.protocol.bodies.client import SubscriptionData
 from bolide.protocol.v5 import messaging_pb2 as pb
@@ -180,6 +181,7 @@ class GrpcConsumer:
     @staticmethod
     def _message(d: Delivery, group: str) -> pb.Message:
         origin = None
+        assert isinstance(d.message, MessageExt)  # popped decoded
         props = d.message.properties
         if DLQ_ORIGIN_TOPIC in props:
             origin = (props[DLQ_ORIGIN_TOPIC], props.get(DLQ_ORIGIN_MESSAGE_ID, ""))
