@@ -3,6 +3,8 @@ bodies (Java's BitSet bytes), and the broker's allocation of queues to pop."""
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from bolide.broker.processors.assignment import allocate_for_pop
@@ -44,9 +46,10 @@ def test_batch_ack_bits_are_java_bitset_bytes() -> None:
     [ack] = body.acks
     assert (ack.consumer_group, ack.topic, ack.queue_id, ack.revive_queue_id) == ("g", "T", 2, 3)
     assert ack.offsets() == [100, 102, 109]
-    ack.bit_set = "not base64!"
-    with pytest.raises(ProtocolError):
-        ack.offsets()
+    for bad in ("not base64!", base64.b64encode(bytes(4097)).decode()):  # not base64, too wide
+        ack.bit_set = bad
+        with pytest.raises(ProtocolError):
+            ack.offsets()
 
 
 @pytest.mark.parametrize("v6", [False, True])

@@ -130,9 +130,9 @@ class PopProcessor:
         if isinstance(selection, RemotingCommand):
             return selection
         tags, record_filter = selection
+        # from its arrival, not from the client's bornTime: a client whose clock is behind would
+        # otherwise be answered at once, again and again (its own timeout is pollTime + 10 s)
         wait_ms = min(header.poll_time, MAX_POLL_MS)
-        if header.born_time > 0:  # the client stops waiting pollTime after it sent the pop
-            wait_ms = min(wait_ms, header.born_time + header.poll_time - int(time.time() * 1000))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, wait_ms) / 1000
         while True:
@@ -281,11 +281,15 @@ class PopProcessor:
         return request.make_response(ResponseCode.SUCCESS)
 
     def _batch_ack(self, request: RemotingCommand) -> RemotingCommand:
-        body = BatchAckMessageRequestBody.decode(request.body_bytes())
+        try:
+            body = BatchAckMessageRequestBody.decode(request.body_bytes())
+            offsets = [ack.offsets() for ack in body.acks]
+        except ProtocolError as exc:
+            return request.make_response(ResponseCode.MESSAGE_ILLEGAL, str(exc))
         failed: list[str] = []
-        for ack in body.acks:
+        for ack, acked in zip(body.acks, offsets, strict=True):
             gen = gen_of(ack.pop_time, ack.revive_queue_id)
-            for offset in ack.offsets():
+            for offset in acked:
                 if gen is None:
                     failed.append(f"{ack.topic}:{ack.queue_id}:{offset} (not a pop of this broker)")
                     continue

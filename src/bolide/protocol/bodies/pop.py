@@ -13,6 +13,7 @@ from bolide.protocol.bodies.client import CLUSTERING, MessageQueue
 
 MODE_PULL = "PULL"  # MessageRequestMode: the consumer pulls its queues
 MODE_POP = "POP"  # ... or pops them
+MAX_BIT_SET_BYTES = 4096  # a batch ack's offsets span at most this many bytes of bits
 
 
 @bean
@@ -75,6 +76,9 @@ class BatchAck(Bean):
             raw = base64.b64decode(self.bit_set, validate=True)
         except (binascii.Error, ValueError):
             raise ProtocolError(f"batch ack bitSet {self.bit_set[:40]!r} is not base64") from None
+        if len(raw) > MAX_BIT_SET_BYTES:
+            raise ProtocolError(f"batch ack bitSet spans {len(raw) * 8} offsets; at most "
+                                f"{MAX_BIT_SET_BYTES * 8} follow one pop's first offset")
         bits = int.from_bytes(raw, "little")
         return [self.start_offset + i for i in range(bits.bit_length()) if bits >> i & 1]
 
