@@ -1,5 +1,5 @@
 """Bolide's RocketMQ client: producer, transactional producer, push consumer (concurrent or
-orderly) and pull consumer.
+orderly), pull consumer and simple consumer (RocketMQ 5's pop).
 
 The classes here are the asyncio API; :mod:`bolide.client.blocking` has the same classes with
 blocking methods (each client object runs its own event loop in a background thread). Guide:
@@ -35,6 +35,7 @@ from bolide.client.results import (
     SendStatus,
 )
 from bolide.client.selector import select_by_hash, select_random
+from bolide.client.simple_consumer import SimpleConsumer
 from bolide.client.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
 from bolide.common.message import Message, MessageExt
 from bolide.protocol.allocate import allocate_averagely, allocate_by_circle
@@ -68,6 +69,7 @@ __all__ = [
     "SendResult",
     "SendStatus",
     "SendTimeoutError",
+    "SimpleConsumer",
     "TransactionProducer",
     "TransactionSendResult",
     "allocate_averagely",

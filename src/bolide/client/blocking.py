@@ -31,6 +31,7 @@ from bolide.client import admin as _admin
 from bolide.client import producer as _producer
 from bolide.client import pull_consumer as _pull
 from bolide.client import push_consumer as _push
+from bolide.client import simple_consumer as _simple
 from bolide.client import transaction as _tx
 from bolide.client.admin_acl import AclVersion
 from bolide.client.admin_types import GroupProgress, ResetPlan
@@ -405,6 +406,34 @@ class PullConsumer(_Blocking[_pull.PullConsumer]):
 
     def assignment(self) -> set[MessageQueue]:
         return self._run(_async(lambda c: c.assignment()))
+
+
+@_documented_as(_simple.SimpleConsumer)
+class SimpleConsumer(_Blocking[_simple.SimpleConsumer]):
+    """Blocking :class:`bolide.client.SimpleConsumer`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(lambda: _simple.SimpleConsumer(*args, **kwargs))
+
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        self._configure("subscribe", topic, expression)
+
+    def unsubscribe(self, topic: str) -> None:
+        self._configure("unsubscribe", topic)
+
+    def start(self) -> SimpleConsumer:
+        self._run(lambda c: c.start())
+        return self
+
+    def receive(self, max_messages: int = 16, invisible_duration_ms: int = 30_000,
+                await_duration_ms: int | None = None) -> list[MessageExt]:
+        return self._run(lambda c: c.receive(max_messages, invisible_duration_ms, await_duration_ms))
+
+    def ack(self, msg: MessageExt) -> None:
+        self._run(lambda c: c.ack(msg))
+
+    def change_invisible_duration(self, msg: MessageExt, invisible_duration_ms: int) -> None:
+        self._run(lambda c: c.change_invisible_duration(msg, invisible_duration_ms))
 
 
 @_documented_as(_admin.Admin)

@@ -12,7 +12,7 @@ import pytest
 import bolide.client as asyncio_api
 from bolide.client import blocking
 
-TWINS = ["Admin", "Producer", "PullConsumer", "PushConsumer", "TransactionProducer"]
+TWINS = ["Admin", "Producer", "PullConsumer", "PushConsumer", "SimpleConsumer", "TransactionProducer"]
 # what only the blocking classes have: their thread, and futures of batch sends
 BLOCKING_EXTRAS = {"loop_thread", "send_batch_async", "pull_records_later"}
 
