@@ -18,7 +18,6 @@ import asyncio
 import json
 import multiprocessing
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from typing import Any
 import grpc
 
 from bolide.cli.bench_common import machine_info, r
-from bolide.cli.bench_server import ServerProcess
+from bolide.cli.bench_server import AnonPeak, ServerProcess
 from bolide.protocol.v5 import messaging_pb2 as pb
 from bolide.testing.v5calls import V5Calls, message, receive_request
 
@@ -174,24 +173,13 @@ def main() -> None:
         server.start()
         try:
             port = server.grpc_port()
-            peak = {"anon": 0.0}
-            sampling = threading.Event()
-
-            def sample() -> None:
-                while not sampling.is_set():
-                    peak["anon"] = max(peak["anon"], server.memory().get("RssAnon", 0.0))
-                    time.sleep(0.1)
-
-            sampler = threading.Thread(target=sample, daemon=True)
-            sampler.start()
-            asyncio.run(_send_loop(port, 1.0, 4, args.size, 99))  # topic created, connections warm
-            cpu_before = server.cpu_seconds() or 0.0
-            latencies = _load(port, args)
-            sent = len(latencies)
-            send_cpu = (server.cpu_seconds() or 0.0) - cpu_before
-            received, receive_s = asyncio.run(_receive_all(port, sent, 4))
-            sampling.set()
-            sampler.join()
+            with AnonPeak(server) as peak:
+                asyncio.run(_send_loop(port, 1.0, 4, args.size, 99))  # topic created, connections warm
+                cpu_before = server.cpu_seconds() or 0.0
+                latencies = _load(port, args)
+                sent = len(latencies)
+                send_cpu = (server.cpu_seconds() or 0.0) - cpu_before
+                received, receive_s = asyncio.run(_receive_all(port, sent, 4))
             memory = server.memory()
         finally:
             server.stop()
@@ -211,7 +199,7 @@ def main() -> None:
                 },
                 "receive_ack": {"msgs": received, "msgs_s": r(received / receive_s, 0)},
                 "grpcio_floor": floor,
-                "broker": {"peak_rss_mib": r(memory.get("VmHWM")), "anon_peak_mib": r(peak["anon"])},
+                "broker": {"peak_rss_mib": r(memory.get("VmHWM")), "anon_peak_mib": r(peak.mib)},
             },
             indent=2,
         )

@@ -18,13 +18,12 @@ import asyncio
 import base64
 import json
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from bolide.cli.bench_common import machine_info, r
-from bolide.cli.bench_server import ServerProcess
+from bolide.cli.bench_server import AnonPeak, ServerProcess
 from bolide.client import Admin, Producer
 from bolide.common import Message
 from bolide.common.records import decode_records
@@ -36,7 +35,7 @@ from bolide.protocol.headers.pop import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
-from bolide.protocol.pop_info import build_extra_info
+from bolide.protocol.pop_info import pop_handles
 from bolide.remoting import RemotingClient
 
 TOPIC, QUEUES = "PopBench", 8
@@ -88,29 +87,13 @@ async def _consume(addr: str, group: str, total: int, consumers: int, batch_ack:
                 if batch_ack:
                     await client.invoke(addr, _batch_ack(group, header, messages))
                     continue
-                starts = {
-                    int(q): int(o) for _, q, o in (p.split(" ") for p in header.start_offset_info.split(";"))
-                }
+                handles = pop_handles(messages, header.start_offset_info, header.msg_offset_info,
+                                      header.pop_time, header.invisible_time, header.revive_qid, "broker-a")
                 acks = [
-                    RemotingCommand.request(
-                        RequestCode.ACK_MESSAGE,
-                        AckMessageRequestHeader(
-                            consumer_group=group,
-                            topic=TOPIC,
-                            queue_id=m.queue_id,
-                            offset=m.queue_offset,
-                            extra_info=build_extra_info(
-                                starts[m.queue_id],
-                                header.pop_time,
-                                header.invisible_time,
-                                header.revive_qid,
-                                "broker-a",
-                                m.queue_id,
-                                m.queue_offset,
-                            ),
-                        ),
-                    )
-                    for m in messages
+                    RemotingCommand.request(RequestCode.ACK_MESSAGE, AckMessageRequestHeader(
+                        consumer_group=group, topic=TOPIC, queue_id=m.queue_id, offset=m.queue_offset,
+                        extra_info=ck))
+                    for m, ck in zip(messages, handles, strict=True)
                 ]
                 for answer in await client.invoke_many(addr, acks):
                     assert answer.code == ResponseCode.SUCCESS, answer.remark
@@ -152,30 +135,19 @@ def main() -> None:
         server.start()
         try:
             asyncio.run(_fill(server.namesrv_addr, args.messages, args.size))
-            peak = {"anon": 0.0}
-            sampling = threading.Event()
-
-            def sample() -> None:
-                while not sampling.is_set():
-                    peak["anon"] = max(peak["anon"], server.memory().get("RssAnon", 0.0))
-                    time.sleep(0.1)
-
-            sampler = threading.Thread(target=sample, daemon=True)
-            sampler.start()
-            for name, batch_ack in (("pop_ack_each", False), ("pop_batch_ack", True)):
-                cpu_before = server.cpu_seconds() or 0.0
-                seconds = asyncio.run(
-                    _consume(
-                        server.broker_addr, f"pop_bench_{name}", args.messages, args.consumers, batch_ack
+            with AnonPeak(server) as peak:
+                for name, batch_ack in (("pop_ack_each", False), ("pop_batch_ack", True)):
+                    cpu_before = server.cpu_seconds() or 0.0
+                    seconds = asyncio.run(
+                        _consume(
+                            server.broker_addr, f"pop_bench_{name}", args.messages, args.consumers, batch_ack
+                        )
                     )
-                )
-                cpu = (server.cpu_seconds() or 0.0) - cpu_before
-                cases[name] = {
-                    "msgs_s": r(args.messages / seconds, 0),
-                    "broker_cpu_us_per_msg": r(cpu / args.messages * 1e6),
-                }
-            sampling.set()
-            sampler.join()
+                    cpu = (server.cpu_seconds() or 0.0) - cpu_before
+                    cases[name] = {
+                        "msgs_s": r(args.messages / seconds, 0),
+                        "broker_cpu_us_per_msg": r(cpu / args.messages * 1e6),
+                    }
             memory = server.memory()
         finally:
             server.stop()
@@ -191,7 +163,7 @@ def main() -> None:
                 },
                 "cases": cases,
                 "broker": {
-                    "anon_peak_mib": r(peak["anon"]),
+                    "anon_peak_mib": r(peak.mib),
                     "peak_rss_mib": r(memory.get("VmHWM", 0.0)),
                     "anon_mib_after": r(memory.get("RssAnon", 0.0)),
                 },

@@ -23,7 +23,7 @@ from bolide.protocol.headers.pop import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
-from bolide.protocol.pop_info import build_extra_info
+from bolide.protocol.pop_info import pop_handles
 from bolide.remoting import RemotingClient
 from bolide.testing.servers import Servers
 from conftest import run_with_servers, wait_until
@@ -42,16 +42,10 @@ def pop_request(queue_id: int = -1, poll_ms: int = 1000, invisible_ms: int = 60_
 def pop_cks(response: RemotingCommand, broker_name: str) -> dict[bytes, tuple[int, int, str]]:
     """body -> (queue id, offset, POP_CK) as the Java client builds them from the answer."""
     header = response.read_header(PopMessageResponseHeader)
-    starts = {int(q): int(o) for _, q, o in (part.split(" ") for part in header.start_offset_info.split(";"))}
-    listed = {int(q): [int(x) for x in o.split(",")] for _, q, o in
-              (part.split(" ") for part in header.msg_offset_info.split(";"))}
-    out = {}
-    for m in decode_records(response.body_bytes()):
-        assert m.queue_offset in listed[m.queue_id]
-        ck = build_extra_info(starts[m.queue_id], header.pop_time, header.invisible_time, header.revive_qid,
-                              broker_name, m.queue_id, m.queue_offset)
-        out[m.body] = (m.queue_id, m.queue_offset, ck)
-    return out
+    messages = decode_records(response.body_bytes())
+    handles = pop_handles(messages, header.start_offset_info, header.msg_offset_info, header.pop_time,
+                          header.invisible_time, header.revive_qid, broker_name)
+    return {m.body: (m.queue_id, m.queue_offset, ck) for m, ck in zip(messages, handles, strict=True)}
 
 
 def ack_request(queue_id: int, offset: int, ck: str) -> RemotingCommand:

@@ -9,8 +9,10 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from types import TracebackType
 from typing import IO
 
 import click
@@ -135,3 +137,28 @@ class ServerProcess:
         except OSError:
             return "(no server log)"
         return "\n".join(text.splitlines()[-lines:])
+
+
+class AnonPeak:
+    """The highest anonymous memory (``RssAnon``, MiB) of a server while the ``with`` block
+    runs, sampled every 100 ms in a thread: :attr:`mib`."""
+
+    def __init__(self, server: ServerProcess, interval_s: float = 0.1) -> None:
+        self.server, self.interval_s = server, interval_s
+        self.mib = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="anon-peak", daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.mib = max(self.mib, self.server.memory().get("RssAnon", 0.0))
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> AnonPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join()

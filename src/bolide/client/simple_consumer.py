@@ -45,19 +45,11 @@ from bolide.protocol.headers.pop import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
-from bolide.protocol.pop_info import ExtraInfo, build_extra_info, parse_extra_info
+from bolide.protocol.pop_info import ExtraInfo, build_extra_info, parse_extra_info, pop_handles
 
 POP_CK = "POP_CK"  # the property a received message's acknowledgement handle travels in
 MAX_RECEIVE = 32  # messages per receive, as RocketMQ's pop
 _EMPTY = (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_FULL)
-
-
-def _retry_flag(topic: str) -> str:
-    """The retry field of a handle for a message stored in ``topic`` (RocketMQ's pop retry
-    topics: ``%RETRY%group_topic`` is 1, ``%RETRY%group+topic`` 2)."""
-    if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-        return "0"
-    return "2" if "+" in topic else "1"
 
 
 def _real_topic(retry: str, topic: str, group: str) -> str:
@@ -67,16 +59,6 @@ def _real_topic(retry: str, topic: str, group: str) -> str:
     if retry == "2":
         return f"{RETRY_GROUP_TOPIC_PREFIX}{group}+{topic}"
     return topic
-
-
-def _offset_info(text: str | None) -> dict[tuple[str, int], str]:
-    """``startOffsetInfo`` / ``msgOffsetInfo``: (retry, queue id) -> the last field."""
-    out: dict[tuple[str, int], str] = {}
-    for part in (text or "").split(";"):
-        fields = part.split(" ")
-        if len(fields) == 3:
-            out[(fields[0], int(fields[1]))] = fields[2]
-    return out
 
 
 class SimpleConsumer:
@@ -190,22 +172,12 @@ class SimpleConsumer:
 
     def _handles(self, topic: str, broker_name: str, header: PopMessageResponseHeader,
                  messages: list[MessageExt]) -> list[MessageExt]:
-        """Give each message its ``POP_CK`` (as the Java client builds it from the answer) and
-        the subscribed topic's name (a retried one is stored in a retry topic)."""
-        starts = _offset_info(header.start_offset_info)
-        listed = {key: [int(o) for o in text.split(",")]
-                  for key, text in _offset_info(header.msg_offset_info).items()}
-        seen: dict[tuple[str, int], int] = {}
-        for msg in messages:
-            retry = msg.properties.get(POP_CK, "").split(" ")[4:5] or [_retry_flag(msg.topic)]
-            key = (retry[0], msg.queue_id)
-            index = seen[key] = seen.get(key, -1) + 1
-            offsets = listed.get(key, [])
-            offset = offsets[index] if index < len(offsets) else msg.queue_offset
-            start = int(starts.get(key, msg.queue_offset))
-            msg.properties[POP_CK] = build_extra_info(start, header.pop_time, header.invisible_time,
-                                                      header.revive_qid, broker_name, msg.queue_id, offset,
-                                                      retry=key[0])
+        """Give each message its ``POP_CK`` and the subscribed topic's name (a retried one is
+        stored in a retry topic)."""
+        handles = pop_handles(messages, header.start_offset_info, header.msg_offset_info, header.pop_time,
+                              header.invisible_time, header.revive_qid, broker_name)
+        for msg, handle in zip(messages, handles, strict=True):
+            msg.properties[POP_CK] = handle
             msg.topic = topic
         return messages
 

@@ -15,7 +15,7 @@ not use). The client builds it from the pop answer's ``startOffsetInfo`` and ``m
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from bolide.errors import ProtocolError
 
@@ -83,3 +83,56 @@ def msg_offset_info(queues: Sequence[tuple[int, Sequence[int]]]) -> str:
         f"{NORMAL_TOPIC} {queue_id} {','.join(map(str, offsets))}" for queue_id, offsets in queues
     )
 
+
+
+class Popped(Protocol):
+    """What :func:`pop_handles` reads of a popped message (``MessageExt`` has it)."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    properties: dict[str, str]
+
+
+def retry_flag(topic: str) -> str:
+    """The ``retry`` field for a message stored in ``topic``: RocketMQ's pop retry topics
+    ``%RETRY%group_topic`` (1) and ``%RETRY%group+topic`` (2), else 0."""
+    if not topic.startswith("%RETRY%"):
+        return NORMAL_TOPIC
+    return "2" if "+" in topic else "1"
+
+
+def _by_queue(text: str | None) -> dict[tuple[str, int], str]:
+    out: dict[tuple[str, int], str] = {}
+    for part in (text or "").split(";"):
+        fields = part.split(" ")
+        if len(fields) == 3:
+            out[(fields[0], int(fields[1]))] = fields[2]
+    return out
+
+
+def pop_handles(
+    messages: Sequence[Popped],
+    start_info: str | None,
+    msg_info: str | None,
+    pop_time: int,
+    invisible_time: int,
+    revive_qid: int,
+    broker_name: str,
+) -> list[str]:
+    """Each popped message's ``POP_CK``, as the Java client builds it from the pop's answer
+    (a message that carries one already, revived from a retry topic, keeps its retry field)."""
+    starts = _by_queue(start_info)
+    listed = {key: [int(o) for o in text.split(",")] for key, text in _by_queue(msg_info).items()}
+    seen: dict[tuple[str, int], int] = {}
+    out = []
+    for msg in messages:
+        own = msg.properties.get("POP_CK", "").split(" ")
+        key = (own[4] if len(own) > 4 else retry_flag(msg.topic), msg.queue_id)
+        index = seen[key] = seen.get(key, -1) + 1
+        offsets = listed.get(key, [])
+        offset = offsets[index] if index < len(offsets) else msg.queue_offset
+        start = int(starts.get(key, msg.queue_offset))
+        out.append(build_extra_info(start, pop_time, invisible_time, revive_qid, broker_name, msg.queue_id,
+                                    offset, retry=key[0]))
+    return out
