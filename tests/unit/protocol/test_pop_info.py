@@ -9,12 +9,20 @@ import pytest
 
 from bolide.broker.processors.assignment import allocate_for_pop
 from bolide.broker.processors.pop import delivered_record, gen_of
+from bolide.common.message import MessageExt
 from bolide.common.records import decode_record
 from bolide.errors import ProtocolError
 from bolide.protocol.allocate import allocate_averagely
 from bolide.protocol.bodies.client import MessageQueue
 from bolide.protocol.bodies.pop import BatchAckMessageRequestBody
-from bolide.protocol.pop_info import build_extra_info, msg_offset_info, parse_extra_info, start_offset_info
+from bolide.protocol.pop_info import (
+    build_extra_info,
+    msg_offset_info,
+    parse_extra_info,
+    pop_handles,
+    retry_flag,
+    start_offset_info,
+)
 from bolide.store.record import encode_record
 
 
@@ -36,6 +44,16 @@ def test_offset_infos_and_generations() -> None:
     assert msg_offset_info([(0, [5, 6]), (3, [9])]) == "0 0 5,6;0 3 9"
     assert gen_of(1_700_000_000_123, 456) == 1_700_000_000_123_456
     assert gen_of(1, 999) is None and gen_of(1, -1) is None  # an orderly pop's, or not ours
+
+
+def test_pop_handles_as_the_java_client_builds_them() -> None:
+    msgs = [MessageExt("T", b"", queue_id=1, queue_offset=7),
+            MessageExt("T", b"", queue_id=1, queue_offset=9),
+            MessageExt("%RETRY%g_T", b"", queue_id=0, queue_offset=3)]  # revived into the retry topic
+    handles = pop_handles(msgs, "0 1 7;1 0 3", "0 1 7,9;1 0 3", 1000, 60_000, 5, "broker-a")
+    assert handles == ["7 1000 60000 5 0 broker-a 1 7", "7 1000 60000 5 0 broker-a 1 9",
+                       "3 1000 60000 5 1 broker-a 0 3"]
+    assert [retry_flag(t) for t in ("T", "%RETRY%g_T", "%RETRY%g+T")] == ["0", "1", "2"]
 
 
 def test_batch_ack_bits_are_java_bitset_bytes() -> None:
