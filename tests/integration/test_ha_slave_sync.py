@@ -18,11 +18,13 @@ from ha_cluster import Cluster, wait_until
 
 from bolide.broker import BrokerController
 from bolide.broker.ha.status import ByteRate
+from bolide.broker.request_modes import MessageRequestModes
 from bolide.cli.main import cli
 from bolide.client.admin import Admin
 from bolide.protocol import RemotingCommand
 from bolide.protocol.bodies.broker import SubscriptionGroupConfig, TopicConfig
 from bolide.protocol.bodies.ha import HARuntimeInfo
+from bolide.protocol.bodies.pop import SetMessageRequestModeRequestBody
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.headers import CreateTopicRequestHeader, SendMessageRequestHeader
 from bolide.protocol.headers.consumer import UpdateConsumerOffsetRequestHeader
@@ -106,6 +108,8 @@ def test_slave_copies_topics_offsets_delay_offsets_and_groups(tmp_path: Path) ->
         group = SubscriptionGroupConfig(group_name="sync-group", retry_max_times=5)
         await invoke(c, c.master, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
                      body=group.encode())
+        mode = SetMessageRequestModeRequestBody(topic="Synced", consumer_group="sync-group", mode="POP")
+        await invoke(c, c.master, RequestCode.SET_MESSAGE_REQUEST_MODE, body=mode.encode())
         await send(c, "Synced", b"later", delay_level=1)  # delivered after 1 s
         await wait_until(lambda: c.master.delay_offsets.get(1) == 1, 5)
 
@@ -121,7 +125,8 @@ def test_slave_copies_topics_offsets_delay_offsets_and_groups(tmp_path: Path) ->
         await wait_until(lambda: slave.topics.get("Synced") == c.master.topics.get("Synced")
                          and slave.offsets.query_all("cg", "Synced") == {0: 12, 3: 30}
                          and slave.delay_offsets.get(1) == 1
-                         and slave.subscription_groups.get("sync-group") is not None)
+                         and slave.subscription_groups.get("sync-group") is not None
+                         and slave.request_modes.get("Synced", "sync-group") == mode)
         sg = slave.subscription_groups.get("sync-group")
         assert sg is not None and sg.retry_max_times == 5
         assert slave.topics.data_version == c.master.topics.data_version
@@ -148,6 +153,8 @@ def test_slave_copies_topics_offsets_delay_offsets_and_groups(tmp_path: Path) ->
         groups = stored.SubscriptionGroupManager(config / "subscriptionGroup.json")
         assert groups.load()
         assert groups.get("sync-group").retry_max_times == 5  # type: ignore[union-attr]
+        modes = MessageRequestModes(config / "messageRequestMode.json")
+        assert modes.load() and modes.get("Synced", "sync-group") == mode
 
     run(tmp_path, test)
 

@@ -158,6 +158,7 @@ class RequestCode(IntEnum):
     RECALL_MESSAGE = 370  # 5.x: recall a timer message before it is due
     QUERY_ASSIGNMENT = 400  # 5.x: the broker allocates a push consumer's queues (and picks pop)
     SET_MESSAGE_REQUEST_MODE = 401  # 5.x: mqadmin setConsumeMode (PULL or POP per topic and group)
+    GET_ALL_MESSAGE_REQUEST_MODE = 402  # 5.x: a slave copies its master's modes
     BROKER_HEARTBEAT = 904  # 5.x
     POP_MESSAGE = 200050  # 5.x: consumption by pop, ack and invisible time over remoting
     ACK_MESSAGE = 200051

@@ -20,6 +20,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from bolide.broker.loop_service import LoopService
+from bolide.broker.request_modes import MessageRequestModes
 from bolide.errors import BolideError
 from bolide.protocol.bodies.broker import DataVersion, TopicConfigSerializeWrapper
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -82,8 +83,9 @@ class SlaveSync(LoopService):
                                        self.broker.config.slave_sync_interval_ms / 1000)
 
     async def sync_all(self) -> bool:
-        """One round: topics, consumer offsets, delay offsets, subscription groups. Each part
-        that fails is logged and left as it was; True when every part succeeded."""
+        """One round: topics, consumer offsets, delay offsets, subscription groups, request
+        modes. Each part that fails is logged and left as it was; True when every part
+        succeeded."""
         addr = self.master_addr
         if not addr:
             return False
@@ -91,7 +93,8 @@ class SlaveSync(LoopService):
         for what, part in (("topic configs", self._sync_topics),
                            ("consumer offsets", self._sync_consumer_offsets),
                            ("delay offsets", self._sync_delay_offsets),
-                           ("subscription groups", self._sync_subscription_groups)):
+                           ("subscription groups", self._sync_subscription_groups),
+                           ("request modes", self._sync_request_modes)):
             try:
                 await part(addr)
             except (BolideError, ValueError, OSError) as exc:
@@ -167,3 +170,20 @@ class SlaveSync(LoopService):
         groups.file.decode(body)
         await asyncio.to_thread(groups.persist)
         log.info("slave sync: %d subscription groups from master %s", len(master.names()), addr)
+
+    async def _sync_request_modes(self, addr: str) -> None:
+        """RocketMQ 5's consumer groups' request modes; a master that has none to give (a
+        RocketMQ 4.x one answers REQUEST_CODE_NOT_SUPPORTED) leaves the slave's as they are."""
+        response = await self.broker.namesrv_client.invoke(
+            addr, RemotingCommand.request(RequestCode.GET_ALL_MESSAGE_REQUEST_MODE), TIMEOUT_MS)
+        if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            return
+        if response.code != ResponseCode.SUCCESS:
+            raise SlaveSyncError(f"GET_ALL_MESSAGE_REQUEST_MODE answered code {response.code}: "
+                                 f"{response.remark}")
+        modes = self.broker.request_modes
+        master = MessageRequestModes(modes.path)  # a scratch table: not written
+        master.decode(response.body_bytes())
+        if master.table != modes.table:
+            modes.table = master.table
+            await asyncio.to_thread(modes.persist)

@@ -1,5 +1,6 @@
-"""What slaves and mqadmin ask a broker about replication: GET_ALL_CONSUMER_OFFSET (43) and
-GET_ALL_DELAY_OFFSET (45), which a slave's sync reads from its master, and
+"""What slaves and mqadmin ask a broker about replication: GET_ALL_CONSUMER_OFFSET (43),
+GET_ALL_DELAY_OFFSET (45) and GET_ALL_MESSAGE_REQUEST_MODE (402, RocketMQ 5), which a slave's
+sync reads from its master, and
 GET_BROKER_HA_STATUS (907, RocketMQ 5), which mqadmin haStatus prints, and
 GET_TIMER_CHECK_POINT (60), which a RocketMQ 5 slave asks its master every few seconds. Topic configs (21) and
 subscription groups (201) are answered by :mod:`bolide.broker.processors.admin`."""
@@ -27,7 +28,8 @@ class HAAdminProcessor:
     """Offsets for slave sync and the replication status."""
 
     CODES = (RequestCode.GET_ALL_CONSUMER_OFFSET, RequestCode.GET_ALL_DELAY_OFFSET,
-             RequestCode.GET_BROKER_HA_STATUS, RequestCode.GET_TIMER_CHECK_POINT)
+             RequestCode.GET_BROKER_HA_STATUS, RequestCode.GET_TIMER_CHECK_POINT,
+             RequestCode.GET_ALL_MESSAGE_REQUEST_MODE)
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
@@ -37,6 +39,7 @@ class HAAdminProcessor:
             c.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
             c.GET_BROKER_HA_STATUS: self.get_ha_status,
             c.GET_TIMER_CHECK_POINT: self.get_timer_check_point,
+            c.GET_ALL_MESSAGE_REQUEST_MODE: self.get_all_message_request_mode,
         }
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
@@ -50,6 +53,10 @@ class HAAdminProcessor:
     def get_all_delay_offset(self, request: RemotingCommand) -> RemotingCommand:
         """delayOffset.json's content (compact): ``{"offsetTable":{1:5,2:0}}``."""
         return request.make_response(body=fastjson.dumps(self.broker.delay_offsets.to_json_obj()))
+
+    def get_all_message_request_mode(self, request: RemotingCommand) -> RemotingCommand:
+        """messageRequestMode.json's content (compact): ``{"messageRequestModeMap":{...}}``."""
+        return request.make_response(body=fastjson.dumps(self.broker.request_modes.to_json_obj()))
 
     def get_ha_status(self, request: RemotingCommand) -> RemotingCommand:
         """HARuntimeInfo: a slave's HA client figures, or a master's slave connections."""
