@@ -16,6 +16,10 @@ import org.apache.rocketmq.tools.command.MQAdminStartup;
  * the command's number is printed on standard output. Compiled against (and run with) the
  * classpath of each RocketMQ version, 4.9.x or 5.x.
  *
+ * <p>A 5.x client's shutdown waits for its NettyEventExecutor thread, which sleeps in a poll of
+ * up to 3 s without being woken: while the main thread is in that shutdown, a watcher interrupts
+ * the thread (it then sees it was stopped and ends), which saves up to 3 s per command.
+ *
  * <p>One extra command, {@code @waitBroker <namesrv> <brokerAddr> <timeoutMs>}, waits until the
  * NameServer lists the broker (a 5.x broker may print its boot line before its first
  * registration reaches the NameServer) and prints {@code registered} or {@code NOT REGISTERED}.
@@ -31,6 +35,7 @@ public final class MQAdminBatch {
                 commands.add(line.split("\t", -1));
             }
         }
+        unblockShutdowns(Thread.currentThread());
         int n = 0;
         for (String[] command : commands) {
             try {
@@ -78,6 +83,32 @@ public final class MQAdminBatch {
         } finally {
             admin.shutdown();
         }
+    }
+
+    /** Interrupt the NettyEventExecutor threads while {@code main} waits in a client shutdown. */
+    private static void unblockShutdowns(Thread main) {
+        Thread watcher = new Thread(() -> {
+            while (true) {
+                for (StackTraceElement frame : main.getStackTrace()) {
+                    if (frame.getMethodName().equals("shutdown")
+                        && frame.getClassName().endsWith("NettyRemotingClient")) {
+                        for (Thread t : Thread.getAllStackTraces().keySet()) {
+                            if (t.getName().startsWith("NettyEventExecutor")) {
+                                t.interrupt();
+                            }
+                        }
+                        break;
+                    }
+                }
+                try {
+                    Thread.sleep(20);
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+        }, "mqadmin-batch-unblock");
+        watcher.setDaemon(true);
+        watcher.start();
     }
 
     /**
