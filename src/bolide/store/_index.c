@@ -142,7 +142,7 @@ static int index_loop(const Job *j, Py_ssize_t *pos, IndexState *st, long long *
             for (int i = 0; i < nkeys; i++) {
                 int32_t count = st->index_count;
                 int32_t slot_value = rd32(j->idx + slots[i]);
-                if (slot_value <= 0 || slot_value > count)
+                if (slot_value <= 0 || slot_value >= count) /* only older entries are links */
                     slot_value = 0;
                 long long diff = 0;
                 if (st->begin_ts > 0) {

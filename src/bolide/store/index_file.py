@@ -162,7 +162,7 @@ class IndexFile:
             slot_value = _I32.unpack_from(view, slot_at)[0]
         else:
             slot_value = _I32.unpack(os.pread(fd, SLOT_SIZE, slot_at))[0]
-        if slot_value <= 0 or slot_value > count:
+        if slot_value <= 0 or slot_value >= count:  # a link points at an older entry, or nowhere
             slot_value = 0
         begin = self.begin_timestamp
         # seconds since the begin timestamp, clamped to [0, 2^31-1]; 0 while there is none

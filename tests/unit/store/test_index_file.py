@@ -241,3 +241,36 @@ def test_index_file_of_other_geometry_fails_to_open(store_config: StoreConfig) -
     with pytest.raises(StoreFormatError, match="maxHashSlotNum"):
         MessageStore(other).open()
     assert_consistent(cfg)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_slot_never_links_an_entry_to_itself(tmp_path: Path, compiled: bool) -> None:
+    """A header that fell behind its entries (a kill between an entry's slot and its header)
+    leaves a slot holding the number the next entry gets: that entry must not link to itself."""
+    from bolide.store.index_file import COMPILED, ENTRY_SIZE, HEADER_SIZE, SLOT_SIZE
+    from bolide.store.record import encode_record
+
+    if compiled and not COMPILED:
+        pytest.skip("the compiled index build is not built here")
+    path = tmp_path / "20260101000000000"
+    f = IndexFile(path, 7, 40)
+    assert f.put("T#A", 100, 1_000_000)  # entry 1, and A's slot now holds 1
+    f.close()
+    header = bytearray(path.read_bytes()[:HEADER_SIZE])
+    struct.pack_into(">ii", header, 32, 0, 1)  # hash slot count 0, index count 1: as before entry 1
+    with open(path, "r+b") as fh:
+        fh.write(header)
+    f = IndexFile(path, 7, 40)
+    if compiled:
+        props = P.encode_properties({"KEYS": "A"})
+        record = encode_record("T", 0, b"x", props, born_timestamp=1, born_host=bytes(8),
+                               store_timestamp=1_000_000, store_host=bytes(8), physical_offset=100)
+        _, _, done = f.put_records(memoryview(record), 0, len(record), -1, 10)
+        assert done == 1
+    else:
+        assert f.put("T#A", 100, 1_000_000)
+    f.close()
+    data = path.read_bytes()
+    entries_at = HEADER_SIZE + 7 * SLOT_SIZE
+    prev = struct.unpack_from(">i", data, entries_at + ENTRY_SIZE + 16)[0]
+    assert prev == 0  # not 1: no older entry of A in this file
