@@ -45,20 +45,11 @@ from bolide.protocol.headers.pop import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
-from bolide.protocol.pop_info import ExtraInfo, build_extra_info, parse_extra_info, pop_handles
+from bolide.protocol.pop_info import ExtraInfo, build_extra_info, parse_extra_info, pop_handles, real_topic
 
 POP_CK = "POP_CK"  # the property a received message's acknowledgement handle travels in
 MAX_RECEIVE = 32  # messages per receive, as RocketMQ's pop
 _EMPTY = (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_FULL)
-
-
-def _real_topic(retry: str, topic: str, group: str) -> str:
-    """The topic a handle's message is stored in."""
-    if retry == "1":
-        return f"{RETRY_GROUP_TOPIC_PREFIX}{group}_{topic}"
-    if retry == "2":
-        return f"{RETRY_GROUP_TOPIC_PREFIX}{group}+{topic}"
-    return topic
 
 
 class SimpleConsumer:
@@ -192,7 +183,7 @@ class SimpleConsumer:
         addr = self._instance.master_addr(info.broker_name)
         if addr is None:
             raise NoRouteError(f"broker {info.broker_name} of the message is not in the routes any more")
-        return info, _real_topic(info.retry, msg.topic, self.group), addr
+        return info, real_topic(info.retry, msg.topic, self.group), addr
 
     async def ack(self, msg: MessageExt) -> None:
         """Acknowledge a received message: the group is done with it. Raises MQBrokerError

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
+from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
 from bolide.errors import ProtocolError
 
 NORMAL_TOPIC = "0"
@@ -97,9 +98,19 @@ class Popped(Protocol):
 def retry_flag(topic: str) -> str:
     """The ``retry`` field for a message stored in ``topic``: RocketMQ's pop retry topics
     ``%RETRY%group_topic`` (1) and ``%RETRY%group+topic`` (2), else 0."""
-    if not topic.startswith("%RETRY%"):
+    if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         return NORMAL_TOPIC
     return "2" if "+" in topic else "1"
+
+
+def real_topic(retry: str, topic: str, group: str) -> str:
+    """The topic a handle's message is stored in: ``topic`` itself, or ``group``'s pop retry
+    topic of it (the other way round from :func:`retry_flag`)."""
+    if retry == "1":
+        return f"{RETRY_GROUP_TOPIC_PREFIX}{group}_{topic}"
+    if retry == "2":
+        return f"{RETRY_GROUP_TOPIC_PREFIX}{group}+{topic}"
+    return topic
 
 
 def _by_queue(text: str | None) -> dict[tuple[str, int], str]:

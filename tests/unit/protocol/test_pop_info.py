@@ -20,6 +20,7 @@ from bolide.protocol.pop_info import (
     msg_offset_info,
     parse_extra_info,
     pop_handles,
+    real_topic,
     retry_flag,
     start_offset_info,
 )
@@ -54,6 +55,7 @@ def test_pop_handles_as_the_java_client_builds_them() -> None:
     assert handles == ["7 1000 60000 5 0 broker-a 1 7", "7 1000 60000 5 0 broker-a 1 9",
                        "3 1000 60000 5 1 broker-a 0 3"]
     assert [retry_flag(t) for t in ("T", "%RETRY%g_T", "%RETRY%g+T")] == ["0", "1", "2"]
+    assert [real_topic(r, "T", "g") for r in ("0", "1", "2")] == ["T", "%RETRY%g_T", "%RETRY%g+T"]
 
 
 def test_batch_ack_bits_are_java_bitset_bytes() -> None:
