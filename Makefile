@@ -34,8 +34,11 @@ interop-deps: $(STAMP)
 	$(BIN)/python -m bolide.testing.nodeclient prepare
 	$(BIN)/python -m bolide.testing.pyclient5 prepare
 
+# The suite runs on TEST_WORKERS processes (pytest-xdist); each test module stays on one worker,
+# and the Spark tests share one (tests/conftest.py). TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
 test: lint interop-deps
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # Coverage-guided fuzzing of the wire and record decoders, FUZZ_SECONDS per target; the corpus
 # grows in fuzz-corpus/, inputs that fail are saved in fuzz-findings/.

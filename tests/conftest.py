@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
+from hypothesis import settings
 
 from bolide.client import (
     Admin,
@@ -31,6 +32,28 @@ from bolide.testing.servers import Servers, running_servers
 
 SMALL_COMMIT_LOG = 64 * 1024  # bytes per CommitLog segment in tests
 SMALL_CONSUME_QUEUE = 100 * 20  # 100 entries per ConsumeQueue file in tests
+
+# Tests never assert wall-clock times: no per-example deadline (two workers share the cores)
+settings.register_profile("bolide", deadline=None)
+settings.load_profile("bolide")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """For pytest-xdist's ``--dist loadgroup`` (``make test``): a module's tests stay on one
+    worker, so module fixtures (a RocketMQ cluster) start once, and every Spark test goes to
+    the same worker, so one SparkSession serves them all. The Spark tests come first: their
+    long stretch on one worker overlaps everything else on the other."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    spark, rest = [], []
+    for item in items:
+        if item.get_closest_marker("spark") is not None:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+            spark.append(item)
+        else:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+            rest.append(item)
+    items[:] = spark + rest
 
 
 def unavailable(message: str) -> NoReturn:
