@@ -137,6 +137,11 @@ async def sweep(servers: Servers, client: RemotingClient, rnd: random.Random) ->
                                           serialize_type=rnd.choice(kinds),
                                           language=rnd.choice(list(LanguageCode)),
                                           version=rnd.choice(VERSIONS))
+                timeout = request.ext_fields.get("heartbeatTimeoutMillis", "")
+                if code == RequestCode.REGISTER_BROKER and timeout.lstrip("-").isdigit():
+                    # a registration that expires during the sweep makes the NameServer close
+                    # its connection (as RocketMQ's does): the sweep's own, mid-sweep
+                    request.ext_fields["heartbeatTimeoutMillis"] = str(max(int(timeout), 600_000))
                 if code in ONEWAY:
                     await client.invoke_oneway(addr, request)
                     continue

@@ -144,6 +144,30 @@ def test_subscription_groups(ns: str) -> None:
     assert "deleted" in admin_table(ns, "deleteSubGroup", "-g", "adm-sub2", "--keep-offsets")
 
 
+def test_acl_2_users_and_acls(ns: str) -> None:
+    """The ACL 2.0 commands on a broker whose checks are off (RocketMQ keeps and serves the
+    users and ACLs all the same, so they can be set up before turning the checks on)."""
+    assert admin_json(ns, "createUser", "-u", "cli-app", "-p", "cli-secret")["username"] == "cli-app"
+    assert admin_json(ns, "getUser", "-u", "cli-app") == [
+        {"password": "cli-secret", "userStatus": "enable", "userType": "Normal", "username": "cli-app"}]
+    admin_json(ns, "updateUser", "-u", "cli-app", "-s", "disable")
+    assert "disable" in admin_table(ns, "listUser", "-f", "cli-")
+    admin_json(ns, "createAcl", "-s", "User:cli-app", "-r", "Topic:CliA,Group:cli-*", "-a", "Pub,Sub",
+               "-d", "Allow", "-i", "10.0.0.0/8")
+    acl = admin_json(ns, "getAcl", "-s", "User:cli-app")[0]
+    assert [e["resource"] for e in acl["policies"][0]["entries"]] == ["Topic:CliA", "Group:cli-*"]
+    assert acl["policies"][0]["entries"][0]["sourceIps"] == ["10.0.0.0/8"]
+    assert "Group:cli-*" in admin_table(ns, "listAcl", "-r", "Group")
+    admin_json(ns, "deleteAcl", "-s", "User:cli-app", "-r", "Group:cli-*")
+    assert len(admin_json(ns, "getAcl", "-s", "User:cli-app")[0]["policies"][0]["entries"]) == 1
+    refused = bolide("admin", "createAcl", "-s", "User:cli-app", "-r", "Queue:x", "-a", "Pub", "-d",
+                     "Allow", "-n", ns, ok=False)
+    assert refused.exit_code == 1 and "The resource is null." in refused.output
+    admin_json(ns, "deleteUser", "-u", "cli-app")
+    missing = bolide("admin", "getUser", "-u", "cli-app", "-n", ns, ok=False)
+    assert missing.exit_code == 1 and "create it with createUser" in missing.output
+
+
 def test_message_commands(ns: str) -> None:
     admin_json(ns, "updateTopic", "-t", "AdmMsg", "-r", "2", "-w", "2")
     sent = admin_json(ns, "sendMessage", "-t", "AdmMsg", "-p", "héllo", "-k", "order-1 order-2", "-c", "TagA",

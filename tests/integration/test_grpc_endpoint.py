@@ -17,6 +17,7 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from bolide.client import Admin
+from bolide.protocol.bodies.auth import AclInfo, PolicyEntryInfo, PolicyInfo, UserInfo
 from bolide.protocol.v5 import messaging_pb2 as pb
 from bolide.remoting.tls import TlsServerConfig
 from bolide.testing.servers import Servers, running_servers
@@ -322,6 +323,30 @@ def test_a_broker_with_plain_acl_checks_grpc_calls(tmp_path: Path) -> None:
             assert code == pb.UNAUTHORIZED
 
     run(tmp_path, test, acl_enable=True, acl_file=str(accounts))
+
+
+def test_a_broker_with_acl_2_checks_grpc_calls(tmp_path: Path) -> None:
+    """ACL 2.0 on gRPC: the user name signs as the credential; its ACL decides (the super user
+    from initAuthenticationUser passes everything)."""
+    async def test(s: Servers) -> None:
+        s.broker.auth.create_user(UserInfo(username="grpc-app", password="app-secret"))
+        s.broker.auth.put_acl(AclInfo(subject="User:grpc-app", policies=[PolicyInfo(entries=[
+            PolicyEntryInfo(resource="Topic:Acl2", actions=["Pub"], decision="Allow")])]), None)
+        channel, anonymous, _ = await endpoint(s)
+        async with channel:
+            app = V5(channel, signed("grpc-app", "app-secret"))
+            root = V5(channel, signed("grpc-root", "root-secret"))
+            send = pb.SendMessageRequest(messages=[message("Acl2", b"x", "ID-A")])
+            for who in (anonymous, V5(channel, signed("grpc-app", "wrong"))):
+                assert (await who("SendMessage", send)).status.code == pb.UNAUTHORIZED
+            assert (await app("SendMessage", send)).status.code == pb.OK
+            code, _ = await app.receive(receive_request("Acl2", "acl2_g"))  # Pub only
+            assert code == pb.FORBIDDEN
+            code, _ = await root.receive(receive_request("Acl2", "acl2_g"))
+            assert code == pb.OK
+
+    run(tmp_path, test, authentication_enabled=True, authorization_enabled=True,
+        init_authentication_user='{"username":"grpc-root","password":"root-secret"}')
 
 
 def test_garbage_and_oversized_calls_fail_alone(tmp_path: Path) -> None:

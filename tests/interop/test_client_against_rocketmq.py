@@ -27,6 +27,7 @@ from client_roundtrip import acl_admin_scenario, acl_scenario, unavailable
 from bolide.cli.main import cli
 from bolide.client import (
     Admin,
+    AuthRefusedError,
     ClientConfig,
     ConsumeContext,
     ConsumeFrom,
@@ -521,6 +522,64 @@ def test_signed_requests_against_a_broker_with_plain_acl(tmp_path_factory: pytes
         server.start_namesrv()
         server.start_broker(BrokerSettings(run_dir / "store", extra={"aclEnable": "true"}))
         asyncio.run(wait_for_route(server.namesrv_addr, "TBW102"))
+        run(test)
+    finally:
+        server.kill_broker()
+        server.stop()
+
+
+def test_acl_2_against_a_rocketmq_5_broker(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The Admin's ACL 2.0 calls and signed clients against a RocketMQ 5.3.3 broker with
+    authentication and authorization on: a super user from initAuthenticationUser creates a
+    user and its ACL, reads them back; the user sends where its ACL allows and gets RocketMQ's
+    refusal elsewhere."""
+    run_dir = tmp_path_factory.mktemp("client-rocketmq-auth2")
+    try:
+        server = RocketMQ("5.3.3", run_dir)
+    except RocketMQUnavailable as exc:
+        unavailable(f"real RocketMQ unavailable: {exc}")
+    providers = "org.apache.rocketmq.auth.{0}.provider.{1}"
+    extra = {"authenticationEnabled": "true", "authorizationEnabled": "true",
+             "authenticationProvider": providers.format("authentication", "DefaultAuthenticationProvider"),
+             "authenticationMetadataProvider": providers.format("authentication",
+                                                                "LocalAuthenticationMetadataProvider"),
+             "authorizationProvider": providers.format("authorization", "DefaultAuthorizationProvider"),
+             "authorizationMetadataProvider": providers.format("authorization",
+                                                               "LocalAuthorizationMetadataProvider"),
+             "initAuthenticationUser": '{"username":"rmq-root","password":"rmq-root-secret"}',
+             "innerClientAuthenticationCredentials": '{"accessKey":"rmq-root","secretKey":"rmq-root-secret"}'}
+
+    async def test() -> None:
+        root = ClientConfig(server.namesrv_addr, access_key="rmq-root", secret_key="rmq-root-secret")
+        app = ClientConfig(server.namesrv_addr, access_key="rmq-app", secret_key="rmq-app-secret")
+        async with Admin(root) as admin:
+            await admin.create_topic("ItAuth2", read_queue_nums=1, write_queue_nums=1)
+            await admin.create_topic("ItAuth2Other", read_queue_nums=1, write_queue_nums=1)
+            await admin.create_user("rmq-app", "rmq-app-secret")
+            await admin.put_acl("User:rmq-app", ["Topic:ItAuth2"], ["Pub"])
+            user = await admin.get_user("rmq-app")
+            assert user is not None and (user.user_type, user.user_status) == ("Normal", "enable")
+            acl = await admin.get_acl("User:rmq-app")
+            assert acl is not None and acl.policies[0].entries[0].resource == "Topic:ItAuth2"  # type: ignore[index]
+            assert "rmq-app" in {u.username for u in await admin.list_users()}
+            assert [a.subject for a in await admin.list_acls("rmq-app")] == ["User:rmq-app"]
+        await wait_for_route(server.namesrv_addr, "ItAuth2")
+        async with Producer(app, "auth2-pg") as producer:
+            assert (await producer.send(Message("ItAuth2", b"allowed"))).status is SendStatus.SEND_OK
+        await wait_for_route(server.namesrv_addr, "ItAuth2Other")
+        async with Producer(app, "auth2-pg") as producer:
+            with pytest.raises(AuthRefusedError) as refused:
+                await producer.send(Message("ItAuth2Other", b"refused"))
+        assert refused.value.remark is not None
+        assert "User:rmq-app has no permission to access Topic:ItAuth2Other from" in refused.value.remark
+        async with Admin(root) as admin:
+            await admin.delete_user("rmq-app")
+            assert await admin.get_user("rmq-app") is None
+
+    try:
+        server.start_namesrv()
+        server.start_broker(BrokerSettings(run_dir / "store", extra=extra))
+        asyncio.run(wait_for_route(server.namesrv_addr, "TBW102"))  # the broker has registered
         run(test)
     finally:
         server.kill_broker()

@@ -55,6 +55,13 @@ class BrokerConfig(PropertiesConfig):
     # plain_acl.yml; empty: $ROCKETMQ_HOME/conf/plain_acl.yml) and the .yml files in acl/ beside it
     acl_enable: bool = _key("aclEnable", False)
     acl_file: str = _key("bolideAclFile", "")
+    # ACL 2.0 (RocketMQ 5.3): users sign every request; their ACLs decide what each may touch
+    authentication_enabled: bool = _key("authenticationEnabled", False)
+    authorization_enabled: bool = _key("authorizationEnabled", False)
+    authentication_whitelist: str = _key("authenticationWhitelist", "")  # request codes, comma-separated
+    authorization_whitelist: str = _key("authorizationWhitelist", "")
+    init_authentication_user: str = _key("initAuthenticationUser", "")  # {"username":..,"password":..}
+    inner_client_authentication_credentials: str = _key("innerClientAuthenticationCredentials", "")
     register_name_server_period_ms: int = _key("registerNameServerPeriod", 30_000)
     register_broker_timeout_ms: int = _key("registerBrokerTimeoutMills", 6000)
     long_polling_enable: bool = _key("longPollingEnable", True)

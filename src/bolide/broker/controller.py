@@ -10,6 +10,9 @@ import logging
 import time
 
 from bolide.broker.acl import AclFileWatcher, AclValidator, PlainAcl
+from bolide.broker.auth.checks import AuthHook
+from bolide.broker.auth.metadata import AuthMetadata
+from bolide.broker.auth.setup import initial_users, inner_hooks
 from bolide.broker.clients import ClientManager
 from bolide.broker.config import BrokerConfig
 from bolide.broker.dead_letter import store_dead_letter
@@ -25,6 +28,7 @@ from bolide.broker.processors.acl_admin import AclAdminProcessor
 from bolide.broker.processors.admin import AdminProcessor
 from bolide.broker.processors.admin_stats import AdminStatsProcessor
 from bolide.broker.processors.assignment import AssignmentProcessor
+from bolide.broker.processors.auth_admin import AuthAdminProcessor
 from bolide.broker.processors.consumer import ConsumerProcessor
 from bolide.broker.processors.consumer_relay import ConsumerRelayProcessor
 from bolide.broker.processors.ha_admin import HAAdminProcessor
@@ -115,6 +119,15 @@ class BrokerController:
             self._acl_watcher = AclFileWatcher(self.acl)
             self.server.processors.add_hook(AclValidator(self.acl))
         config_dir = self._store_config.config_dir
+        # ACL 2.0: users and ACLs, administered whether or not the checks are on (as RocketMQ)
+        self.auth = AuthMetadata(config_dir / AuthMetadata.FILE_NAME)
+        self._initial_users = initial_users(self.config)
+        cfg = self.config
+        if cfg.authentication_enabled or cfg.authorization_enabled:
+            self.server.processors.add_hook(AuthHook(
+                self.auth, cfg.broker_cluster_name, authn=cfg.authentication_enabled,
+                authz=cfg.authorization_enabled, authn_white=cfg.authentication_whitelist,
+                authz_white=cfg.authorization_whitelist))
         self.topics = TopicConfigManager(self.config, config_dir / "topics.json")
         self.offsets = ConsumerOffsetManager(config_dir / ConsumerOffsetManager.FILE_NAME)
         self.delay_offsets = DelayOffsetManager(config_dir / DelayOffsetManager.FILE_NAME)
@@ -137,7 +150,8 @@ class BrokerController:
         self.housekeeping = ClientHousekeeping(self.clients, self.config.channel_expired_timeout_ms)
         self.loop_lag = LoopLagMonitor()
         # useTLS: the broker's own connections (NameServers, a slave's master) start with TLS
-        self.namesrv_client = RemotingClient(tls=client_context() if self.config.use_tls else None)
+        self.namesrv_client = RemotingClient(tls=client_context() if self.config.use_tls else None,
+                                             hooks=inner_hooks(self.config))
         self._store: MessageStore | None = None
         self._flush_waiters: FlushWaiters | None = None
         self._pull_holds: PullHoldService | None = None
@@ -239,7 +253,7 @@ class BrokerController:
                           QueryProcessor(self), AdminStatsProcessor(self),
                           EndTransactionProcessor(self), ResetOffsetProcessor(self),
                           HAAdminProcessor(self), ConsumerRelayProcessor(self),
-                          AclAdminProcessor(self), QueueCleanupProcessor(self),
+                          AclAdminProcessor(self), AuthAdminProcessor(self), QueueCleanupProcessor(self),
                           ReplyProcessor(self), RecallProcessor(self), PopProcessor(self),
                           AssignmentProcessor(self)):
             for code in processor.CODES:
@@ -310,6 +324,15 @@ class BrokerController:
             state = self.acl.load()
             log.info("plain ACL on: %d accounts and %d global white addresses from %s",
                      len(state.accounts), len(state.global_white), self.acl.main_file)
+        self.auth.load()
+        created = []
+        for user in self._initial_users:
+            if user.username not in self.auth.users:
+                self.auth.create_user(user)
+                created.append(user.username)
+        if created:
+            self.auth.persist()
+            log.info("ACL 2.0: created the super users %s", ", ".join(created))
         for what, loaded in (("topic configs", self.topics.load()),
                              ("consumer offsets", self.offsets.load()),
                              ("delay offsets", self.delay_offsets.load()),

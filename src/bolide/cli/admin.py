@@ -13,6 +13,7 @@ import click
 
 from bolide.cli import (
     admin_acl,
+    admin_auth,
     admin_brokers,
     admin_consumers,
     admin_groups,
@@ -31,5 +32,5 @@ def admin() -> None:
 
 for _command in (*admin_topics.COMMANDS, *admin_brokers.COMMANDS, *admin_groups.COMMANDS,
                  *admin_consumers.COMMANDS, *admin_messages.COMMANDS, *admin_ha.COMMANDS,
-                 *admin_acl.COMMANDS):
+                 *admin_acl.COMMANDS, *admin_auth.COMMANDS):
     admin.add_command(_command)

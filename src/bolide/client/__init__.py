@@ -10,6 +10,7 @@ from bolide.client.admin import Admin
 from bolide.client.config import ClientConfig
 from bolide.client.errors import (
     AclRefusedError,
+    AuthRefusedError,
     ClientConfigError,
     ClientStateError,
     MessageError,
@@ -44,6 +45,7 @@ __all__ = [
     "DEFAULT_PRODUCER_GROUP",
     "AclRefusedError",
     "Admin",
+    "AuthRefusedError",
     "ClientConfig",
     "ClientConfigError",
     "ClientStateError",

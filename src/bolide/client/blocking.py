@@ -51,6 +51,7 @@ from bolide.protocol.bodies.admin import (
     QueryConsumeQueueResponseBody,
     TopicOffset,
 )
+from bolide.protocol.bodies.auth import AclInfo, UserInfo
 from bolide.protocol.bodies.broker import SubscriptionGroupConfig
 from bolide.protocol.bodies.client import MessageQueue
 from bolide.protocol.bodies.ha import HARuntimeInfo
@@ -532,6 +533,39 @@ class Admin(_Blocking[_admin.Admin]):
 
     def acl_config(self, **kwargs: Any) -> dict[str, BrokerClusterAclConfig]:
         return self._run(lambda c: c.acl_config(**kwargs))
+
+    def create_user(self, username: str, password: str, user_type: str | None = None,
+                    **kwargs: Any) -> list[str]:
+        return self._run(lambda c: c.create_user(username, password, user_type, **kwargs))
+
+    def update_user(self, username: str, **kwargs: Any) -> list[str]:
+        return self._run(lambda c: c.update_user(username, **kwargs))
+
+    def delete_user(self, username: str, **kwargs: Any) -> list[str]:
+        return self._run(lambda c: c.delete_user(username, **kwargs))
+
+    def get_user(self, username: str, **kwargs: Any) -> UserInfo | None:
+        return self._run(lambda c: c.get_user(username, **kwargs))
+
+    def list_users(self, name_part: str | None = None, **kwargs: Any) -> list[UserInfo]:
+        return self._run(lambda c: c.list_users(name_part, **kwargs))
+
+    def put_acl(self, subject: str, resources: Iterable[str], actions: Iterable[str],
+                decision: str = "Allow", source_ips: Iterable[str] | None = None,
+                **kwargs: Any) -> list[str]:
+        resources, actions = list(resources), list(actions)
+        ips = None if source_ips is None else list(source_ips)
+        return self._run(lambda c: c.put_acl(subject, resources, actions, decision, ips, **kwargs))
+
+    def delete_acl(self, subject: str, resource: str | None = None, **kwargs: Any) -> list[str]:
+        return self._run(lambda c: c.delete_acl(subject, resource, **kwargs))
+
+    def get_acl(self, subject: str, **kwargs: Any) -> AclInfo | None:
+        return self._run(lambda c: c.get_acl(subject, **kwargs))
+
+    def list_acls(self, subject_part: str | None = None, resource_part: str | None = None,
+                  **kwargs: Any) -> list[AclInfo]:
+        return self._run(lambda c: c.list_acls(subject_part, resource_part, **kwargs))
 
     def online_consumers(self, group: str, topic: str) -> list[str]:
         return self._run(lambda c: c.online_consumers(group, topic))

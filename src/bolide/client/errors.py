@@ -77,6 +77,19 @@ class AclRefusedError(MQBrokerError):
               "of an account of its plain_acl.yml that may do this (the remark says what is missing)")
 
 
+class AuthRefusedError(AclRefusedError):
+    """The broker's ACL 2.0 refused the request (NO_PERMISSION with RocketMQ 5's text)."""
+
+    advice = ("the broker checks ACL 2.0: sign with ClientConfig(access_key=<user>, "
+              "secret_key=<password>) of an enabled user whose ACL allows this (the remark names "
+              "the resource; createAcl grants it)")
+
+
+_AUTH_REMARKS = ("has no permission to access", "check signature failed.", "username cannot be null.",
+                 "is not found.", "is disabled.", "Authorization failed.",
+                 "parse authorization context error.")
+
+
 class SystemBusyError(MQBrokerError):
     retriable = True
     advice = "the broker is overloaded; retry after a short pause or lower the send rate"
@@ -164,6 +177,8 @@ def error_for_response(response: RemotingCommand, what: str, addr: str = "") -> 
     remark = response.remark or ""
     if cls is BrokerSystemError and (remark.startswith("AclError:") or "AclException" in remark):
         cls = AclRefusedError  # Bolide's and RocketMQ's refusals; retrying cannot help
+    elif cls is NoPermissionError and any(text in remark for text in _AUTH_REMARKS):
+        cls = AuthRefusedError  # ACL 2.0's refusals (Bolide's and RocketMQ 5's)
     where = f" from {addr}" if addr else ""
     message = (f"{what} failed: {code_name(response.code, True)}{where}"
                f"{': ' + remark if remark else ''}; {cls.advice}")

@@ -160,6 +160,16 @@ class RequestCode(IntEnum):
     SET_MESSAGE_REQUEST_MODE = 401  # 5.x: mqadmin setConsumeMode (PULL or POP per topic and group)
     GET_ALL_MESSAGE_REQUEST_MODE = 402  # 5.x: a slave copies its master's modes
     BROKER_HEARTBEAT = 904  # 5.x
+    AUTH_CREATE_USER = 3001  # 5.3: ACL 2.0 users (mqadmin createUser ... listUser)
+    AUTH_UPDATE_USER = 3002
+    AUTH_DELETE_USER = 3003
+    AUTH_GET_USER = 3004
+    AUTH_LIST_USER = 3005
+    AUTH_CREATE_ACL = 3006  # 5.3: ACL 2.0 ACLs (mqadmin createAcl ... listAcl)
+    AUTH_UPDATE_ACL = 3007
+    AUTH_DELETE_ACL = 3008
+    AUTH_GET_ACL = 3009
+    AUTH_LIST_ACL = 3010
     POP_MESSAGE = 200050  # 5.x: consumption by pop, ack and invisible time over remoting
     ACK_MESSAGE = 200051
     PEEK_MESSAGE = 200052

@@ -210,7 +210,9 @@ class ProcessorTable:
                     exc_info=not isinstance(exc, BolideError))
         if request.is_oneway:
             return None
-        return request.make_response(ResponseCode.SYSTEM_ERROR, error_remark(exc))
+        code = getattr(exc, "response_code", ResponseCode.SYSTEM_ERROR)  # e.g. ACL 2.0's 16
+        return request.make_response(code, str(exc) if code != ResponseCode.SYSTEM_ERROR
+                                     else error_remark(exc))
 
 
 def _fit(request: RemotingCommand, response: RemotingCommand) -> None:

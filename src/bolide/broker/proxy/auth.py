@@ -1,4 +1,5 @@
-"""Plain ACL for gRPC calls (a broker with ``aclEnable``): RocketMQ 5 clients sign each call
+"""Plain ACL and ACL 2.0 for gRPC calls (a broker with ``aclEnable``, or
+``authenticationEnabled`` / ``authorizationEnabled``): RocketMQ 5 clients sign each call
 with HMAC-SHA1 of its ``x-mq-date-time`` header under the account's secret key, in the
 ``authorization`` header (``MQv2-HMAC-SHA1 Credential=<accessKey>, SignedHeaders=x-mq-date-time,
 Signature=<hex>``); the account then needs the permission each call needs on its topics and
@@ -13,6 +14,10 @@ from typing import Any
 from bolide.broker.acl.accounts import AclState
 from bolide.broker.acl.permissions import PUB, SUB, retry_topic
 from bolide.broker.acl.validator import check_access
+from bolide.broker.auth.checks import authenticate
+from bolide.broker.auth.checks import authorize as authorize_resources
+from bolide.broker.auth.metadata import AuthMetadata, AuthRefused
+from bolide.broker.auth.model import GROUP, RETRY_PREFIX, TOPIC, Resource, group_of_retry
 from bolide.broker.proxy.call import Call
 from bolide.broker.proxy.convert import Refused
 from bolide.errors import AclError
@@ -70,3 +75,27 @@ def authorize(state: AclState, call: Call, rpc: str, request: Any) -> None:
     except AclError as exc:
         code = pb.UNAUTHORIZED if getattr(exc, "unauthenticated", False) else pb.FORBIDDEN
         raise Refused(code, str(exc)) from None
+
+
+def _wanted_v2(touched: dict[str, int]) -> list[tuple[Resource, tuple[str, ...]]]:
+    """:func:`needed`'s topics and ``%RETRY%group`` names as ACL 2.0 resources and actions."""
+    return [(Resource.literal(GROUP, group_of_retry(name)) if name.startswith(RETRY_PREFIX)
+             else Resource.literal(TOPIC, name), ("Pub",) if perm == PUB else ("Sub",))
+            for name, perm in touched.items()]
+
+
+def authorize_v2(metadata: AuthMetadata, call: Call, rpc: str, request: Any, *, authn: bool,
+                 authz: bool) -> None:
+    """ACL 2.0 for a gRPC call (the user name as the credential, the password as the key):
+    raise Refused (UNAUTHORIZED, FORBIDDEN) with RocketMQ's text, or let it through."""
+    access_key, signature = credentials(call.authorization)
+    try:
+        if authn:
+            authenticate(metadata, access_key, lambda secret: signed(secret, call.date_time, signature))
+    except AuthRefused as exc:
+        raise Refused(pb.UNAUTHORIZED, str(exc)) from None
+    try:
+        if authz:
+            authorize_resources(metadata, access_key, _wanted_v2(needed(rpc, request, call)), call.peer)
+    except AuthRefused as exc:
+        raise Refused(pb.FORBIDDEN, str(exc)) from None

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from bolide.broker.proxy.auth import authorize
+from bolide.broker.proxy.auth import authorize, authorize_v2
 from bolide.broker.proxy.call import Call, call_of
 from bolide.broker.proxy.clients import GrpcClients, settings_reply
 from bolide.broker.proxy.consumer import GrpcConsumer, orderly
@@ -143,6 +143,10 @@ class GrpcEndpoint:
         call = call_of(context)
         if self.broker.acl is not None:
             authorize(self.broker.acl.state, call, rpc, request)
+        config = self.broker.config
+        if config.authentication_enabled or config.authorization_enabled:
+            authorize_v2(self.broker.auth, call, rpc, request, authn=config.authentication_enabled,
+                         authz=config.authorization_enabled)
         return call
 
     def _guarded(self, rpc: str, fn: Unary, response: Any) -> Callable[[Any, Any], Awaitable[Any]]:
