@@ -1,5 +1,6 @@
-"""CPU time of the broker's plain-ACL check of one request (``aclEnable=true``): a send of
-100 B and 1 KiB as the Java client writes it (SEND_MESSAGE_V2, signed), a pull, and a
+"""CPU time of the broker's plain-ACL check of one request (``aclEnable=true``) and of its ACL
+2.0 check (authentication and authorization, a normal user with three ACL entries): a send
+of 100 B and 1 KiB as the Java client writes it (SEND_MESSAGE_V2, signed), a pull, and a
 heartbeat of one consumer; and of the client's signing. Best of 5 passes of 20,000 each.
 
     .venv/bin/python bench/acl_check.py
@@ -13,6 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bolide.broker.acl import PlainAcl, check_request
+from bolide.broker.auth.checks import AuthHook
+from bolide.broker.auth.metadata import AuthMetadata
+from bolide.protocol.bodies.auth import AclInfo, PolicyEntryInfo, PolicyInfo, UserInfo
 from bolide.protocol.bodies.client import ConsumerData, HeartbeatData, SubscriptionData
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
@@ -45,6 +49,17 @@ def best_us(fn: Callable[[], object]) -> float:
     return best / ROUNDS * 1e6
 
 
+def acl2_hook(root: Path) -> AuthHook:
+    """ACL 2.0 with the plain-ACL account as a normal user and its permissions as entries."""
+    metadata = AuthMetadata(root / "authMetadata.json")
+    metadata.create_user(UserInfo(username="bench-account", password="bench-secret"))
+    metadata.put_acl(AclInfo(subject="User:bench-account", policies=[PolicyInfo(entries=[
+        PolicyEntryInfo(resource="Topic:BenchTopic", actions=["Pub", "Sub"], decision="Allow"),
+        PolicyEntryInfo(resource="Topic:Other", actions=["Sub"], decision="Allow"),
+        PolicyEntryInfo(resource="Group:*", actions=["Sub"], decision="Allow")])]), None)
+    return AuthHook(metadata, "DefaultCluster", authn=True, authz=True)
+
+
 def main() -> None:
     hook = AclClientRPCHook("bench-account", "bench-secret")
     heartbeat = HeartbeatData(client_id="127.0.0.1@bench", consumer_data_set=[ConsumerData(
@@ -58,15 +73,18 @@ def main() -> None:
         path.write_text(ACCOUNTS)
         acl = PlainAcl(path)
         state = acl.load()
+        acl2 = acl2_hook(Path(root))
         for name, code, ext, body in cases:
             request = RemotingCommand.request(code, ext_fields=dict(ext), body=body)
             hook.before_request("127.0.0.1:10911", request)
             check_us = best_us(lambda r=request: check_request(state, "127.0.0.1:50000", r))
+            acl2_us = best_us(lambda r=request: acl2.before_request("127.0.0.1:50000", r))
 
             def sign(c: int = code, e: dict[str, str] = ext, b: bytes = body) -> None:
                 hook.before_request("127.0.0.1:10911", RemotingCommand.request(c, ext_fields=dict(e), body=b))
 
-            print(f"{name:12} broker check {check_us:6.2f} µs   client signing {best_us(sign):6.2f} µs")
+            print(f"{name:12} broker check {check_us:6.2f} µs   ACL 2.0 check {acl2_us:6.2f} µs   "
+                  f"client signing {best_us(sign):6.2f} µs")
 
 
 if __name__ == "__main__":

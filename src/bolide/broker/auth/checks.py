@@ -200,6 +200,9 @@ def authorize(metadata: AuthMetadata, access_key: str | None,
                               "the decision is deny.")
 
 
+_DECISIONS_KEPT = 4096  # cached authorization outcomes (cleared when full or when metadata change)
+
+
 def _codes(text: str) -> frozenset[int]:
     return frozenset(int(part) for part in text.split(",") if part.strip().isdigit())
 
@@ -209,7 +212,8 @@ class AuthHook(RPCHook):
     authentication, then authorization, before each request's processor (codes in the
     white lists skip the step)."""
 
-    __slots__ = ("authn", "authn_white", "authz", "authz_white", "cluster", "metadata")
+    __slots__ = ("_decided", "_decided_version", "authn", "authn_white", "authz", "authz_white",
+                 "cluster", "metadata")
 
     def __init__(self, metadata: AuthMetadata, cluster: str, *, authn: bool, authz: bool,
                  authn_white: str = "", authz_white: str = "") -> None:
@@ -217,6 +221,8 @@ class AuthHook(RPCHook):
         self.cluster = cluster
         self.authn, self.authz = authn, authz
         self.authn_white, self.authz_white = _codes(authn_white), _codes(authz_white)
+        self._decided: dict[tuple[str | None, tuple[tuple[Resource, tuple[str, ...]], ...], str], str] = {}
+        self._decided_version = -1
 
     def before_request(self, remote_addr: str, request: RemotingCommand) -> None:
         ext = request.ext_fields
@@ -224,4 +230,24 @@ class AuthHook(RPCHook):
         if self.authn and request.code not in self.authn_white:
             authenticate(self.metadata, access_key, lambda secret: verify_signature(request, secret))
         if self.authz and ext and request.code not in self.authz_white:
-            authorize(self.metadata, access_key, wanted_resources(request, self.cluster), remote_addr)
+            self._authorize(access_key, tuple(wanted_resources(request, self.cluster)), remote_addr)
+
+    def _authorize(self, access_key: str | None, wanted: tuple[tuple[Resource, tuple[str, ...]], ...],
+                   remote_addr: str) -> None:
+        """:func:`authorize`, its outcome kept per user, resources and address until the users
+        or ACLs change (the same clients send the same requests over and over)."""
+        metadata = self.metadata
+        if self._decided_version != metadata.version or len(self._decided) >= _DECISIONS_KEPT:
+            self._decided.clear()
+            self._decided_version = metadata.version
+        key = (access_key, wanted, remote_addr)
+        refusal = self._decided.get(key)
+        if refusal is None:
+            try:
+                authorize(metadata, access_key, wanted, remote_addr)
+                refusal = ""
+            except AuthRefused as exc:
+                refusal = str(exc)
+            self._decided[key] = refusal
+        if refusal:
+            raise AuthRefused(refusal)

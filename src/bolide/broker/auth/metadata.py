@@ -98,6 +98,14 @@ class AuthMetadata(JsonConfigFile):
         super().__init__(path)
         self.users: dict[str, User] = {}
         self.acls: dict[str, Acl] = {}
+        self.version = 0  # bumped by every change: the checks' cached decisions key on it
+
+    def _set(self, users: dict[str, User] | None = None, acls: dict[str, Acl] | None = None) -> None:
+        if users is not None:
+            self.users = users
+        if acls is not None:
+            self.acls = acls
+        self.version += 1
 
     # -- users ------------------------------------------------------------------------------
     def create_user(self, info: UserInfo) -> User:
@@ -111,7 +119,7 @@ class AuthMetadata(JsonConfigFile):
                 raise AuthRefused("The user is existed")
             user = User(name, password, user_type(info.user_type) or NORMAL,
                         user_status(info.user_status) or ENABLE)
-            self.users = {**self.users, name: user}
+            self._set(users={**self.users, name: user})
         return user
 
     def update_user(self, info: UserInfo) -> None:
@@ -122,13 +130,13 @@ class AuthMetadata(JsonConfigFile):
             new = User(old.username, info.password if info.password and info.password.strip()
                        else old.password, user_type(info.user_type) or old.user_type,
                        user_status(info.user_status) or old.status)
-            self.users = {**self.users, new.username: new}
+            self._set(users={**self.users, new.username: new})
 
     def delete_user(self, name: str) -> None:
         """The user and its ACL (a user that does not exist: nothing to do)."""
         with self._lock:
-            self.users = {k: v for k, v in self.users.items() if k != name}
-            self.acls = {k: v for k, v in self.acls.items() if k != subject_key(name)}
+            self._set({k: v for k, v in self.users.items() if k != name},
+                      {k: v for k, v in self.acls.items() if k != subject_key(name)})
 
     def list_users(self, part: str | None) -> list[User]:
         return [u for name, u in sorted(self.users.items()) if not part or part in name]
@@ -154,7 +162,7 @@ class AuthMetadata(JsonConfigFile):
             old = self.acls.get(key)
             acl = Acl(key, [Policy(p.policy_type, list(p.entries)) for p in old.policies] if old else [])
             acl.merge(incoming)
-            self.acls = {**self.acls, key: acl}
+            self._set(acls={**self.acls, key: acl})
 
     def delete_acl(self, subject: str | None, ptype: str | None, resource: str | None) -> None:
         name = subject_name(subject)
@@ -183,7 +191,7 @@ class AuthMetadata(JsonConfigFile):
                     acls[key] = Acl(key, policies)
                 else:
                     del acls[key]
-            self.acls = acls
+            self._set(acls=acls)
 
     def get_acl(self, subject: str | None) -> Acl | None:
         name = subject_name(subject)
@@ -223,5 +231,5 @@ class AuthMetadata(JsonConfigFile):
                 acls[key] = acl_from_info(AclInfo.from_json_obj(raw, f"acls.{key}"), key)
         except (ProtocolError, AuthRefused, AttributeError) as exc:
             raise ConfigError(f"{self.WHAT}: {exc}") from None
-        self.users, self.acls = users, acls
+        self._set(users, acls)
 
