@@ -147,3 +147,28 @@ def test_settings_that_cannot_work_are_refused_at_start(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="initAuthenticationUser"):
         asyncio.run(start())
+
+
+def test_plain_acl_accounts_are_migrated_at_start(tmp_path: Path) -> None:
+    """migrateAuthFromV1Enabled: the accounts of plain_acl.yml become users and ACLs (users that
+    exist already are left as they are), and the checks then use them."""
+    accounts = tmp_path / "plain_acl.yml"
+    accounts.write_text("accounts:\n"
+                        "  - accessKey: v1-writer\n    secretKey: v1-writer-secret\n"
+                        "    defaultTopicPerm: DENY\n    topicPerms: [V1Topic=PUB]\n"
+                        "  - accessKey: ops-admin\n    secretKey: not-its-password\n    admin: true\n")
+    ops = {"access_key": "ops-admin", "secret_key": "ops-admin-secret"}
+
+    async def test(s: Servers) -> None:
+        assert s.broker.auth.users["ops-admin"].password == "ops-admin-secret"  # users stay
+        async with Admin(signed(s, ops)) as admin:
+            await admin.create_topic("V1Topic", read_queue_nums=1, write_queue_nums=1)
+            await admin.create_topic("V1Other", read_queue_nums=1, write_queue_nums=1)
+        writer = signed(s, {"access_key": "v1-writer", "secret_key": "v1-writer-secret"})
+        await send(writer, "V1Topic")
+        await refused(writer, "V1Other", "User:v1-writer has no permission to access Topic:V1Other "
+                      "from 127.0.0.1, the decision is deny.")
+
+    init = '{"username":"ops-admin","password":"ops-admin-secret"}'
+    run_with_servers(tmp_path, test, migrate_auth_from_v1_enabled=True, acl_file=str(accounts),
+                     **{**AUTH, "init_authentication_user": init})

@@ -62,6 +62,8 @@ class BrokerConfig(PropertiesConfig):
     authorization_whitelist: str = _key("authorizationWhitelist", "")
     init_authentication_user: str = _key("initAuthenticationUser", "")  # {"username":..,"password":..}
     inner_client_authentication_credentials: str = _key("innerClientAuthenticationCredentials", "")
+    # at start, make users and ACLs of the plain-ACL accounts (bolideAclFile) that are no users yet
+    migrate_auth_from_v1_enabled: bool = _key("migrateAuthFromV1Enabled", False)
     register_name_server_period_ms: int = _key("registerNameServerPeriod", 30_000)
     register_broker_timeout_ms: int = _key("registerBrokerTimeoutMills", 6000)
     long_polling_enable: bool = _key("longPollingEnable", True)

@@ -11,7 +11,8 @@ import time
 
 from bolide.broker.acl import AclFileWatcher, AclValidator, PlainAcl
 from bolide.broker.auth.checks import AuthHook
-from bolide.broker.auth.metadata import AuthMetadata
+from bolide.broker.auth.metadata import AuthMetadata, AuthRefused
+from bolide.broker.auth.migrate import migrated
 from bolide.broker.auth.setup import initial_users, inner_hooks
 from bolide.broker.clients import ClientManager
 from bolide.broker.config import BrokerConfig
@@ -330,9 +331,11 @@ class BrokerController:
             if user.username not in self.auth.users:
                 self.auth.create_user(user)
                 created.append(user.username)
+        if self.config.migrate_auth_from_v1_enabled:
+            created += self._migrate_plain_acl()
         if created:
             self.auth.persist()
-            log.info("ACL 2.0: created the super users %s", ", ".join(created))
+            log.info("ACL 2.0: created the users %s", ", ".join(created))
         for what, loaded in (("topic configs", self.topics.load()),
                              ("consumer offsets", self.offsets.load()),
                              ("delay offsets", self.delay_offsets.load()),
@@ -341,6 +344,28 @@ class BrokerController:
                              ("subscription groups", self.subscription_groups.load())):
             if not loaded:
                 log.info("no %s to load in %s: starting with none", what, self._store_config.config_dir)
+
+    def _migrate_plain_acl(self) -> list[str]:
+        """Users and ACLs for the plain-ACL accounts that are no users yet (RocketMQ 5.3's
+        migrateAuthFromV1Enabled); an account that cannot be carried over is logged."""
+        try:
+            state = self.acl.state if self.acl is not None else PlainAcl(self.config.acl_file_path()).load()
+        except ConfigError as exc:
+            raise ConfigError(f"migrateAuthFromV1Enabled=true needs the plain-ACL accounts: {exc}") from None
+        created = []
+        for account in state.configs:
+            if not account.access_key or account.access_key in self.auth.users:
+                continue
+            user, acl = migrated(account)
+            try:
+                self.auth.create_user(user)
+                if acl is not None:
+                    self.auth.put_acl(acl, None)
+            except AuthRefused as exc:
+                log.error("ACL 2.0: the plain-ACL account %s cannot be migrated: %s", account.access_key, exc)
+                continue
+            created.append(account.access_key)
+        return created
 
     def _pop_attempts(self, group: str) -> int:
         """Deliveries of a popped message before its group's dead letter queue."""

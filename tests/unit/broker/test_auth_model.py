@@ -192,3 +192,24 @@ def test_metadata_survives_a_reload_and_deletes_cascade(tmp_path: Path) -> None:
     assert [p.policy_type for p in again.acls["User:app"].policies] == ["Custom"]
     again.delete_user("app")
     assert "User:app" not in again.acls and [u.username for u in again.list_users(None)] == ["root"]
+
+
+def test_plain_acl_accounts_migrate_as_rocketmq_migrates_them() -> None:
+    from bolide.broker.auth.migrate import migrated
+    from bolide.protocol.bodies.admin import PlainAccessConfig
+
+    user, acl = migrated(PlainAccessConfig(
+        access_key="orders-svc", secret_key="s3cret", default_topic_perm="DENY",
+        default_group_perm="SUB", topic_perms=["Orders=PUB|SUB", "Audit=SUB"],
+        group_perms=["orders-cg=SUB"]))
+    assert (user.username, user.password, user.user_type) == ("orders-svc", "s3cret", "Normal")
+    assert acl is not None and acl.subject == "User:orders-svc"
+    custom, default = acl.policies  # type: ignore[misc]
+    assert [(e.resource, e.actions, e.decision) for e in custom.entries] == [  # type: ignore[union-attr]
+        ("Topic:Orders", ["Pub", "Sub"], "Allow"), ("Topic:Audit", ["Sub"], "Allow"),
+        ("Group:orders-cg", ["Sub"], "Allow")]
+    assert default.policy_type == "Default" and [(e.resource, e.actions, e.decision)  # type: ignore[union-attr]
+                                                  for e in default.entries] == [
+        ("Topic:*", ["All"], "Deny"), ("Group:*", ["Sub"], "Allow")]
+    admin, none = migrated(PlainAccessConfig(access_key="ops", secret_key="s3cret-ops", admin=True))
+    assert admin.user_type == "Super" and none is None

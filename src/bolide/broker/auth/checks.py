@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from bolide.broker.acl.addresses import host_of
 from bolide.broker.auth.metadata import AuthMetadata, AuthRefused
 from bolide.broker.auth.model import (
     CLUSTER,
@@ -154,11 +155,6 @@ def wanted_resources(request: RemotingCommand, cluster: str) -> Wanted:
     return wanted
 
 
-def _host(remote_addr: str) -> str:
-    host = remote_addr.rsplit(":", 1)[0] if ":" in remote_addr else remote_addr
-    return host.strip("[]")
-
-
 def authenticate(metadata: AuthMetadata, access_key: str | None,
                  signed: Callable[[str], bool]) -> None:
     """RocketMQ's authentication of one request: ``signed(password)`` tells whether it was
@@ -189,7 +185,7 @@ def authorize(metadata: AuthMetadata, access_key: str | None,
     if user.is_super:
         return
     acl = metadata.acls.get(subject)
-    ip = _host(remote_addr)
+    ip = host_of(remote_addr)
     for resource, actions in wanted:
         entry = None if acl is None else deciding_entry(acl, resource, actions, ip)
         if entry is None:
@@ -240,7 +236,7 @@ class AuthHook(RPCHook):
         if self._decided_version != metadata.version or len(self._decided) >= _DECISIONS_KEPT:
             self._decided.clear()
             self._decided_version = metadata.version
-        key = (access_key, wanted, remote_addr)
+        key = (access_key, wanted, host_of(remote_addr))
         refusal = self._decided.get(key)
         if refusal is None:
             try:
