@@ -172,3 +172,36 @@ def test_plain_acl_accounts_are_migrated_at_start(tmp_path: Path) -> None:
     init = '{"username":"ops-admin","password":"ops-admin-secret"}'
     run_with_servers(tmp_path, test, migrate_auth_from_v1_enabled=True, acl_file=str(accounts),
                      **{**AUTH, "init_authentication_user": init})
+
+
+def test_the_spark_source_reads_with_what_the_docs_grant(tmp_path: Path) -> None:
+    """The ``rocketmq`` data source's broker calls (:class:`bolide.spark.cluster.Cluster`, no
+    Spark needed) as a user with Sub and Get on the topic and Sub on Group:TOOLS_CONSUMER, the
+    group its reads pull as (docs/pipeline.md); without the group entry the pulls are refused."""
+    pytest.importorskip("pyarrow")
+    from bolide.spark.cluster import Cluster
+    from bolide.spark.offsets import QueueRange
+
+    reader = {"access_key": "reader", "secret_key": "reader-secret"}
+
+    def read(config: ClientConfig) -> int:
+        with Cluster(config) as cluster:
+            (key,) = cluster.queues(["SparkAuth2"])
+            low, high = cluster.bounds([key])[key]
+            part = QueueRange(*key, low, high)
+            return sum(batch.num_rows for batch in cluster.read_batches(part))
+
+    async def test(s: Servers) -> None:
+        async with Admin(signed(s, ROOT)) as admin:
+            await admin.create_topic("SparkAuth2", read_queue_nums=1, write_queue_nums=1)
+            await admin.create_user("reader", "reader-secret")
+            await admin.put_acl("User:reader", ["Topic:SparkAuth2"], ["Sub", "Get"])
+        for _ in range(3):
+            await send(signed(s, ROOT), "SparkAuth2")
+        with pytest.raises(AuthRefusedError, match="Group:TOOLS_CONSUMER"):
+            await asyncio.to_thread(read, signed(s, reader))
+        async with Admin(signed(s, ROOT)) as admin:
+            await admin.put_acl("User:reader", ["Group:TOOLS_CONSUMER"], ["Sub"])
+        assert await asyncio.to_thread(read, signed(s, reader)) == 3
+
+    run_with_servers(tmp_path, test, **AUTH)
