@@ -6,6 +6,7 @@ the refusals, and the broker's own client signing with ``innerClientAuthenticati
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import ha_cluster
@@ -203,5 +204,33 @@ def test_the_spark_source_reads_with_what_the_docs_grant(tmp_path: Path) -> None
         async with Admin(signed(s, ROOT)) as admin:
             await admin.put_acl("User:reader", ["Group:TOOLS_CONSUMER"], ["Sub"])
         assert await asyncio.to_thread(read, signed(s, reader)) == 3
+
+    run_with_servers(tmp_path, test, **AUTH)
+
+
+def test_users_and_acls_copy_from_one_broker_to_another(tmp_path: Path) -> None:
+    """Users and ACLs belong to one broker: copyUser and copyAcl carry them to another (the
+    second through the CLI, signed as the super user both brokers were started with)."""
+    from click.testing import CliRunner
+
+    from bolide.cli.main import cli
+
+    async def test(a: Servers) -> None:
+        async with running_servers(tmp_path / "b", **AUTH) as b:
+            async with Admin(signed(a, ROOT)) as admin:
+                await admin.create_user("app", "app-secret")
+                await admin.create_user("other", "other-secret")
+                await admin.put_acl("User:app", ["Topic:T"], ["Pub"])
+                assert await admin.copy_users(a.broker_addr, b.broker_addr, ["app"]) == ["app"]
+                assert await admin.get_user("other", broker_addr=b.broker_addr) is None
+            env = {"BOLIDE_ACCESS_KEY": ROOT["access_key"], "BOLIDE_SECRET_KEY": ROOT["secret_key"]}
+            result = await asyncio.to_thread(CliRunner().invoke, cli, [
+                "admin", "copyAcl", "-n", a.namesrv_addr, "-f", a.broker_addr, "-t", b.broker_addr,
+                "--output", "json"], env=env)
+            assert result.exit_code == 0, result.output
+            assert json.loads(result.stdout)["subjects"] == ["User:app"]
+            copied = b.broker.auth
+            assert copied.users["app"].password == "app-secret"
+            assert copied.acls["User:app"].policies[0].entries[0].resource.key == "Topic:T"
 
     run_with_servers(tmp_path, test, **AUTH)

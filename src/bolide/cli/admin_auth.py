@@ -184,5 +184,31 @@ def list_acl(namesrv: str, output: str, broker_addr: str | None, cluster: str | 
         subject_part, resource_part, broker_addr=broker_addr, cluster=cluster)))
 
 
+@click.command("copyUser")
+@admin_options
+@click.option("-f", "--from-broker", required=True, help="The broker to copy from (host:port).")
+@click.option("-t", "--to-broker", required=True, help="The broker to copy to (host:port).")
+@click.option("-u", "--usernames", help="Comma-separated users (default: all of them).")
+def copy_user(namesrv: str, output: str, from_broker: str, to_broker: str, usernames: str | None) -> None:
+    """Copy users, passwords included, from one broker to another (users are per broker)."""
+    names = with_admin(namesrv, lambda admin: admin.copy_users(
+        from_broker, to_broker, _list(usernames) if usernames else None))
+    emit(output, {"from": from_broker, "to": to_broker, "usernames": names},
+         table(f"Users copied from {from_broker} to {to_broker}", ["username"], ([n] for n in names)))
+
+
+@click.command("copyAcl")
+@admin_options
+@click.option("-f", "--from-broker", required=True, help="The broker to copy from (host:port).")
+@click.option("-t", "--to-broker", required=True, help="The broker to copy to (host:port).")
+@click.option("-s", "--subjects", help="Comma-separated User:<name> (default: every ACL).")
+def copy_acl(namesrv: str, output: str, from_broker: str, to_broker: str, subjects: str | None) -> None:
+    """Copy ACLs from one broker to another, merged into the target's (its users must exist)."""
+    copied = with_admin(namesrv, lambda admin: admin.copy_acls(
+        from_broker, to_broker, _list(subjects) if subjects else None))
+    emit(output, {"from": from_broker, "to": to_broker, "subjects": copied},
+         table(f"ACLs copied from {from_broker} to {to_broker}", ["subject"], ([s] for s in copied)))
+
+
 COMMANDS = [create_user, update_user, delete_user, get_user, list_user, create_acl, update_acl,
-            delete_acl, get_acl, list_acl]
+            delete_acl, get_acl, list_acl, copy_user, copy_acl]

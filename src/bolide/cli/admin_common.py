@@ -54,7 +54,7 @@ def connection_options(fn: F) -> F:
     return click.option("--access-key", envvar="BOLIDE_ACCESS_KEY", expose_value=False,
                         callback=_remember,
                         help="Sign every request with this plain-ACL account (brokers with "
-                             "aclEnable=true); env BOLIDE_ACCESS_KEY.")(fn)
+                             "aclEnable=true) or ACL 2.0 user; env BOLIDE_ACCESS_KEY.")(fn)
 
 
 def client_config(namesrv: str) -> str | ClientConfig:

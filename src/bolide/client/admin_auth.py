@@ -121,3 +121,31 @@ class AuthAdminCalls:
         if not response.body:
             return []
         return [AclInfo.from_json_obj(item) for item in fastjson.loads(response.body_bytes()) or []]
+
+    async def copy_users(self, from_addr: str, to_addr: str,
+                         usernames: Iterable[str] | None = None) -> list[str]:
+        """Copy users (all, or those named) from one broker to another, passwords included,
+        creating or updating them there (mqadmin copyUser); returns the names copied."""
+        wanted = None if usernames is None else set(usernames)
+        users = [u for u in await self.list_users(broker_addr=from_addr)
+                 if wanted is None or u.username in wanted]
+        for user in users:
+            name = user.username or ""
+            exists = await self.get_user(name, broker_addr=to_addr) is not None
+            code = RequestCode.AUTH_UPDATE_USER if exists else RequestCode.AUTH_CREATE_USER
+            await self._call(to_addr, code, UserRequestHeader(username=name), f"copyUser {name!r}",
+                             body=user.encode())
+        return [u.username or "" for u in users]
+
+    async def copy_acls(self, from_addr: str, to_addr: str,
+                        subjects: Iterable[str] | None = None) -> list[str]:
+        """Copy ACLs (all, or those of the subjects named) from one broker to another, merged
+        into the target's (mqadmin copyAcl); the users must exist there. Returns the subjects."""
+        wanted = None if subjects is None else set(subjects)
+        acls = [a for a in await self.list_acls(broker_addr=from_addr)
+                if wanted is None or a.subject in wanted]
+        for acl in acls:
+            subject = acl.subject or ""
+            await self._call(to_addr, RequestCode.AUTH_UPDATE_ACL, AclRequestHeader(subject=subject),
+                             f"copyAcl {subject!r}", body=acl.encode())
+        return [a.subject or "" for a in acls]

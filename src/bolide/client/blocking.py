@@ -567,6 +567,14 @@ class Admin(_Blocking[_admin.Admin]):
                   **kwargs: Any) -> list[AclInfo]:
         return self._run(lambda c: c.list_acls(subject_part, resource_part, **kwargs))
 
+    def copy_users(self, from_addr: str, to_addr: str, usernames: Iterable[str] | None = None) -> list[str]:
+        names = None if usernames is None else list(usernames)
+        return self._run(lambda c: c.copy_users(from_addr, to_addr, names))
+
+    def copy_acls(self, from_addr: str, to_addr: str, subjects: Iterable[str] | None = None) -> list[str]:
+        chosen = None if subjects is None else list(subjects)
+        return self._run(lambda c: c.copy_acls(from_addr, to_addr, chosen))
+
     def online_consumers(self, group: str, topic: str) -> list[str]:
         return self._run(lambda c: c.online_consumers(group, topic))
 
