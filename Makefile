@@ -21,7 +21,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy --ignore-missing-imports --follow-imports=silent --disallow-untyped-defs \
 		--disallow-incomplete-defs src/bolide/client src/bolide/broker/proxy src/bolide/broker/pop.py \
-		src/bolide/broker/processors/pop.py src/bolide/broker/processors/assignment.py \
+		src/bolide/broker/processors/pop.py src/bolide/broker/processors/assignment.py src/bolide/broker/namesrv_route.py \
 		src/bolide/protocol/pop_info.py src/bolide/broker/auth src/bolide/broker/processors/auth_admin.py \
 		src/bolide/protocol/bodies/auth.py src/bolide/protocol/headers/auth.py
 

@@ -32,6 +32,10 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
  * message "recalled" is recalled before it is due. Prints
  * tab-separated lines: SENT id; SIMPLE body tag keys seq attempt id; AGAIN body attempt;
  * FIFO body; PUSH body attempt receivedMs; CHECKED body; DUE ms; DONE.
+ *
+ * <p>{@code cluster HOST:PORT TOPIC COUNT}: a producer sends COUNT messages to TOPIC (served by
+ * several brokers; the client is given one broker's endpoint), then push consumer cluster_g
+ * consumes them. Prints CSENT body; CGOT body; DONE.
  */
 public final class BolideGrpcClient {
     private static final ClientServiceProvider PROVIDER = ClientServiceProvider.loadService();
@@ -59,9 +63,46 @@ public final class BolideGrpcClient {
         return PROVIDER.newMessageBuilder().setTopic(topic).setBody(body.getBytes(StandardCharsets.UTF_8));
     }
 
+    private static void cluster(String endpoint, String topic, int count) throws Exception {
+        ClientConfiguration config = ClientConfiguration.newBuilder().setEndpoints(endpoint).enableSsl(false)
+            .setRequestTimeout(Duration.ofSeconds(5)).build();
+        Producer producer = PROVIDER.newProducerBuilder().setClientConfiguration(config).setTopics(topic).build();
+        for (int i = 0; i < count; i++) {
+            producer.send(message(topic, "c" + i).build());
+            print("CSENT", "c" + i);
+        }
+        producer.close();
+        Set<String> got = ConcurrentHashMap.newKeySet();
+        Object done = new Object();
+        PushConsumer push = PROVIDER.newPushConsumerBuilder().setClientConfiguration(config).setConsumerGroup("cluster_g")
+            .setSubscriptionExpressions(Collections.singletonMap(topic, FilterExpression.SUB_ALL)).setMessageListener(view -> {
+                String body = text(view.getBody());
+                print("CGOT", body);
+                got.add(body);
+                if (got.size() >= count) {
+                    synchronized (done) {
+                        done.notifyAll();
+                    }
+                }
+                return ConsumeResult.SUCCESS;
+            }).build();
+        long until = System.currentTimeMillis() + 60_000;
+        synchronized (done) {
+            while (got.size() < count && System.currentTimeMillis() < until) {
+                done.wait(500);
+            }
+        }
+        print("DONE");
+        System.exit(0);  // not push.close(): it waits for the long polls in flight
+    }
+
     public static void main(String[] args) throws Exception {
+        if (args.length == 4 && "cluster".equals(args[0])) {
+            cluster(args[1], args[2], Integer.parseInt(args[3]));
+            return;
+        }
         if (args.length < 2 || !"scenario".equals(args[0])) {
-            System.err.println("usage: BolideGrpcClient scenario HOST:PORT [tls]");
+            System.err.println("usage: BolideGrpcClient scenario HOST:PORT [tls] | cluster HOST:PORT TOPIC COUNT");
             System.exit(2);
         }
         boolean tls = args.length > 2 && "tls".equals(args[2]); // the client's default; plain otherwise

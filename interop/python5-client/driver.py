@@ -14,6 +14,10 @@ endpoint, as a command-line driver for the interop tests. Prints one JSON docume
         - simple consumer fifo_g receives F5 and acknowledges in the order it gets them;
         - push consumer push_g consumes D5 and X5 (failing "retry-me" once): the delay message
           at its time, the committed and the checked transactions, never the rolled back one.
+    python driver.py cluster HOST:PORT TOPIC COUNT
+        a producer sends COUNT messages to TOPIC (served by several brokers; the client is given
+        one broker's endpoint), then simple consumer cluster_g receives and acknowledges them
+        all: {"sent": [...], "received": [...]} (the bodies).
 """
 
 from __future__ import annotations
@@ -197,12 +201,44 @@ def scenario(endpoint: str) -> dict:
     return result
 
 
+def cluster(endpoint: str, topic: str, count: int) -> dict:
+    from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+
+    config = ClientConfiguration(endpoint, Credentials(), request_timeout=5)
+    sent = []
+    producer = Producer(config, (topic,))
+    producer.startup()
+    try:
+        for i in range(count):
+            m = Message()
+            m.topic, m.body = topic, f"c{i}".encode()
+            producer.send(m)
+            sent.append(m.body.decode())
+    finally:
+        producer.shutdown()
+    received: list[str] = []
+    consumer = SimpleConsumer(config, "cluster_g", {topic: FilterExpression()}, await_duration=2)
+    consumer.startup()
+    try:
+        deadline = time.monotonic() + 60
+        while len(set(received)) < count and time.monotonic() < deadline:
+            for m in consumer.receive(32, 30) or []:
+                received.append(m.body.decode())
+                consumer.ack(m)
+    finally:
+        consumer.shutdown()
+    return {"sent": sent, "received": received}
+
+
 def main() -> int:
     if sys.argv[1:2] == ["descriptors"]:
         print(json.dumps(descriptors(sys.argv[2:])))
         return 0
     if sys.argv[1:2] == ["scenario"] and len(sys.argv) == 3:
         print(json.dumps(scenario(sys.argv[2])))
+        return 0
+    if sys.argv[1:2] == ["cluster"] and len(sys.argv) == 5:
+        print(json.dumps(cluster(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
         return 0
     print(__doc__, file=sys.stderr)
     return 2

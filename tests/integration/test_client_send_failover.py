@@ -5,21 +5,18 @@ is retried on the other; a send that gets no answer in time raises SendTimeoutEr
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from bolide.broker import BrokerConfig, BrokerController
 from bolide.client import Admin, Message, Producer, SendStatus, SendTimeoutError
 from bolide.protocol import RemotingCommand
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.remoting import RemotingClient
 from bolide.remoting.processor import ProcessorTable, RequestContext
-from bolide.store import StoreConfig
-from bolide.testing.servers import Servers, running_servers
+from bolide.testing.servers import another_broker, running_servers
 
 TIMEOUT = 30.0
 TOPIC = "Failover"
@@ -37,21 +34,6 @@ async def wait_until(predicate: Callable[[], Awaitable[bool]], timeout: float = 
     async with asyncio.timeout(timeout):
         while not await predicate():
             await asyncio.sleep(0.02)
-
-
-@asynccontextmanager
-async def second_broker(s: Servers, root: Path) -> AsyncIterator[BrokerController]:
-    """broker-b in the cluster of ``s`` (whose broker is broker-a)."""
-    config = BrokerConfig(namesrv_addr=s.namesrv_addr, listen_port=0, bind_address="127.0.0.1",
-                          broker_ip1="127.0.0.1", broker_name="broker-b")
-    store = StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=1024 * 1024,
-                        mapped_file_size_consume_queue=1000 * 20)
-    broker = BrokerController(config, store)
-    await broker.start()
-    try:
-        yield broker
-    finally:
-        await broker.close()
 
 
 @dataclass
@@ -92,7 +74,7 @@ async def refuse_writes(addr: str) -> None:
 @pytest.mark.parametrize("failure", ["broker down", "broker read-only"])
 def test_send_is_retried_on_the_other_broker(tmp_path: Path, failure: str) -> None:
     async def test() -> None:
-        async with (running_servers(tmp_path / "a") as s, second_broker(s, tmp_path / "b") as b,
+        async with (running_servers(tmp_path / "a") as s, another_broker(s, tmp_path / "b") as b,
                     Admin(s.namesrv_addr) as admin):
             await admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
             assert len(await admin.master_addrs()) == 2

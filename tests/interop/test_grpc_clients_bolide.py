@@ -35,7 +35,7 @@ from bolide.store.topic_config import SubscriptionGroupConfig
 from bolide.testing.nodeclient import node_client_command, node_env
 from bolide.testing.pyclient5 import python5_command, python5_env
 from bolide.testing.rocketmq import RocketMQProxy, RocketMQUnavailable, grpc_java_client_command
-from bolide.testing.servers import Servers, running_servers
+from bolide.testing.servers import Servers, another_broker, running_servers
 from conftest import unavailable, wait_until
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
@@ -181,6 +181,49 @@ def test_the_python_client_speaks_bolides_wire_definitions(tmp_path: Path) -> No
 def test_python_client_producer_simple_and_push_consumers(tmp_path: Path) -> None:
     out = run_scenario(tmp_path, python_client(), python5_env(tmp_path / "home"))
     check_scenario(json.loads(out.strip().splitlines()[-1]))
+
+
+def across_two_brokers(tmp_path: Path, command: list[str], env: dict[str, str] | None, count: int) -> str:
+    """A driver's ``cluster`` run against two brokers of one cluster, each with its gRPC endpoint,
+    given broker-a's alone: its output, once both brokers are checked to hold some of the
+    ``count`` messages of the topic C5 (so the client's route named broker-b's endpoint)."""
+
+    async def main() -> str:
+        async with (running_servers(tmp_path / "a", grpc_server_port=0) as s,
+                    another_broker(s, tmp_path / "b", grpc_server_port=0) as b):
+            async with Admin(s.namesrv_addr) as admin:
+                await admin.create_topic("C5", read_queue_nums=2, write_queue_nums=2)
+                async with asyncio.timeout(15):
+                    while len((await admin.topic_route("C5")).queue_datas) < 2:
+                        await asyncio.sleep(0.05)
+            assert s.broker.grpc is not None
+            endpoint = f"127.0.0.1:{s.broker.grpc.port}"
+            out = await drive([*command, "cluster", endpoint, "C5", str(count)], tmp_path / "driver.log", env)
+            per_broker = []
+            for broker in (s.broker, b):
+                assert await asyncio.to_thread(broker.store.wait_dispatched, 10)
+                per_broker.append(sum(broker.store.get_max_offset_in_queue("C5", q) for q in range(2)))
+            assert sum(per_broker) == count and min(per_broker) > 0, per_broker
+            return out
+
+    return asyncio.run(main())
+
+
+def test_python_client_uses_every_broker_from_one_endpoint(tmp_path: Path) -> None:
+    """Sends go to the queues of both brokers, a simple consumer receives from both."""
+    out = across_two_brokers(tmp_path, python_client(), python5_env(tmp_path / "home"), 24)
+    result = json.loads(out.strip().splitlines()[-1])
+    assert sorted(result["sent"]) == sorted(f"c{i}" for i in range(24))
+    assert set(result["received"]) == set(result["sent"])
+
+
+def test_java_client_uses_every_broker_from_one_endpoint(tmp_path: Path) -> None:
+    """Sends go to the queues of both brokers, a push consumer consumes from both."""
+    out = across_two_brokers(tmp_path, java_client(tmp_path / "home"), None, 24)
+    rows = [line.split("\t") for line in out.splitlines()]
+    sent = {row[1] for row in rows if row[0] == "CSENT"}
+    assert sent == {f"c{i}" for i in range(24)} and ["DONE"] in rows
+    assert {row[1] for row in rows if row[0] == "CGOT"} == sent
 
 
 def test_java_client_producer_simple_and_push_consumers(tmp_path: Path) -> None:

@@ -56,3 +56,23 @@ async def running_servers(store_dir: str | Path, *, store_options: dict[str, Any
             await broker.close()
     finally:
         await namesrv.close()
+
+
+@asynccontextmanager
+async def another_broker(s: Servers, store_dir: str | Path, broker_name: str = "broker-b", *,
+                         tls: TlsServerConfig | None = None,
+                         **broker_options: Any) -> AsyncIterator[BrokerController]:
+    """Another broker (``broker_name``) in the cluster of ``s``, registered with its NameServer,
+    on ports chosen by the OS; ``broker_options`` override BrokerConfig fields, ``tls`` its TLS
+    settings. Closed on exit."""
+    config = BrokerConfig(namesrv_addr=s.namesrv_addr, listen_port=0, bind_address="127.0.0.1",
+                          broker_ip1="127.0.0.1", ha_listen_port=0,
+                          broker_name=broker_name).replace(**broker_options)
+    store_config = StoreConfig(store_path_root_dir=str(store_dir), mapped_file_size_commit_log=1024 * 1024,
+                               mapped_file_size_consume_queue=1000 * 20)
+    broker = BrokerController(config, store_config, tls)
+    await broker.start()
+    try:
+        yield broker
+    finally:
+        await broker.close()

@@ -156,8 +156,12 @@ class AdminProcessor:
     # -- broker configuration -------------------------------------------------------------------
     def get_broker_config(self, request: RemotingCommand) -> RemotingCommand:
         """The broker's and the store's settings as ``key=value`` lines; ext ``version``. The
-        store's copy goes last: its ``listenPort`` is the bound port (``listenPort=0`` picks one)."""
+        store's copy goes last: its ``listenPort`` is the bound port (``listenPort=0`` picks one);
+        ``grpcServerPort`` too is the bound one (other brokers' gRPC routes point there)."""
         props = config_properties(self.broker.config, self.broker.store.config)
+        grpc = self.broker.grpc
+        if grpc is not None and grpc.port > 0:
+            props["grpcServerPort"] = str(grpc.port)
         text = "".join(f"{key}={value}\n" for key, value in sorted(props.items()))
         answer = GetBrokerConfigResponseHeader(version=self.config_version.encode().decode())
         return request.make_response(header=answer, body=text.encode())

@@ -13,9 +13,9 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from bolide.broker.namesrv_route import route_from_namesrv
 from bolide.broker.topic_config import PERM_READ
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
-from bolide.errors import ProtocolError, RemotingError
 from bolide.protocol.allocate import AllocateStrategy, allocate_averagely, allocate_by_circle
 from bolide.protocol.bodies.client import BROADCASTING, MessageQueue
 from bolide.protocol.bodies.pop import (
@@ -26,10 +26,8 @@ from bolide.protocol.bodies.pop import (
     QueryAssignmentResponseBody,
     SetMessageRequestModeRequestBody,
 )
-from bolide.protocol.bodies.route import TopicRouteData
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
-from bolide.protocol.headers import GetRouteInfoRequestHeader
 from bolide.remoting import RequestContext
 
 if TYPE_CHECKING:
@@ -38,7 +36,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STRATEGIES: dict[str, AllocateStrategy] = {"AVG": allocate_averagely, "AVG_BY_CIRCLE": allocate_by_circle}
-ROUTE_TIMEOUT_MS = 3000
 
 
 def allocate_for_pop(
@@ -149,7 +146,7 @@ class AssignmentProcessor:
 
     async def _queues(self, topic: str) -> list[MessageQueue]:
         """The readable queues of every broker serving ``topic``, sorted."""
-        route = await self._route(topic)
+        route = await route_from_namesrv(self.broker, topic)
         if route is not None:
             return sorted(
                 MessageQueue(topic, qd.broker_name, i)
@@ -161,16 +158,3 @@ class AssignmentProcessor:
         if tc is None or not tc.perm & PERM_READ:
             return []
         return [MessageQueue(topic, self.broker.config.broker_name, i) for i in range(tc.read_queue_nums)]
-
-    async def _route(self, topic: str) -> TopicRouteData | None:
-        broker = self.broker
-        header = GetRouteInfoRequestHeader(topic=topic)
-        request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, header)
-        for addr in broker.config.namesrv_addrs:
-            try:
-                response = await broker.namesrv_client.invoke(addr, request, ROUTE_TIMEOUT_MS)
-                if response.code == ResponseCode.SUCCESS:
-                    return TopicRouteData.decode(response.body_bytes())
-            except (RemotingError, ProtocolError) as exc:
-                log.info("QUERY_ASSIGNMENT: the route of %s from NameServer %s failed: %s", topic, addr, exc)
-        return None

@@ -21,6 +21,7 @@ from google.protobuf.message import DecodeError
 from bolide.broker.proxy.auth import authorize, authorize_v2
 from bolide.broker.proxy.call import Call, call_of
 from bolide.broker.proxy.clients import GrpcClients, settings_reply
+from bolide.broker.proxy.cluster import ClusterRoutes
 from bolide.broker.proxy.consumer import GrpcConsumer, orderly
 from bolide.broker.proxy.convert import Refused, status
 from bolide.broker.proxy.producer import GrpcProducer
@@ -58,6 +59,7 @@ class GrpcEndpoint:
         self.producer = GrpcProducer(broker)
         self.consumer = GrpcConsumer(broker, self.pop)
         self.clients.on_check = self.producer.remember_half
+        self.cluster = ClusterRoutes(broker, lambda: self.port)
         self._server: grpc.aio.Server | None = None
 
     async def start(self) -> GrpcEndpoint:
@@ -92,12 +94,13 @@ class GrpcEndpoint:
         if self._server is not None:
             server, self._server = self._server, None
             await server.stop(grace=1.0)
+        await self.cluster.close()
 
     # -- the handler table ----------------------------------------------------------------
     def _handlers(self) -> dict[str, grpc.RpcMethodHandler]:
         producer, consumer, broker = self.producer, self.consumer, self.broker
         unary: dict[str, Unary] = {  # each takes <name>Request and answers <name>Response
-            "QueryRoute": _sync(functools.partial(query_route, broker)),
+            "QueryRoute": functools.partial(query_route, broker, self.cluster),
             "Heartbeat": self._heartbeat,
             "SendMessage": producer.send,
             "QueryAssignment": self._query_assignment,
@@ -184,7 +187,7 @@ class GrpcEndpoint:
         self, call: Any, request: pb.QueryAssignmentRequest
     ) -> pb.QueryAssignmentResponse:
         _, settings = self.consumer.group(call, request.group)
-        return query_assignment(self.broker, call, request, orderly(settings))
+        return await query_assignment(self.broker, self.cluster, call, request, orderly(settings))
 
     def _settings_reply(self, settings: pb.Settings, call: Any) -> pb.TelemetryCommand:
         fifo, attempts = False, 17
