@@ -54,6 +54,7 @@ from bolide.broker.schedule import ScheduleService
 from bolide.broker.stats import BrokerStats
 from bolide.broker.subscription_groups import SubscriptionGroupManager
 from bolide.broker.timer_recall import TimerRecalls
+from bolide.broker.timer_takeover import TakeoverMark, TakeoverRefused, TakeoverReport, take_over_timer_wheel
 from bolide.broker.topic_attributes import TopicAttributeError, retention_hours
 from bolide.broker.topic_config import TopicConfigManager
 from bolide.broker.transaction import TransactionalMessages, TransactionCheckService
@@ -158,6 +159,7 @@ class BrokerController:
         self._pull_holds: PullHoldService | None = None
         self._pop: PopService | None = None
         self.schedule: ScheduleService | None = None
+        self.timer_takeover: TakeoverReport | None = None  # RocketMQ's waiting timer messages
         self._delay_persister: ConfigPersister | None = None
         self.registration: BrokerRegistration | None = None
         self.grpc: GrpcEndpoint | None = None
@@ -247,6 +249,7 @@ class BrokerController:
                                                 self.config.flush_delay_offset_interval_ms / 1000)
         self._delay_persister.start()
         if self.role is not BrokerRole.SLAVE:  # a slave replays the master's deliveries
+            await self._take_over_timer_wheel(store)
             self.schedule.start()
         ha_addr = await self._start_ha(store)
         for processor in (SendProcessor(self), PullProcessor(self), ConsumerProcessor(self),
@@ -344,6 +347,16 @@ class BrokerController:
                              ("subscription groups", self.subscription_groups.load())):
             if not loaded:
                 log.info("no %s to load in %s: starting with none", what, self._store_config.config_dir)
+
+    async def _take_over_timer_wheel(self, store: MessageStore) -> None:
+        """Timer messages a RocketMQ 5 broker left waiting in this store go into the delay
+        levels (:mod:`bolide.broker.timer_takeover`)."""
+        mark = TakeoverMark(self._store_config.config_dir / TakeoverMark.FILE_NAME)
+        mark.load()
+        try:
+            self.timer_takeover = await take_over_timer_wheel(store, mark)
+        except TakeoverRefused as exc:
+            log.error("%s", exc)
 
     def _migrate_plain_acl(self) -> list[str]:
         """Users and ACLs for the plain-ACL accounts that are no users yet (RocketMQ 5.3's

@@ -44,10 +44,10 @@ async def running_servers(store_dir: str | Path, *, store_options: dict[str, Any
         config = BrokerConfig(namesrv_addr=f"127.0.0.1:{namesrv.port}", listen_port=0,
                               bind_address="127.0.0.1", broker_ip1="127.0.0.1",
                               ha_listen_port=0).replace(**broker_options)
-        store_config = StoreConfig(store_path_root_dir=str(store_dir),
-                                   mapped_file_size_commit_log=1024 * 1024,
-                                   mapped_file_size_consume_queue=1000 * 20,
-                                   **(store_options or {}))
+        store_config = StoreConfig(**{"store_path_root_dir": str(store_dir),
+                                      "mapped_file_size_commit_log": 1024 * 1024,
+                                      "mapped_file_size_consume_queue": 1000 * 20,
+                                      **(store_options or {})})
         broker = BrokerController(config, store_config, tls)
         await broker.start()
         try:
