@@ -35,6 +35,13 @@ class BrokerConfig(PropertiesConfig):
     default_message_request_mode: str = _key("defaultMessageRequestMode", "PULL")
     default_pop_share_queue_num: int = _key("defaultPopShareQueueNum", -1)
     bind_address: str = _key("bolideBindAddress", "0.0.0.0")
+    # RocketMQ 5's metrics: PROM (or 2) serves Prometheus' text on metricsPromExporterPort;
+    # DISABLE (0) none. OTLP_GRPC and LOG are RocketMQ's other exporters, not offered here.
+    metrics_exporter_type: str = _key("metricsExporterType", "DISABLE")
+    metrics_prom_exporter_host: str = _key("metricsPromExporterHost", "")  # "": brokerIP1
+    metrics_prom_exporter_port: int = _key("metricsPromExporterPort", 5557)
+    metrics_label: str = _key("metricsLabel", "")  # more labels on every series: "k1:v1,k2:v2"
+    metrics_otel_cardinality_limit: int = _key("metricsOtelCardinalityLimit", 50_000)
     broker_permission: int = _key("brokerPermission", 6)
     auto_create_topic_enable: bool = _key("autoCreateTopicEnable", True)
     default_topic_queue_nums: int = _key("defaultTopicQueueNums", 8)
@@ -98,6 +105,16 @@ class BrokerConfig(PropertiesConfig):
     # a slave copies its master's topics, offsets and groups this often (4.9.x: every 10 s)
     slave_sync_interval_ms: int = _key("bolideSlaveSyncInterval", 10_000)
 
+    def metrics_exporter(self) -> str:
+        """metricsExporterType by name (RocketMQ takes its ordinal too)."""
+        names = ("DISABLE", "OTLP_GRPC", "PROM", "LOG")
+        value = self.metrics_exporter_type.strip().upper()
+        return names[int(value)] if value.isdecimal() and int(value) < len(names) else value
+
+    def metrics_labels(self) -> dict[str, str]:
+        """metricsLabel's pairs."""
+        return dict(pair.split(":", 1) for pair in self.metrics_label.split(",") if pair)
+
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort={self.listen_port} is out of range; use 0 to 65535")
@@ -119,6 +136,18 @@ class BrokerConfig(PropertiesConfig):
         if self.ha_transfer_batch_size <= 0 or self.ha_send_heartbeat_interval_ms <= 0:
             raise ConfigError("haTransferBatchSize and haSendHeartbeatInterval must be positive; "
                               "RocketMQ uses 32768 (bytes) and 5000 (ms)")
+        if self.metrics_exporter() not in ("DISABLE", "PROM", "OTLP_GRPC", "LOG"):
+            raise ConfigError(f"metricsExporterType={self.metrics_exporter_type} is none of DISABLE, "
+                              "PROM, OTLP_GRPC, LOG (or 0 to 3)")
+        if not 0 <= self.metrics_prom_exporter_port <= 65535:
+            raise ConfigError(f"metricsPromExporterPort={self.metrics_prom_exporter_port} is out of "
+                              "range; use 0 to 65535 (RocketMQ uses 5557)")
+        if self.metrics_otel_cardinality_limit <= 0:
+            raise ConfigError("metricsOtelCardinalityLimit must be positive; RocketMQ uses 50000")
+        for pair in filter(None, self.metrics_label.split(",")):
+            if pair.count(":") != 1 or not all(pair.split(":")):
+                raise ConfigError(f"metricsLabel pair {pair!r} is not key:value; write "
+                                  "metricsLabel=k1:v1,k2:v2")
         if self.filter_server_nums != 0:
             raise ConfigError("filterServerNums must be 0: Bolide has no filter servers; use tag "
                               "expressions")

@@ -23,6 +23,9 @@ from bolide.broker.ha.slave_sync import SlaveSync
 from bolide.broker.housekeeping import ClientHousekeeping
 from bolide.broker.long_polling import PullHoldService
 from bolide.broker.loop_lag import LoopLagMonitor
+from bolide.broker.metrics.collect import BrokerMetrics
+from bolide.broker.metrics.exposition import render
+from bolide.broker.metrics.http import MetricsEndpoint
 from bolide.broker.persistence import ConfigPersister
 from bolide.broker.pop import PopService
 from bolide.broker.processors.acl_admin import AclAdminProcessor
@@ -163,6 +166,8 @@ class BrokerController:
         self._delay_persister: ConfigPersister | None = None
         self.registration: BrokerRegistration | None = None
         self.grpc: GrpcEndpoint | None = None
+        self.metrics: BrokerMetrics | None = None  # counting while metricsExporterType=PROM
+        self.metrics_endpoint: MetricsEndpoint | None = None
         self.transactions = TransactionalMessages(self)
         self.transaction_check = TransactionCheckService(self, self.transactions)
 
@@ -274,6 +279,7 @@ class BrokerController:
                 self.grpc = None
                 await self.close()
                 raise
+        await self._start_metrics()
         self.registration = BrokerRegistration(self.config, self.topics, self.namesrv_client,
                                                self.broker_addr, ha_addr)
         if self.ha_slave is not None:
@@ -347,6 +353,26 @@ class BrokerController:
                              ("subscription groups", self.subscription_groups.load())):
             if not loaded:
                 log.info("no %s to load in %s: starting with none", what, self._store_config.config_dir)
+
+    async def _start_metrics(self) -> None:
+        """Prometheus' endpoint with RocketMQ 5's metrics (metricsExporterType=PROM)."""
+        config = self.config
+        exporter = config.metrics_exporter()
+        if exporter in ("OTLP_GRPC", "LOG"):
+            log.warning("metricsExporterType=%s is not offered: set PROM to serve Prometheus' text on "
+                        "metricsPromExporterPort (%d)", exporter, config.metrics_prom_exporter_port)
+        if exporter != "PROM":
+            return
+        metrics = BrokerMetrics(self, config.metrics_otel_cardinality_limit, config.metrics_labels())
+        endpoint = MetricsEndpoint(lambda: render(metrics.families()),
+                                   config.metrics_prom_exporter_host or config.broker_ip1,
+                                   config.metrics_prom_exporter_port)
+        try:
+            await endpoint.start()
+        except BaseException:
+            await self.close()
+            raise
+        self.metrics, self.metrics_endpoint = metrics, endpoint
 
     async def _take_over_timer_wheel(self, store: MessageStore) -> None:
         """Timer messages a RocketMQ 5 broker left waiting in this store go into the delay
@@ -460,6 +486,8 @@ class BrokerController:
             self._pop.close()
         if self.grpc is not None:
             await self.grpc.close()
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.close()
         await self.server.close()
         if self.fast_server is not None:
             await self.fast_server.close()

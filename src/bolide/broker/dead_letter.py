@@ -33,4 +33,6 @@ def store_dead_letter(broker: BrokerController, group: str, msg: MessageExt) -> 
         reconsume_times=msg.reconsume_times,
         wait_store=False,
     )
+    if result.ok and broker.metrics is not None:
+        broker.metrics.on_dead_letter(group, msg.topic)
     return result.ok

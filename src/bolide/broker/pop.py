@@ -164,6 +164,11 @@ class PopService:
         self.in_flight = 0
         self.dead_lettered = 0
 
+    def in_flight_of(self, group: str, topic: str, queue_id: int) -> int:
+        """How many messages of a queue are out to ``group`` now."""
+        q = self._queues.get((group, topic, queue_id))
+        return q.in_flight() if q is not None else 0
+
     def _new_gen(self) -> int:
         """A generation newer than every earlier one (so handles of an earlier run never match)."""
         gen = max(self._last_gen + 1, time.time_ns() // 1000)

@@ -1076,6 +1076,14 @@ class MessageStore:
         buf = self.commit_log.read(entry[0], entry[1])
         return read_store_timestamp(buf, 0) if buf is not None else -1
 
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at a queue offset; -1 when there is none."""
+        self._require_open()
+        cq = self._queues.get((topic, queue_id))
+        if cq is None or not cq.min_offset <= offset < cq.max_offset:
+            return -1
+        return self._stored_at(cq, offset)
+
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
         self._require_open()
         cq = self._queues.get((topic, queue_id))

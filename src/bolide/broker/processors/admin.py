@@ -41,7 +41,8 @@ RESTART_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "listen
                           "flushConsumerOffsetInterval", "flushDelayOffsetInterval",
                           "clusterTopicEnable", "brokerTopicEnable", "traceTopicEnable",
                           "msgTraceTopicName", "useTLS", "filterServerNums", "aclEnable",
-                          "bolideAclFile"})
+                          "bolideAclFile", "metricsExporterType", "metricsPromExporterHost",
+                          "metricsPromExporterPort", "metricsLabel", "metricsOtelCardinalityLimit"})
 
 
 def config_properties(*configs: Any) -> dict[str, str]:

@@ -249,6 +249,9 @@ class PopProcessor:
             msg_offset_info=msg_offset_info(list(per_queue.items())),
         )
         self.broker.stats.on_get(len(records))
+        if self.broker.metrics is not None:
+            self.broker.metrics.on_get(header.topic, header.consumer_group, len(records),
+                                       sum(len(r) for r in records))
         return request.make_response(ResponseCode.SUCCESS, "FOUND", answer, records)
 
     @staticmethod

@@ -7,6 +7,7 @@ import time
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from bolide.broker.metrics.collect import message_type
 from bolide.broker.retry import dlq_topic, group_of_retry_topic, max_reconsume_times
 from bolide.broker.timer import TimerRefusal, timer_properties
 from bolide.broker.timer_recall import timer_recall_handle
@@ -191,6 +192,8 @@ class SendProcessor:
             limit = max_reconsume_times(request.version, header.max_reconsume_times,
                                         settings.retry_max_times)
             if (header.reconsume_times or 0) >= limit:  # out of retries: to the DLQ, no delay
+                if self.broker.metrics is not None:
+                    self.broker.metrics.on_dead_letter(group, topic)
                 topic, queue_id, dead = dlq_topic(group), 0, True
                 tc = topics.create_for_group(topic)
         if queue_id < 0:
@@ -240,6 +243,11 @@ class SendProcessor:
                                        queue_id, flag=header.flag, sys_flag=header.sys_flag,
                                        born_timestamp=header.born_timestamp, born_host=born,
                                        reconsume_times=header.reconsume_times or 0, wait_store=False)
+        metrics = self.broker.metrics
+        if metrics is not None and result.ok:
+            half = request.code != RequestCode.SEND_BATCH_MESSAGE and is_half_message(header.properties)
+            kind = message_type(header.properties, half=half)
+            metrics.on_put(topic, kind, result.msg_num, result.wrote_bytes)
         return result, queue_id, extra
 
     def _timer(self, topic: str, encoded: bytes) -> tuple[bytes, str | None]:

@@ -45,6 +45,8 @@ class SendBackProcessor:
                                          f"look message by offset failed, {header.offset}")
         limit = max_reconsume_times(request.version, header.max_reconsume_times, group.retry_max_times)
         where = redelivery(header.group, msg.reconsume_times, limit, header.delay_level)
+        if where.dead and broker.metrics is not None:
+            broker.metrics.on_dead_letter(header.group, header.origin_topic or msg.topic)
         broker.topics.create_for_group(retry_topic(header.group))
         broker.topics.create_for_group(where.topic)
         props = dict(msg.properties)

@@ -70,6 +70,8 @@ class EndTransactionProcessor:
                 return request.make_response(PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR),
                                              f"{result.status.value}: {result.remark}")
         tx.delete_prepared(half)
+        if broker.metrics is not None:
+            broker.metrics.on_end_transaction(state == TRANSACTION_COMMIT_TYPE)
         return request.make_response()
 
     @staticmethod

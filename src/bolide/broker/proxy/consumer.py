@@ -159,6 +159,9 @@ class GrpcConsumer:
                     pop.unwatch(topic, fut)
         if found:
             broker.stats.on_get(len(found))
+            if broker.metrics is not None:
+                size = sum(len(d.message.body) for d in found if isinstance(d.message, MessageExt))
+                broker.metrics.on_get(topic, group, len(found), size)
         return [self._message(d, group) for d in found]
 
     def _selection(

@@ -60,6 +60,7 @@ _STORED = frozenset(
 )  # stored, maybe not yet safe: answered as sent
 MAX_TRANSACTIONS = 100_000  # half messages remembered by transaction id (the index finds older ones)
 
+_METRICS_TYPES = {pb.FIFO: "fifo", pb.DELAY: "delay", pb.TRANSACTION: "transaction"}  # message_type label
 
 class GrpcProducer:
     """Stores the messages of SendMessage calls and ends their transactions."""
@@ -144,6 +145,8 @@ class GrpcProducer:
         if result.status not in _STORED:
             raise Refused(code, f"{result.status.value}: {result.remark}".rstrip(": "))
         broker.stats.on_put(1)
+        if broker.metrics is not None:
+            broker.metrics.on_put(topic, _METRICS_TYPES.get(kind, "normal"), 1, result.wrote_bytes)
         message_id = props[P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
         entry = pb.SendResultEntry(
             status=status(code, "OK" if code == pb.OK else result.status.value),

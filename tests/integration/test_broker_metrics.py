@@ -1,0 +1,180 @@
+"""The broker's Prometheus endpoint (``metricsExporterType=PROM``) over loopback: what sends,
+pulls, dead letters and clients show under RocketMQ 5's names, the text parsed by
+prometheus_client's parser; requests it does not serve; a taken port and a bad setting."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from bolide.broker import BrokerConfig
+from bolide.broker.dead_letter import store_dead_letter
+from bolide.client import (
+    ConsumeContext,
+    ConsumeFrom,
+    ConsumeStatus,
+    Message,
+    MessageExt,
+    Producer,
+    PushConsumer,
+)
+from bolide.errors import ConfigError
+from bolide.testing.servers import Servers, running_servers
+from conftest import wait_until
+
+TIMEOUT = 40.0
+PROM = {"metrics_exporter_type": "PROM", "metrics_prom_exporter_port": 0, "metrics_label": "env:test,dc:a1"}
+FAST = {"rebalance_interval_ms": 200, "suspend_ms": 1000, "pull_timeout_ms": 3000}
+
+
+async def http(port: int, request: bytes) -> bytes:
+    """The whole answer to ``request`` (the server closes the connection after it)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request)
+    await writer.drain()
+    data = await reader.read()
+    writer.close()
+    return data
+
+
+async def scrape(s: Servers) -> dict[str, Any]:
+    """Family name (as the parser names it) -> [(labels, value)] of every sample."""
+    endpoint = s.broker.metrics_endpoint
+    assert endpoint is not None
+    answer = await http(endpoint.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK") and b"text/plain; version=0.0.4" in head
+    found: dict[str, Any] = {}
+    for family in text_string_to_metric_families(body.decode()):
+        found[family.name] = [(s.labels, s.value) for s in family.samples]
+    return found
+
+
+def one(found: dict[str, Any], name: str, **labels: str) -> float:
+    """The value of the one sample of ``name`` whose labels include ``labels``."""
+    values = [v for got, v in found[name] if labels.items() <= got.items()]
+    assert len(values) == 1, (name, labels, found.get(name))
+    return float(values[0])
+
+
+def run(tmp_path: Path, test: Any, **options: Any) -> None:
+    async def main() -> None:
+        async with running_servers(tmp_path / "store", **{**PROM, **options}) as s:
+            await asyncio.wait_for(test(s), TIMEOUT)
+
+    asyncio.run(main())
+
+
+def test_sends_pulls_and_clients_show_under_rocketmqs_names(tmp_path: Path) -> None:
+    async def test(s: Servers) -> None:
+        got: list[MessageExt] = []
+
+        async def listener(msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus:
+            got.extend(msgs)
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        async with Producer(s.namesrv_addr, "metrics_pg") as producer:
+            sizes = [(await producer.send(Message("Metered", b"x" * 100, tags="A"))) for _ in range(6)]
+            fifo = Message("Metered", b"ordered")
+            fifo.properties["__SHARDINGKEY"] = "g1"
+            await producer.send(fifo)
+        assert len(sizes) == 6
+        consumer = PushConsumer(s.namesrv_addr, "metrics_cg", listener=listener,
+                                consume_from=ConsumeFrom.FIRST_OFFSET, **FAST)
+        consumer.subscribe("Metered")
+        async with consumer:
+            await wait_until(lambda: len(got) == 7, timeout=20)
+
+            async def lag_is_zero() -> bool:
+                found = await scrape(s)
+                return one(found, "rocketmq_consumer_lag_messages", consumer_group="metrics_cg",
+                           topic="Metered") == 0
+
+            async with asyncio.timeout(20):  # once the consumer committed its offsets
+                while not await lag_is_zero():
+                    await asyncio.sleep(0.1)
+            found = await scrape(s)
+        common = {"cluster": "DefaultCluster", "node_type": "broker", "node_id": "broker-a", "env": "test",
+                  "dc": "a1"}
+        assert one(found, "rocketmq_messages_in", topic="Metered", message_type="normal", is_system="false",
+                   **common) == 6
+        assert one(found, "rocketmq_messages_in", topic="Metered", message_type="fifo") == 1
+        normal_bytes = one(found, "rocketmq_throughput_in", topic="Metered", message_type="normal")
+        assert 6 * 100 < normal_bytes < 6 * 400  # whole records: body, properties and header
+        assert one(found, "rocketmq_messages_out", topic="Metered", consumer_group="metrics_cg",
+                   is_system="false", **common) == 7
+        assert one(found, "rocketmq_throughput_out", topic="Metered", consumer_group="metrics_cg") > 700
+        sizes_seen = {labels["le"]: v for labels, v in found["rocketmq_message_size"]
+                      if labels.get("message_type") == "normal" and "le" in labels}
+        assert sizes_seen["1024.0"] == 6 and sizes_seen["+Inf"] == 6
+        assert one(found, "rocketmq_consumer_connections", consumer_group="metrics_cg", language="python",
+                   version="v4_9_8", consume_mode="push", protocol_type="remoting") == 1
+        for name in ("rocketmq_consumer_inflight_messages", "rocketmq_consumer_ready_messages",
+                     "rocketmq_consumer_lag_latency_milliseconds"):
+            assert one(found, name, consumer_group="metrics_cg", topic="Metered") == 0
+        assert one(found, "rocketmq_topic_number", **common) == len(s.broker.topics.table)
+        assert one(found, "rocketmq_broker_permission") == 6
+        assert one(found, "rocketmq_storage_dispatch_behind_bytes") >= 0
+        assert one(found, "rocketmq_storage_size_bytes", storage_medium="disk", storage_type="local") > 0
+        assert one(found, "process_resident_memory_bytes") > one(found, "bolide_anonymous_memory_bytes") > 0
+        assert all({"cluster", "node_id", "env"} <= labels.keys() for name, samples in found.items()
+                   if name.startswith("rocketmq_") for labels, _ in samples)
+        # a message out of retries, to the dead letter queue
+        assert store_dead_letter(s.broker, "metrics_cg", got[0])
+        found = await scrape(s)
+        assert one(found, "rocketmq_send_to_dlq_messages", consumer_group="metrics_cg", topic="Metered") == 1
+
+    run(tmp_path, test)
+
+
+def test_the_endpoint_answers_only_what_it_serves(tmp_path: Path) -> None:
+    async def test(s: Servers) -> None:
+        endpoint = s.broker.metrics_endpoint
+        assert endpoint is not None
+        port = endpoint.port
+        assert (await http(port, b"GET /nope HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 404")
+        assert (await http(port, b"POST /metrics HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 405")
+        assert (await http(port, b"\x16\x03\x01garbage\r\n\r\n")).startswith(b"HTTP/1.1 400")
+        head = await http(port, b"HEAD /metrics HTTP/1.0\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200") and head.endswith(b"\r\n\r\n")
+        assert (await http(port, b"GET /metrics HTTP/1.1\r\n" + b"X: y\r\n" * 2000 + b"\r\n")).startswith(
+            b"HTTP/1.1 400")
+        # two scrapes on one kept-alive connection, and a client that sends nothing is let go
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        for _ in range(2):
+            writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length")))
+            assert b"rocketmq_topic_number" in await reader.readexactly(length)
+        writer.close()
+        silent = await asyncio.open_connection("127.0.0.1", port)
+        assert (await http(port, b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")).startswith(
+            b"HTTP/1.1 200")  # served meanwhile
+        silent[1].close()
+
+    run(tmp_path, test)
+
+
+def test_a_taken_port_and_bad_settings_are_refused_by_name(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+
+        async def start() -> None:
+            async with running_servers(tmp_path / "store", **{**PROM, "metrics_prom_exporter_port": port}):
+                pass
+
+        with pytest.raises(OSError, match="metricsPromExporterPort"):
+            asyncio.run(start())
+    with pytest.raises(ConfigError, match="metricsLabel"):
+        BrokerConfig(metrics_label="env")
+    with pytest.raises(ConfigError, match="metricsExporterType"):
+        BrokerConfig(metrics_exporter_type="STATSD")
+    assert BrokerConfig(metrics_exporter_type="2").metrics_exporter() == "PROM"
