@@ -1,11 +1,12 @@
 """The broker's Prometheus endpoint (``metricsExporterType=PROM``) over loopback: what sends,
-pulls, dead letters and clients show under RocketMQ 5's names, the text parsed by
+pulls, pops, dead letters and clients show under RocketMQ 5's names, the text parsed by
 prometheus_client's parser; requests it does not serve; a taken port and a bad setting."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +16,19 @@ from prometheus_client.parser import text_string_to_metric_families
 from bolide.broker import BrokerConfig
 from bolide.broker.dead_letter import store_dead_letter
 from bolide.client import (
+    Admin,
     ConsumeContext,
     ConsumeFrom,
     ConsumeStatus,
     Message,
     MessageExt,
     Producer,
+    PullConsumer,
     PushConsumer,
+    SimpleConsumer,
 )
 from bolide.errors import ConfigError
+from bolide.protocol.bodies.client import SubscriptionData
 from bolide.testing.servers import Servers, running_servers
 from conftest import wait_until
 
@@ -128,6 +133,55 @@ def test_sends_pulls_and_clients_show_under_rocketmqs_names(tmp_path: Path) -> N
         assert store_dead_letter(s.broker, "metrics_cg", got[0])
         found = await scrape(s)
         assert one(found, "rocketmq_send_to_dlq_messages", consumer_group="metrics_cg", topic="Metered") == 1
+
+    run(tmp_path, test)
+
+
+def test_the_lag_gauges_count_what_is_out_and_what_waits(tmp_path: Path) -> None:
+    """Five messages, two popped and not acknowledged: lag 5, in flight 2, ready 3, and both
+    latencies the age of the messages; then a pull consumer's offsets the same way."""
+    async def test(s: Servers) -> None:
+        async with Admin(s.namesrv_addr) as admin:
+            await admin.create_topic("Waiting", read_queue_nums=1, write_queue_nums=1)
+        async with Producer(s.namesrv_addr, "metrics_pg") as producer:
+            for i in range(5):
+                await producer.send(Message("Waiting", b"w%d" % i))
+        stored = s.broker.store.get_message_store_timestamp("Waiting", 0, 0)
+        # the gauges cover the groups online (in the broker's consumer table, as RocketMQ's
+        # do); Bolide's SimpleConsumer sends no heartbeat, so its group is entered here
+        s.broker.clients.register_consumer("popping", object(), "popping-client",
+                                           [SubscriptionData.of("Waiting", "*")], "CONSUME_POP",
+                                           "CLUSTERING", "CONSUME_FROM_FIRST_OFFSET")
+        async with SimpleConsumer(s.namesrv_addr, "popping", {"Waiting": "*"},
+                                  consume_from=ConsumeFrom.FIRST_OFFSET) as consumer:
+            got = await consumer.receive(2, invisible_duration_ms=60_000, await_duration_ms=2000)
+            assert len(got) == 2
+            found = await scrape(s)
+        labels = {"consumer_group": "popping", "topic": "Waiting"}
+        assert one(found, "rocketmq_consumer_lag_messages", **labels) == 5
+        assert one(found, "rocketmq_consumer_inflight_messages", **labels) == 2
+        assert one(found, "rocketmq_consumer_ready_messages", **labels) == 3
+        for name in ("rocketmq_consumer_lag_latency_milliseconds",
+                     "rocketmq_consumer_queueing_latency_milliseconds"):
+            assert 0 < one(found, name, **labels) <= time.time() * 1000 - stored + 1000
+        # a pull consumer that took three (a batch of three, holding no more) and committed
+        # none since offset 0: three in flight, two ready
+        s.broker.offsets.commit("pulling", "Waiting", 0, 0)
+        pulling = PullConsumer(s.namesrv_addr, "pulling", auto_commit=False, pull_batch_size=3,
+                               pull_threshold_for_queue=3, consume_from=ConsumeFrom.FIRST_OFFSET,
+                               rebalance_interval_ms=200, suspend_ms=1000, pull_timeout_ms=3000)
+        pulling.subscribe("Waiting")
+        labels = {"consumer_group": "pulling", "topic": "Waiting"}
+        async with pulling:
+            async with asyncio.timeout(20):
+                while True:
+                    found = await scrape(s)
+                    if [v for got, v in found.get("rocketmq_consumer_inflight_messages", [])
+                            if labels.items() <= got.items()] == [3]:
+                        break
+                    await asyncio.sleep(0.05)
+        assert [one(found, f"rocketmq_consumer_{name}_messages", **labels)
+                for name in ("lag", "inflight", "ready")] == [5, 3, 2]
 
     run(tmp_path, test)
 

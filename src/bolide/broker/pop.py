@@ -164,10 +164,11 @@ class PopService:
         self.in_flight = 0
         self.dead_lettered = 0
 
-    def in_flight_of(self, group: str, topic: str, queue_id: int) -> int:
-        """How many messages of a queue are out to ``group`` now."""
+    def progress_of(self, group: str, topic: str, queue_id: int) -> tuple[int, int, int] | None:
+        """(the first offset not acknowledged, messages out now, the first offset never handed
+        out) of ``group`` on a queue; None when the group pops nothing from it."""
         q = self._queues.get((group, topic, queue_id))
-        return q.in_flight() if q is not None else 0
+        return (q.committed(), q.in_flight(), q.next) if q is not None else None
 
     def _new_gen(self) -> int:
         """A generation newer than every earlier one (so handles of an earlier run never match)."""

@@ -46,6 +46,8 @@ _V4_0_0_SNAPSHOT = 212  # MQVersion ordinals run in pairs (x_y_z_SNAPSHOT, x_y_z
 def version_name(ordinal: int) -> str:
     """RocketMQ's MQVersion name of a client's ``version`` (4.x and 5.x; older ones by number)."""
     index = ordinal - _V4_0_0_SNAPSHOT
+    if ordinal == 0:
+        return "V3_0_0_SNAPSHOT"  # no version given (RocketMQ 5's gRPC clients in its tables)
     if not 0 <= index < 400:
         return str(ordinal)
     release, snapshot = divmod(index, 2)[0], index % 2 == 0
@@ -75,6 +77,13 @@ def _has(text: str, key: str) -> bool:
     return text.startswith(key + "\x01") or f"\x02{key}\x01" in text
 
 
+def _older(oldest: int, stored: int) -> int:
+    """The earlier of two store times (0 and negatives: none)."""
+    if stored <= 0:
+        return oldest
+    return stored if oldest == 0 or stored < oldest else oldest
+
+
 def is_system(topic: str, group: str = "") -> bool:
     return (topic in _SYSTEM_TOPICS or topic.startswith("rmq_sys_")
             or group.lower().startswith(SYSTEM_GROUP_PREFIX))
@@ -98,6 +107,7 @@ class BrokerMetrics:
         self._in: dict[tuple[str, str], list[int]] = {}
         self._out: dict[tuple[str, str], list[int]] = {}  # (topic, group) -> [messages, bytes]
         self._dlq: dict[tuple[str, str], int] = {}  # (group, topic) -> messages
+        self._pulled: dict[tuple[str, str, int], int] = {}  # (group, topic, queue) -> next offset
         self._commits = self._rollbacks = 0
         self.started = time.time()
 
@@ -125,6 +135,13 @@ class BrokerMetrics:
             counts = self._out.setdefault(self._key(self._out, (topic, group)), [0, 0])
         counts[0] += messages
         counts[1] += size
+
+    def on_pull(self, group: str, topic: str, queue_id: int, next_offset: int) -> None:
+        """A pull of ``group`` on a queue answered; its next pull starts at ``next_offset``
+        (RocketMQ's pull offset: what was pulled and not yet committed is in flight)."""
+        key = (group, topic, queue_id)
+        if key in self._pulled or len(self._pulled) < self.limit:
+            self._pulled[key] = next_offset
 
     def on_dead_letter(self, group: str, topic: str) -> None:
         key = self._key(self._dlq, (group, topic))
@@ -214,13 +231,17 @@ class BrokerMetrics:
         return (out, into)
 
     def _lag_gauges(self) -> Iterable[Family]:
-        """Per group and topic of the online consumers: messages not yet acknowledged, those
-        handed out and not acknowledged (pops), and how old the oldest unacknowledged one is."""
+        """Per online group and subscribed topic, as RocketMQ's ConsumerLagCalculator: messages
+        not committed (lag), those pulled or popped and not committed or acknowledged
+        (inflight), those not yet handed out (ready), and how long the oldest not committed and
+        the oldest not handed out have waited."""
         broker = self.broker
-        store, offsets = broker.store, broker.offsets
+        store, offsets, pop = broker.store, broker.offsets, broker.pop
         lag = Family("rocketmq_consumer_lag_messages", "gauge", "Consumer lag messages")
-        latency = Family("rocketmq_consumer_lag_latency_milliseconds", "gauge", "Consumer lag time")
+        lag_ms = Family("rocketmq_consumer_lag_latency_milliseconds", "gauge", "Consumer lag time")
         inflight = Family("rocketmq_consumer_inflight_messages", "gauge", "Consumer inflight messages")
+        queueing_ms = Family("rocketmq_consumer_queueing_latency_milliseconds", "gauge",
+                             "Consumer queueing time")
         ready = Family("rocketmq_consumer_ready_messages", "gauge", "Consumer ready messages")
         now_ms = int(time.time() * 1000)
         for group, info in sorted(broker.clients.consumers.items()):
@@ -228,26 +249,34 @@ class BrokerMetrics:
                 tc = broker.topics.get(topic)
                 if tc is None or not tc.perm & PERM_READ:
                     continue
-                behind = out = 0
-                oldest = 0
+                behind = out = waiting = 0
+                oldest_unconsumed = oldest_unpulled = 0
                 for queue_id in range(tc.read_queue_nums):
                     top = store.get_max_offset_in_queue(topic, queue_id)
-                    committed = offsets.query(group, topic, queue_id)
+                    popped = pop.progress_of(group, topic, queue_id)
+                    committed = popped[0] if popped is not None else offsets.query(group, topic, queue_id)
                     start = top if committed is None or committed < 0 else min(committed, top)
+                    if popped is not None:  # popped: the leases out; pulled: pulled, not committed
+                        out_here, pulled = popped[1], min(max(popped[2], start), top)
+                    else:
+                        pulled = min(max(self._pulled.get((group, topic, queue_id), start), start), top)
+                        out_here = pulled - start
                     behind += top - start
-                    out += broker.pop.in_flight_of(group, topic, queue_id)
-                    if start < top:
-                        stored = store.get_message_store_timestamp(topic, queue_id, start)
-                        if stored > 0 and (oldest == 0 or stored < oldest):
-                            oldest = stored
+                    out += out_here
+                    waiting += top - pulled
+                    oldest_unconsumed = _older(oldest_unconsumed,
+                                               store.get_message_store_timestamp(topic, queue_id, start))
+                    oldest_unpulled = _older(oldest_unpulled,
+                                             store.get_message_store_timestamp(topic, queue_id, pulled))
                 labels = self._labels(("topic", topic), ("consumer_group", group),
                                       ("is_retry", _flag(topic.startswith(RETRY_GROUP_TOPIC_PREFIX))),
                                       ("is_system", _flag(is_system(topic, group))))
                 lag.add(labels, behind)
-                latency.add(labels, max(0, now_ms - oldest) if oldest else 0)
-                inflight.add(labels, out)
-                ready.add(labels, max(0, behind - out))
-        return (lag, latency, inflight, ready)
+                lag_ms.add(labels, max(0, now_ms - oldest_unconsumed) if oldest_unconsumed else 0)
+                inflight.add(labels, min(out, behind))
+                ready.add(labels, waiting)
+                queueing_ms.add(labels, max(0, now_ms - oldest_unpulled) if oldest_unpulled else 0)
+        return (lag, lag_ms, inflight, queueing_ms, ready)
 
     def _store_gauges(self) -> Iterable[Family]:
         store = self.broker.store

@@ -188,8 +188,11 @@ class PullProcessor:
         found = code == ResponseCode.SUCCESS
         body = result.body if found else b""
         broker.stats.on_get(result.message_count if found else 0)
-        if found and broker.metrics is not None:
-            broker.metrics.on_get(header.topic, header.consumer_group, result.message_count, len(body))
+        if broker.metrics is not None:
+            broker.metrics.on_pull(header.consumer_group, header.topic, header.queue_id,
+                                   result.next_begin_offset)
+            if found:
+                broker.metrics.on_get(header.topic, header.consumer_group, result.message_count, len(body))
         return request.make_response(code, result.status.value, answer, body)
 
     def _suggest(self, group: str, result: GetMessageResult) -> int:
