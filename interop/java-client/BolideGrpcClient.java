@@ -10,6 +10,7 @@ import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.BooleanSupplier;
 import org.apache.rocketmq.client.apis.ClientConfiguration;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
 import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
@@ -63,6 +64,22 @@ public final class BolideGrpcClient {
         return PROVIDER.newMessageBuilder().setTopic(topic).setBody(body.getBytes(StandardCharsets.UTF_8));
     }
 
+    private static void signal(Object done) {
+        synchronized (done) {
+            done.notifyAll();
+        }
+    }
+
+    /** Wait until {@code ready} holds (checked on each {@link #signal} and every 500 ms), at most {@code millis}. */
+    private static void await(Object done, BooleanSupplier ready, long millis) throws InterruptedException {
+        long until = System.currentTimeMillis() + millis;
+        synchronized (done) {
+            while (!ready.getAsBoolean() && System.currentTimeMillis() < until) {
+                done.wait(500);
+            }
+        }
+    }
+
     private static void cluster(String endpoint, String topic, int count) throws Exception {
         ClientConfiguration config = ClientConfiguration.newBuilder().setEndpoints(endpoint).enableSsl(false)
             .setRequestTimeout(Duration.ofSeconds(5)).build();
@@ -79,19 +96,10 @@ public final class BolideGrpcClient {
                 String body = text(view.getBody());
                 print("CGOT", body);
                 got.add(body);
-                if (got.size() >= count) {
-                    synchronized (done) {
-                        done.notifyAll();
-                    }
-                }
+                signal(done);
                 return ConsumeResult.SUCCESS;
             }).build();
-        long until = System.currentTimeMillis() + 60_000;
-        synchronized (done) {
-            while (got.size() < count && System.currentTimeMillis() < until) {
-                done.wait(500);
-            }
-        }
+        await(done, () -> got.size() >= count, 60_000);
         print("DONE");
         System.exit(0);  // not push.close(): it waits for the long polls in flight
     }
@@ -200,20 +208,11 @@ public final class BolideGrpcClient {
                         return ConsumeResult.FAILURE;
                     }
                 }
-                if (wanted.containsAll(List.of("later", "retry-me", "tx-commit", "tx-check")) && retried.size() >= 2) {
-                    synchronized (done) {
-                        done.notifyAll();
-                    }
-                }
+                signal(done);
                 return ConsumeResult.SUCCESS;
             }).build();
-        long until = System.currentTimeMillis() + 60_000;
-        synchronized (done) {
-            while (!(wanted.containsAll(List.of("later", "retry-me", "tx-commit", "tx-check")) && retried.size() >= 2)
-                && System.currentTimeMillis() < until) {
-                done.wait(500);
-            }
-        }
+        await(done, () -> wanted.containsAll(List.of("later", "retry-me", "tx-commit", "tx-check"))
+            && retried.size() >= 2, 60_000);
         producer.close();
         print("DONE");
         // not push.close(): it waits for the consumer's receives in flight (long polls of 20 s)

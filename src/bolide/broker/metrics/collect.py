@@ -20,13 +20,8 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from bolide.broker.metrics.exposition import Family, HistogramValue, Labels
-from bolide.broker.topic_config import PERM_READ
-from bolide.common.topic import (
-    RETRY_GROUP_TOPIC_PREFIX,
-    SCHEDULE_TOPIC,
-    TRANS_HALF_TOPIC,
-    TRANS_OP_HALF_TOPIC,
-)
+from bolide.broker.topic_config import PERM_READ, SYSTEM_TOPICS
+from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
 
 if TYPE_CHECKING:
     from bolide.broker.controller import BrokerController
@@ -36,9 +31,7 @@ SIZE_BOUNDS = (1024, 4096, 512 * 1024, 1024 * 1024, 2 * 1024 * 1024, 4 * 1024 * 
 OTHER = "__other__"
 NORMAL, FIFO, DELAY, TRANSACTION = "normal", "fifo", "delay", "transaction"  # RocketMQ's values
 SYSTEM_GROUP_PREFIX = "cid_rmq_sys_"
-_SYSTEM_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, "TBW102",
-                            "BenchmarkTest", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC",
-                            "RMQ_SYS_TRACE_TOPIC", "rmq_sys_wheel_timer"})
+_SYSTEM_TOPICS = SYSTEM_TOPICS | {"RMQ_SYS_TRACE_TOPIC"}  # RocketMQ's, with its rmq_sys_ prefix
 _DELAY_KEYS = ("DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "__STARTDELIVERTIME")
 _V4_0_0_SNAPSHOT = 212  # MQVersion ordinals run in pairs (x_y_z_SNAPSHOT, x_y_z) from here
 
