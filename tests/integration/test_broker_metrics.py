@@ -28,7 +28,6 @@ from bolide.client import (
     SimpleConsumer,
 )
 from bolide.errors import ConfigError
-from bolide.protocol.bodies.client import SubscriptionData
 from bolide.testing.servers import Servers, running_servers
 from conftest import wait_until
 
@@ -147,16 +146,14 @@ def test_the_lag_gauges_count_what_is_out_and_what_waits(tmp_path: Path) -> None
             for i in range(5):
                 await producer.send(Message("Waiting", b"w%d" % i))
         stored = s.broker.store.get_message_store_timestamp("Waiting", 0, 0)
-        # the gauges cover the groups online (in the broker's consumer table, as RocketMQ's
-        # do); Bolide's SimpleConsumer sends no heartbeat, so its group is entered here
-        s.broker.clients.register_consumer("popping", object(), "popping-client",
-                                           [SubscriptionData.of("Waiting", "*")], "CONSUME_POP",
-                                           "CLUSTERING", "CONSUME_FROM_FIRST_OFFSET")
+        # the gauges cover the groups online (their heartbeats put them in the broker's
+        # consumer table, as RocketMQ's do)
         async with SimpleConsumer(s.namesrv_addr, "popping", {"Waiting": "*"},
                                   consume_from=ConsumeFrom.FIRST_OFFSET) as consumer:
             got = await consumer.receive(2, invisible_duration_ms=60_000, await_duration_ms=2000)
             assert len(got) == 2
             found = await scrape(s)
+        assert one(found, "rocketmq_consumer_connections", consumer_group="popping", consume_mode="pop") == 1
         labels = {"consumer_group": "popping", "topic": "Waiting"}
         assert one(found, "rocketmq_consumer_lag_messages", **labels) == 5
         assert one(found, "rocketmq_consumer_inflight_messages", **labels) == 2

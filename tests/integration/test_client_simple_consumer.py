@@ -32,6 +32,11 @@ def test_receive_ack_and_change_invisible_duration(tmp_path: Path) -> None:
         await send(s, (b"a", "TagA"), (b"b", "TagB"), (b"c", "TagA"))
         async with SimpleConsumer(s.namesrv_addr, GROUP, {TOPIC: "TagA"},
                                   consume_from=ConsumeFrom.FIRST_OFFSET) as consumer:
+            # its heartbeat shows the group online, as a pop consumer (consumerConnection)
+            group = s.broker.clients.consumers[GROUP]
+            assert group.consume_type == "CONSUME_POP"
+            assert list(group.clients.values()) == [consumer.client_id]
+            assert set(group.subscriptions) == {TOPIC}
             got = []
             while len(got) < 2:
                 got += await consumer.receive(16, invisible_duration_ms=60_000, await_duration_ms=2000)
@@ -57,6 +62,7 @@ def test_receive_ack_and_change_invisible_duration(tmp_path: Path) -> None:
             assert late.body == b"late"
             await consumer.ack(late)
         assert sum(s.broker.offsets.query(GROUP, TOPIC, q) or 0 for q in range(2)) == 4  # all done
+        assert GROUP not in s.broker.clients.consumers  # unregistered by close()
 
     run_with_servers(tmp_path, test)
 

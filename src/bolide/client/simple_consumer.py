@@ -33,7 +33,7 @@ from bolide.client.results import ConsumeFrom
 from bolide.common.message import MessageExt
 from bolide.common.records import decode_records
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
-from bolide.protocol.bodies.client import SubscriptionData
+from bolide.protocol.bodies.client import ConsumerData, SubscriptionData
 from bolide.protocol.bodies.route import PERM_READ
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.headers.pop import (
@@ -49,6 +49,7 @@ from bolide.protocol.pop_info import ExtraInfo, build_extra_info, parse_extra_in
 
 POP_CK = "POP_CK"  # the property a received message's acknowledgement handle travels in
 MAX_RECEIVE = 32  # messages per receive, as RocketMQ's pop
+CONSUME_POP = "CONSUME_POP"  # RocketMQ 5's ConsumeType of pop consumers
 _EMPTY = (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_FULL)
 
 
@@ -72,6 +73,7 @@ class SimpleConsumer:
         for topic, expression in (subscriptions or {}).items():
             self.subscribe(topic, expression)
         self._instance = ClientInstance(self.config)
+        self._instance.consumer_data = self._consumer_data  # heartbeats: the group is online
         self._turn = itertools.count()
         self.started = False
 
@@ -99,8 +101,16 @@ class SimpleConsumer:
             if await self._instance.update_route(topic) is None:
                 raise NoRouteError(f"topic {topic!r} has no route on {self.config.namesrv_addr}: "
                                    "create it first")
+        await self._instance.heartbeat()  # now that the brokers are known
         self.started = True
         return self
+
+    def _consumer_data(self) -> ConsumerData:
+        """What heartbeats say of this consumer (RocketMQ 5's CONSUME_POP, as its pop consumers):
+        the broker then shows the group online (consumerConnection, its lag metrics)."""
+        return ConsumerData(group_name=self.group, consume_type=CONSUME_POP, message_model="CLUSTERING",
+                            consume_from_where=self.consume_from.value,
+                            subscription_data_set=list(self.subscriptions.values()))
 
     async def close(self) -> None:
         """Close the connections (messages received and not acknowledged come back after
