@@ -121,6 +121,15 @@ def test_sends_pulls_and_clients_show_under_rocketmqs_names(tmp_path: Path) -> N
         for name in ("rocketmq_consumer_inflight_messages", "rocketmq_consumer_ready_messages",
                      "rocketmq_consumer_lag_latency_milliseconds"):
             assert one(found, name, consumer_group="metrics_cg", topic="Metered") == 0
+        rpc = {(labels["request_code"], labels["response_code"], labels["is_long_polling"]): v
+               for labels, v in found["rocketmq_rpc_latency_milliseconds"]
+               if labels.get("protocol_type") == "remoting" and "le" not in labels
+               and labels.get("result") == "success" and v >= 0}
+        sends = [v for labels, v in found["rocketmq_rpc_latency_milliseconds"]
+                 if labels.get("request_code") == "send_message_v2" and labels.get("le") == "+Inf"]
+        assert sends == [7]  # every send, answered at once with success
+        assert any(code == "heart_beat" for code, _, _ in rpc)
+        assert all(polling == "false" for code, _, polling in rpc if code != "pull_message")
         assert one(found, "rocketmq_topic_number", **common) == len(s.broker.topics.table)
         assert one(found, "rocketmq_broker_permission") == 6
         assert one(found, "rocketmq_storage_dispatch_behind_bytes") >= 0

@@ -373,6 +373,7 @@ class BrokerController:
             await self.close()
             raise
         self.metrics, self.metrics_endpoint = metrics, endpoint
+        self.server.processors.on_served = metrics.on_served  # the VIP port's table too
 
     async def _take_over_timer_wheel(self, store: MessageStore) -> None:
         """Timer messages a RocketMQ 5 broker left waiting in this store go into the delay

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, cast
@@ -97,7 +98,7 @@ class Channel(asyncio.Protocol):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed: asyncio.Future[None] | None = None
         self._pending: dict[int, tuple[asyncio.Future[RemotingCommand], int]] = {}
-        self._queue: deque[RemotingCommand] = deque()
+        self._queue: deque[tuple[RemotingCommand, float]] = deque()  # with its arrival time
         self._queued_bytes = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._paused_by = 0
@@ -377,21 +378,25 @@ class Channel(asyncio.Protocol):
             entry[0].set_result(cmd)
 
     def _on_request(self, cmd: RemotingCommand) -> None:
+        served = self._processors.on_served
+        arrived = time.perf_counter() if served is not None else 0.0
         if len(self._tasks) < self._max_in_flight and not self._queue:
             response = self._processors.dispatch_now(self._ctx, cmd)
             if response is NOT_NOW or response is HOOKS_RAN:
-                self._start(cmd, hooks_ran=response is HOOKS_RAN)
+                self._start(cmd, arrived, hooks_ran=response is HOOKS_RAN)
             elif response is not None:
                 self._reply(cmd, response)  # type: ignore[arg-type]
+                if served is not None:
+                    served(cmd.code, _code_of(response), time.perf_counter() - arrived, False)  # type: ignore[arg-type]
             return
-        self._queue.append(cmd)
+        self._queue.append((cmd, arrived))
         self._queued_bytes += cmd.body_length
         if len(self._queue) >= self._max_queued or self._queued_bytes >= self._max_queued_bytes:
             self._pause(_PAUSED_BY_QUEUE)
 
-    def _start(self, cmd: RemotingCommand, hooks_ran: bool = False) -> None:
+    def _start(self, cmd: RemotingCommand, arrived: float, hooks_ran: bool = False) -> None:
         assert self._loop is not None
-        task = self._loop.create_task(self._serve(cmd, hooks_ran))
+        task = self._loop.create_task(self._serve(cmd, arrived, hooks_ran))
         self._tasks.add(task)
         task.add_done_callback(self._served)
 
@@ -401,16 +406,19 @@ class Channel(asyncio.Protocol):
             log.error("serving a request from %s failed", self.remote_address,
                       exc_info=task.exception())
         while self._queue and len(self._tasks) < self._max_in_flight:
-            cmd = self._queue.popleft()
+            cmd, arrived = self._queue.popleft()
             self._queued_bytes -= cmd.body_length
-            self._start(cmd)
+            self._start(cmd, arrived)
         if len(self._queue) < self._max_queued and self._queued_bytes < self._max_queued_bytes:
             self._resume(_PAUSED_BY_QUEUE)
 
-    async def _serve(self, request: RemotingCommand, hooks_ran: bool) -> None:
+    async def _serve(self, request: RemotingCommand, arrived: float, hooks_ran: bool) -> None:
         response = await self._processors.dispatch(self._ctx, request, hooks_ran=hooks_ran)
         if response is not None:
             self._reply(request, response)
+            served = self._processors.on_served
+            if served is not None:
+                served(request.code, response.code, time.perf_counter() - arrived, True)
 
     def _reply(self, request: RemotingCommand, response: RemotingCommand | bytes) -> None:
         """Write the response to ``request`` (a command, or its encoded frame), unless the
@@ -453,3 +461,8 @@ def _call(callback: ChannelCallback, channel: Channel, what: str) -> None:
         callback(channel)
     except Exception:
         log.exception("channel %s callback failed for %s", what, channel)
+
+
+def _code_of(response: RemotingCommand | bytes) -> int:
+    """A response's code (a ready-made frame is a plain success)."""
+    return ResponseCode.SUCCESS if type(response) is bytes else response.code  # type: ignore[union-attr]

@@ -67,6 +67,7 @@ NOT_NOW = NotNow()
 HOOKS_RAN = NotNow()
 ImmediateFn: TypeAlias = Callable[[RequestContext, RemotingCommand], "RemotingCommand | NotNow | None"]
 FrameFn: TypeAlias = Callable[[RequestContext, RemotingCommand], "RemotingCommand | bytes | NotNow | None"]
+ServedFn: TypeAlias = Callable[[int, int, float, bool], None]
 
 
 class RequestProcessor(Protocol):
@@ -106,7 +107,7 @@ class ProcessorTable:
     One table may serve several servers (e.g. a broker's main and VIP ports).
     """
 
-    __slots__ = ("_default", "_frames", "_immediate", "_processors", "hooks")
+    __slots__ = ("_default", "_frames", "_immediate", "_processors", "hooks", "on_served")
 
     def __init__(self, hooks: Iterable[RPCHook] = ()) -> None:
         self._processors: dict[int, ProcessFn] = {}
@@ -114,6 +115,9 @@ class ProcessorTable:
         self._frames: dict[int, FrameFn] = {}
         self._default: ProcessFn = not_supported
         self.hooks: list[RPCHook] = list(hooks)
+        # told of each answered request: (request code, response code, seconds since it
+        # arrived, whether it was answered later rather than at once); None: nobody asks
+        self.on_served: ServedFn | None = None
 
     def register(self, code: int, processor: Processor) -> None:
         """Answer requests with ``code`` by ``processor`` (replacing any earlier one)."""

@@ -22,12 +22,17 @@ from typing import TYPE_CHECKING
 from bolide.broker.metrics.exposition import Family, HistogramValue, Labels
 from bolide.broker.topic_config import PERM_READ, SYSTEM_TOPICS
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
+from bolide.protocol.codes import RequestCode, ResponseCode
 
 if TYPE_CHECKING:
     from bolide.broker.controller import BrokerController
 
-# RocketMQ's bucket bounds of rocketmq_message_size (bytes)
+# RocketMQ's bucket bounds of rocketmq_message_size (bytes) and rocketmq_rpc_latency (ms)
 SIZE_BOUNDS = (1024, 4096, 512 * 1024, 1024 * 1024, 2 * 1024 * 1024, 4 * 1024 * 1024)
+LATENCY_BOUNDS_MS = (1, 3, 5, 7, 10, 100, 1000, 2000, 3000)
+_LATENCY_BOUNDS_S = tuple(ms / 1000 for ms in LATENCY_BOUNDS_MS)
+# held until a message comes or the wait ends when answered later (is_long_polling)
+_LONG_POLLING_CODES = frozenset({RequestCode.PULL_MESSAGE, RequestCode.POP_MESSAGE})
 OTHER = "__other__"
 NORMAL, FIFO, DELAY, TRANSACTION = "normal", "fifo", "delay", "transaction"  # RocketMQ's values
 SYSTEM_GROUP_PREFIX = "cid_rmq_sys_"
@@ -82,6 +87,14 @@ def is_system(topic: str, group: str = "") -> bool:
             or group.lower().startswith(SYSTEM_GROUP_PREFIX))
 
 
+def _code_label(code: int, codes: type[RequestCode] | type[ResponseCode]) -> str:
+    """RocketMQ's label of a request or response code: its name in lower case, or the number."""
+    try:
+        return codes(code).name.lower()
+    except ValueError:
+        return str(code)
+
+
 def _flag(value: bool) -> str:
     return "true" if value else "false"
 
@@ -101,6 +114,8 @@ class BrokerMetrics:
         self._out: dict[tuple[str, str], list[int]] = {}  # (topic, group) -> [messages, bytes]
         self._dlq: dict[tuple[str, str], int] = {}  # (group, topic) -> messages
         self._pulled: dict[tuple[str, str, int], int] = {}  # (group, topic, queue) -> next offset
+        # (request code, response code, long polling) -> [count, seconds, per latency bucket...]
+        self._rpc: dict[tuple[int, int, bool], list[float]] = {}
         self._commits = self._rollbacks = 0
         self.started = time.time()
 
@@ -136,6 +151,18 @@ class BrokerMetrics:
         if key in self._pulled or len(self._pulled) < self.limit:
             self._pulled[key] = next_offset
 
+    def on_served(self, code: int, response_code: int, seconds: float, later: bool) -> None:
+        """A remoting request answered ``seconds`` after it arrived (``later``: not at once)."""
+        key = (code, response_code, later and code in _LONG_POLLING_CODES)
+        counts = self._rpc.get(key)
+        if counts is None:
+            if len(self._rpc) >= self.limit:
+                return
+            counts = self._rpc[key] = [0.0] * (3 + len(LATENCY_BOUNDS_MS))
+        counts[0] += 1
+        counts[1] += seconds
+        counts[2 + bisect_left(_LATENCY_BOUNDS_S, seconds)] += 1
+
     def on_dead_letter(self, group: str, topic: str) -> None:
         key = self._key(self._dlq, (group, topic))
         self._dlq[key] = self._dlq.get(key, 0) + 1
@@ -149,8 +176,20 @@ class BrokerMetrics:
     # -- a scrape ----------------------------------------------------------------------------
     def families(self) -> list[Family]:
         """Every metric family as it stands now."""
-        return [*self._counters(), *self._broker_gauges(), *self._client_gauges(), *self._lag_gauges(),
-                *self._store_gauges(), *self._process()]
+        return [*self._counters(), self._rpc_latency(), *self._broker_gauges(), *self._client_gauges(),
+                *self._lag_gauges(), *self._store_gauges(), *self._process()]
+
+    def _rpc_latency(self) -> Family:
+        latency = Family("rocketmq_rpc_latency_milliseconds", "histogram",
+                         "Time from a request's arrival to its answer")
+        for (code, response_code, long_polling), (_, seconds, *buckets) in sorted(self._rpc.items()):
+            labels = self._labels(("protocol_type", "remoting"),
+                                  ("request_code", _code_label(code, RequestCode)),
+                                  ("response_code", _code_label(response_code, ResponseCode)),
+                                  ("is_long_polling", _flag(long_polling)), ("result", "success"))
+            cumulative = [int(c) for c in itertools.accumulate(buckets)]
+            latency.add(labels, HistogramValue(LATENCY_BOUNDS_MS, cumulative, seconds * 1000))
+        return latency
 
     def _labels(self, *pairs: tuple[str, str]) -> Labels:
         return (*self.common, *pairs)
