@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -28,7 +29,9 @@ from bolide.client import (
     SimpleConsumer,
 )
 from bolide.errors import ConfigError
+from bolide.protocol.v5 import messaging_pb2 as pb
 from bolide.testing.servers import Servers, running_servers
+from bolide.testing.v5calls import V5Calls, message, receive_request
 from conftest import wait_until
 
 TIMEOUT = 40.0
@@ -190,6 +193,33 @@ def test_the_lag_gauges_count_what_is_out_and_what_waits(tmp_path: Path) -> None
                 for name in ("lag", "inflight", "ready")] == [5, 3, 2]
 
     run(tmp_path, test)
+
+
+def test_grpc_sends_and_receives_are_counted_as_remoting_ones(tmp_path: Path) -> None:
+    async def test(s: Servers) -> None:
+        assert s.broker.grpc is not None
+        port = s.broker.grpc.port
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            v5 = V5Calls(channel)
+            here = pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host="127.0.0.1", port=port)])
+            asked = pb.QueryRouteRequest(topic=pb.Resource(name="Grpc5"), endpoints=here)
+            route = await v5("QueryRoute", asked)
+            assert route.status.code == pb.OK
+            for i in range(3):
+                one_message = pb.SendMessageRequest(messages=[message("Grpc5", b"g" * 50, f"ID-{i}")])
+                sent = await v5("SendMessage", one_message)
+                assert sent.status.code == pb.OK
+            assert await asyncio.to_thread(s.broker.store.wait_dispatched, 10)
+            code, got = await v5.receive(receive_request("Grpc5", "grpc_cg"))
+            assert code == pb.OK and len(got) == 3
+        found = await scrape(s)
+        stored = one(found, "rocketmq_throughput_in", topic="Grpc5", message_type="normal")
+        assert one(found, "rocketmq_messages_in", topic="Grpc5", message_type="normal") == 3
+        assert one(found, "rocketmq_messages_out", topic="Grpc5", consumer_group="grpc_cg") == 3
+        # the bytes handed out are the records as stored, as for pulls and pops
+        assert one(found, "rocketmq_throughput_out", topic="Grpc5", consumer_group="grpc_cg") == stored
+
+    run(tmp_path, test, grpc_server_port=0)
 
 
 def test_the_endpoint_answers_only_what_it_serves(tmp_path: Path) -> None:

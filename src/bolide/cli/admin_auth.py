@@ -193,8 +193,7 @@ def copy_user(namesrv: str, output: str, from_broker: str, to_broker: str, usern
     """Copy users, passwords included, from one broker to another (users are per broker)."""
     names = with_admin(namesrv, lambda admin: admin.copy_users(
         from_broker, to_broker, _list(usernames) if usernames else None))
-    emit(output, {"from": from_broker, "to": to_broker, "usernames": names},
-         table(f"Users copied from {from_broker} to {to_broker}", ["username"], ([n] for n in names)))
+    _copied(output, "Users", from_broker, to_broker, "username", names)
 
 
 @click.command("copyAcl")
@@ -206,8 +205,13 @@ def copy_acl(namesrv: str, output: str, from_broker: str, to_broker: str, subjec
     """Copy ACLs from one broker to another, merged into the target's (its users must exist)."""
     copied = with_admin(namesrv, lambda admin: admin.copy_acls(
         from_broker, to_broker, _list(subjects) if subjects else None))
-    emit(output, {"from": from_broker, "to": to_broker, "subjects": copied},
-         table(f"ACLs copied from {from_broker} to {to_broker}", ["subject"], ([s] for s in copied)))
+    _copied(output, "ACLs", from_broker, to_broker, "subject", copied)
+
+
+def _copied(output: str, what: str, from_broker: str, to_broker: str, column: str, names: list[str]) -> None:
+    """What copyUser / copyAcl copied: JSON ``{"from", "to", "<column>s": [...]}`` or a table."""
+    emit(output, {"from": from_broker, "to": to_broker, f"{column}s": names},
+         table(f"{what} copied from {from_broker} to {to_broker}", [column], ([n] for n in names)))
 
 
 COMMANDS = [create_user, update_user, delete_user, get_user, list_user, create_acl, update_acl,

@@ -181,6 +181,7 @@ class SendProcessor:
         queue_id = header.queue_id
         dead = False
         extra: dict[str, str] | None = None
+        half = False
         group = group_of_retry_topic(topic)
         if group is not None and request.code != RequestCode.SEND_BATCH_MESSAGE:
             settings = self.broker.subscription_groups.find(group)
@@ -219,7 +220,7 @@ class SendProcessor:
                 result = store.put_batch_encoded(topic, batch_members(body, batch_props), queue_id,
                                                  born_timestamp=header.born_timestamp,
                                                  born_host=born, wait_store=False)
-        elif is_half_message(header.properties):  # TRAN_MSG=true (spec 3.4 step 5)
+        elif half := is_half_message(header.properties):  # TRAN_MSG=true (spec 3.4 step 5)
             if self.broker.config.reject_transaction_message:
                 return request.make_response(ResponseCode.NO_PERMISSION,
                                              f"the broker[{self.broker.config.broker_ip1}] sending "
@@ -245,9 +246,8 @@ class SendProcessor:
                                        reconsume_times=header.reconsume_times or 0, wait_store=False)
         metrics = self.broker.metrics
         if metrics is not None and result.ok:
-            half = request.code != RequestCode.SEND_BATCH_MESSAGE and is_half_message(header.properties)
-            kind = message_type(header.properties, half=half)
-            metrics.on_put(topic, kind, result.msg_num, result.wrote_bytes)
+            metrics.on_put(topic, message_type(header.properties, half=half), result.msg_num,
+                           result.wrote_bytes)
         return result, queue_id, extra
 
     def _timer(self, topic: str, encoded: bytes) -> tuple[bytes, str | None]:

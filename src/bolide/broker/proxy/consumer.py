@@ -160,7 +160,8 @@ class GrpcConsumer:
         if found:
             broker.stats.on_get(len(found))
             if broker.metrics is not None:
-                size = sum(len(d.message.body) for d in found if isinstance(d.message, MessageExt))
+                # the records' stored size, as pulls and pops count them
+                size = sum(d.message.store_size for d in found if isinstance(d.message, MessageExt))
                 broker.metrics.on_get(topic, group, len(found), size)
         return [self._message(d, group) for d in found]
 

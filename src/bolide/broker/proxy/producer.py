@@ -62,6 +62,7 @@ MAX_TRANSACTIONS = 100_000  # half messages remembered by transaction id (the in
 
 _METRICS_TYPES = {pb.FIFO: "fifo", pb.DELAY: "delay", pb.TRANSACTION: "transaction"}  # message_type label
 
+
 class GrpcProducer:
     """Stores the messages of SendMessage calls and ends their transactions."""
 
