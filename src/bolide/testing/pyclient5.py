@@ -29,6 +29,18 @@ def client_dirs() -> tuple[Path, Path]:
     return interop_dir() / "python5-client", interop_dir() / ".cache" / "python5-client"
 
 
+def _install_steps(venv: Path, python: Path, requirements: Path) -> list[list[str]]:
+    """The commands that create ``venv`` with ``requirements``: with uv when it is installed
+    beside this interpreter (``make venv`` puts it there; several times faster), else pip."""
+    uv = Path(sys.executable).parent / "uv"
+    if uv.is_file():
+        return [[str(uv), "venv", "--quiet", "--python", sys.executable, str(venv)],
+                [str(uv), "pip", "install", "--quiet", "--python", str(python), "-r", str(requirements)]]
+    return [[sys.executable, "-m", "venv", str(venv)],
+            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+             "-r", str(requirements)]]
+
+
 def install_python5_client() -> Path:
     """Create the virtual environment with the pinned client (once, serialised between test
     processes); its python. Raises :class:`RocketMQUnavailable` when that fails."""
@@ -48,19 +60,7 @@ def install_python5_client() -> Path:
                 return python
             shutil.rmtree(venv, ignore_errors=True)
             print(f"bolide: installing the RocketMQ 5 Python client into {venv}", file=sys.stderr, flush=True)
-            steps = (
-                [sys.executable, "-m", "venv", str(venv)],
-                [
-                    str(python),
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    "-r",
-                    str(requirements),
-                ],
-            )
+            steps = _install_steps(venv, python, requirements)
             for cmd in steps:
                 try:
                     proc = subprocess.run(
