@@ -1,13 +1,17 @@
 """``bolide pipeline archive | lag-report | rebuild-index`` end to end: in-process on the test
-session, and the archive once through spark-submit (the way a cluster runs it)."""
+session, and the archive once through spark-submit (the way a cluster runs it), in the
+background while the others run."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,20 +95,46 @@ def test_rebuild_index_restores_lost_queues(spark: Any, store: Path, tmp_path: P
         assert len(s.query_message("Audit", "k1")) == 1
 
 
-def test_archive_through_spark_submit(store: Path, tmp_path: Path) -> None:
-    """The job file as a cluster runs it: spark-submit starts the driver, the master is its."""
+@dataclass
+class Submitted:
+    proc: subprocess.Popen[bytes]
+    out_dir: Path
+    stdout: Path
+    stderr: Path
+
+
+@pytest.fixture(scope="module", autouse=True)
+def submitted(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Submitted]:
+    """The archive job through spark-submit, started with the module so that its own JVM and
+    driver start while the tests above run in the session (it only reads the store)."""
     import pyspark
 
+    run = tmp_path_factory.mktemp("spark-submit")
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
            "SPARK_LOCAL_IP": "127.0.0.1"}
-    proc = subprocess.run(
-        [str(submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-         pipeline_cli.__file__, "archive", str(store), str(tmp_path / "archive"),
-         "--older-than-hours", "0", "--output", "json"],
-        capture_output=True, text=True, timeout=240, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    doc = json.loads(proc.stdout[proc.stdout.index("{"):])
+    with (run / "stdout").open("wb") as out, (run / "stderr").open("wb") as err:
+        proc = subprocess.Popen(
+            [str(submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+             "--driver-java-options", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",  # starts faster
+             pipeline_cli.__file__, "archive", str(store), str(run / "archive"),
+             "--older-than-hours", "0", "--output", "json"],
+            stdout=out, stderr=err, env=env, start_new_session=True)
+    job = Submitted(proc, run / "archive", run / "stdout", run / "stderr")
+    try:
+        yield job
+    finally:
+        if job.proc.poll() is None:
+            os.killpg(job.proc.pid, signal.SIGKILL)
+            job.proc.wait(30)
+
+
+def test_archive_through_spark_submit(submitted: Submitted) -> None:
+    """The job file as a cluster runs it: spark-submit starts the driver, the master is its."""
+    returncode = submitted.proc.wait(240)
+    stdout = submitted.stdout.read_text()
+    assert returncode == 0, submitted.stderr.read_text()[-3000:]
+    doc = json.loads(stdout[stdout.index("{"):])
     assert len(doc["segments_exported"]) >= 3
-    manifest = json.loads((tmp_path / "archive" / "_bolide_manifest.json").read_text())
+    manifest = json.loads((submitted.out_dir / "_bolide_manifest.json").read_text())
     assert sum(e["rows"] for e in manifest["segments"]) == doc["rows"]
