@@ -22,7 +22,7 @@ from bolide.store.record import RecordInfo, parse_record
 from bolide.testing.crash import Ack, CrashWriterProcess, check_acknowledged, check_queues
 from conftest import SMALL_COMMIT_LOG, SMALL_CONSUME_QUEUE, assert_consistent, small_config
 
-ROUNDS = 24
+ROUNDS = 16
 MAX_ACKS_PER_ROUND = 1000
 
 

@@ -36,7 +36,7 @@ from bolide.testing.servers import Servers, running_servers
 from conftest import no_traceback_logged
 
 SEED = 20261127
-PER_CODE = 60  # requests per request code
+PER_CODE = 40  # requests per request code
 TEST_TIMEOUT = 240.0
 VERSIONS = (0, 1, 317, 373, 401, 409, 453, 463, -1, 32767)  # the client's version code
 ONEWAY = {RequestCode.END_TRANSACTION}  # sent oneway by every client; unanswered for bad states

@@ -15,7 +15,7 @@ import pytest
 from bolide.testing.fuzz import TARGETS
 from conftest import unavailable
 
-RUNS = {"records": 8000, "decoder": 5000}  # numpy and Arrow per input; the others 20,000
+RUNS = {"records": 4000, "decoder": 2500}  # numpy and Arrow per input; the others 10,000
 
 
 def _atheris_or_skip() -> None:
@@ -29,7 +29,7 @@ def _atheris_or_skip() -> None:
 def test_fuzz_target_finds_nothing(target: str, tmp_path: Path) -> None:
     _atheris_or_skip()
     proc = subprocess.run(
-        [sys.executable, "-m", "bolide.testing.fuzz", target, f"-runs={RUNS.get(target, 20000)}",
+        [sys.executable, "-m", "bolide.testing.fuzz", target, f"-runs={RUNS.get(target, 10000)}",
          "-seed=1", f"-artifact_prefix={tmp_path}/", str(tmp_path / "corpus")],
         capture_output=True, text=True, timeout=240, cwd=tmp_path)
     found = sorted(p.name for p in tmp_path.iterdir() if p.name != "corpus")

@@ -25,7 +25,7 @@ from bolide.protocol.serialize_binary import decode_binary_header, encode_binary
 from bolide.protocol.serialize_json import decode_json_header, encode_json_header
 
 SMALL_LIMIT = 4096  # a frame limit small enough for random length fields to hit both sides of it
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 i16 = st.integers(-(2**15), 2**15 - 1)
 i32 = st.integers(-(2**31), 2**31 - 1)

@@ -264,7 +264,7 @@ class StoreModel(RuleBasedStateMachine):
 
 
 StoreModel.TestCase.settings = settings(
-    max_examples=40, stateful_step_count=50, deadline=None,
+    max_examples=30, stateful_step_count=50, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 TestStoreModel = StoreModel.TestCase
