@@ -144,7 +144,9 @@ def figures(seconds: float, rows: int, body_bytes: int) -> dict[str, Any]:
             "body_mib_s": r(body_bytes / seconds / 2**20)}
 
 
-def run_size(spark: Any, base: Path, count: int, size: int, sink_rows: int) -> dict[str, Any]:
+def run_size(spark: Any, base: Path, count: int, size: int, sink_rows: int, runs: int = RUNS,
+             warmup: int = WARMUP) -> dict[str, Any]:
+    """Every figure of one body size; each read the fastest of ``runs`` after ``warmup``."""
     CeilingSource.register(spark)
     root = base / f"store-{size}"
     shutil.rmtree(root, ignore_errors=True)
@@ -171,30 +173,30 @@ def run_size(spark: Any, base: Path, count: int, size: int, sink_rows: int) -> d
                     .option("pullBatchSize", str(pull_batch)).load())
 
         timed(online(32).limit(10))  # the Python workers start
-        secs, rows, body = timed(online(32), RUNS, WARMUP)
+        secs, rows, body = timed(online(32), runs, warmup)
         out["broker_read"] = figures(secs, rows, body)
-        secs, rows, body = timed(online(LARGE_PULL), RUNS, WARMUP)
+        secs, rows, body = timed(online(LARGE_PULL), runs, warmup)
         out["broker_read_large_pulls"] = figures(secs, rows, body)
         # the column pruning Parquet does for this query, by a reader schema (as offline below)
-        secs, rows, body = timed(online(LARGE_PULL, "body BINARY"), RUNS, WARMUP)
+        secs, rows, body = timed(online(LARGE_PULL, "body BINARY"), runs, warmup)
         out["broker_read_body_only"] = figures(secs, rows, body)
         offline = spark.read.format("rocketmq-store").load(str(root / "store"))
-        secs, rows, body = timed(offline, RUNS, WARMUP)
+        secs, rows, body = timed(offline, runs, warmup)
         out["store_read"] = figures(secs, rows, body)
         out["store_read"]["commit_log_mib_s"] = r(log_bytes / secs / 2**20)
         parquet = root / "parquet"
         offline.write.mode("overwrite").parquet(str(parquet))
-        secs, rows, body = timed(spark.read.parquet(str(parquet)), RUNS, WARMUP)
+        secs, rows, body = timed(spark.read.parquet(str(parquet)), runs, warmup)
         out["parquet_read"] = figures(secs, rows, body)
         out["store_vs_parquet"] = r(out["store_read"]["seconds"] / secs, 2)
         # Parquet reads only the body column for this query; a reader schema does the same here
         body_only = spark.read.format("rocketmq-store").schema("body BINARY").load(str(root / "store"))
-        out["store_read_body_only"] = figures(*timed(body_only, RUNS, WARMUP))
+        out["store_read_body_only"] = figures(*timed(body_only, runs, warmup))
         out["store_body_only_vs_parquet"] = r(out["store_read_body_only"]["seconds"] / secs, 2)
         out["broker_body_only_vs_parquet"] = r(out["broker_read_body_only"]["seconds"] / secs, 2)
         ceiling = (spark.read.format("bolide-bench-ceiling").option("rows", str(count))
                    .option("size", str(size)).load())
-        out["python_source_ceiling"] = figures(*timed(ceiling, RUNS, WARMUP))
+        out["python_source_ceiling"] = figures(*timed(ceiling, runs, warmup))
         # the first sink_rows / 4 of each queue: a filter keeps the Parquet file's partitions,
         # where limit() would gather the rows into one task
         sink_df = (spark.read.parquet(str(parquet)).where(f"queueOffset < {sink_rows // 4}")

@@ -1,7 +1,7 @@
 """``bench/spark_pipeline.py`` measures one body size end to end on the tests' SparkSession
-(``main`` adds only its own session and the JSON document): every figure comes out, on the
-number of rows written, and the store and server are gone afterwards. Figures are never
-asserted."""
+(``main`` adds only its own session and the JSON document), each read timed once: every
+figure comes out, on the number of rows written, and the store and server are gone
+afterwards. Figures are never asserted."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def bench_module() -> Any:
 
 def test_spark_pipeline_bench_one_size(spark: Any, tmp_path: Path) -> None:
     register(spark)
-    case = bench_module().run_size(spark, tmp_path, 3_000, 100, 500)
+    case = bench_module().run_size(spark, tmp_path, 3_000, 100, 500, runs=1, warmup=0)
     for read in ("broker_read", "broker_read_large_pulls", "store_read", "parquet_read",
                  "python_source_ceiling", "store_read_body_only"):
         assert case[read]["rows"] == 3_000 and case[read]["rows_s"] > 0, (read, case)
