@@ -33,7 +33,7 @@ from bolide.testing.servers import Servers, running_servers
 SMALL_COMMIT_LOG = 64 * 1024  # bytes per CommitLog segment in tests
 SMALL_CONSUME_QUEUE = 100 * 20  # 100 entries per ConsumeQueue file in tests
 
-# Tests never assert wall-clock times: no per-example deadline (two workers share the cores)
+# Tests never assert wall-clock times: no per-example deadline (the workers share the cores)
 settings.register_profile("bolide", deadline=None)
 settings.load_profile("bolide")
 
