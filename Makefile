@@ -35,7 +35,8 @@ lint: $(STAMP)
 # Central into interop/.m2 the first time, then from that cache. Without java/javac/mvn this
 # only warns and the interop tests are skipped; with CI set it fails.
 # The Node.js client (ali-ons) is installed by npm ci into interop/.cache/node-client, likewise,
-# and the RocketMQ 5 Python client (gRPC) by pip into the venv interop/.cache/python5-client.
+# and the RocketMQ 5 Python client (gRPC) by uv (pip without it) into the venv
+# interop/.cache/python5-client.
 # The three run side by side (bolide.testing.prepare), and need only the standard library, so
 # `make test` runs them while the venv is being installed.
 interop-deps: | $(UV)

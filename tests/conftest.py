@@ -12,6 +12,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
+# gRPC's fork handlers crash a forked child while the process's gRPC threads are busy (a worker
+# that has served gRPC): the tests fork (os.fork, preexec_fn), so they are off for the suite
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
 import pytest
 from hypothesis import settings
 

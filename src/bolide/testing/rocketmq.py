@@ -20,7 +20,6 @@ directory, so the server logs land in ``<run>/<role>/logs/rocketmqlogs``.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import json
 import logging
@@ -326,16 +325,17 @@ def free_port(span: Sequence[int] = (0,)) -> int:
 
 
 # -- processes --------------------------------------------------------------------------------
-try:  # looked up here: the child between fork and exec must not load libraries
-    _prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
-except (OSError, AttributeError):
-    _prctl = None
+# util-linux's setpriv sets the parent-death signal and execs the command: a preexec_fn would
+# do the same, but it makes subprocess fork() instead of vfork(), and a fork runs the fork
+# handlers of gRPC's core, which crash the child (SIGSEGV / SIGABRT before exec) in a process
+# whose gRPC threads are busy, as in a test worker that has served gRPC.
+_SETPRIV = shutil.which("setpriv") if sys.platform.startswith("linux") else None
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Have Linux SIGKILL the JVM if the test process dies, so no broker outlives a run."""
-    if _prctl is not None:
-        _prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+def dying_with_parent(cmd: Sequence[str]) -> list[str]:
+    """``cmd`` run so that Linux SIGKILLs it when the thread that started it (the test process)
+    dies, so no broker outlives a run; as is where setpriv is missing."""
+    return [_SETPRIV, "--pdeathsig", "KILL", "--", *cmd] if _SETPRIV else list(cmd)
 
 
 class JavaProcess:
@@ -351,10 +351,9 @@ class JavaProcess:
         self._cond = threading.Condition()
         self._log: IO[str] = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed by reader
         self.popen = subprocess.Popen(
-            cmd, cwd=cwd, env=dict(env) if env is not None else None,
+            dying_with_parent(cmd), cwd=cwd, env=dict(env) if env is not None else None,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, encoding="utf-8", errors="replace", bufsize=1,
-            preexec_fn=_die_with_parent if _prctl is not None else None,
         )
         self._reader = threading.Thread(target=self._read, name=f"{name}-stdout", daemon=True)
         self._reader.start()
