@@ -11,7 +11,6 @@ installed (``PYTHONPATH=src``).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -26,7 +25,7 @@ def run_all(modules: Sequence[str] = STEPS) -> int:
     started = time.monotonic()
     procs = [(module, subprocess.Popen([sys.executable, "-m", module, "prepare"],
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       text=True, env=os.environ.copy()))
+                                       text=True))
              for module in modules]
     status = 0
     for module, proc in procs:
