@@ -25,12 +25,13 @@ def target_rows(cases: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         value = cases.get(name, {}).get(key)
         met = None if value is None else (low is None or value >= low) and (high is None or value <= high)
         rows.append({"target": what, "case": name, "figure": key, "measured": value, "met": met})
-    for key, what in (("anon_mib", "anonymous memory"), ("peak_rss_mib", "peak RSS")):
-        values = [f[key] for f in cases.values() if f.get(key) is not None]
-        top = max(values) if values else None
-        rows.append({"target": f"broker {what} < {MEMORY_LIMIT_MIB} MiB in every case", "case": "*",
-                     "figure": key, "measured": top,
-                     "met": None if top is None else top < MEMORY_LIMIT_MIB})
+    # the memory target is the broker's own (anonymous) memory; its peak RSS also counts the
+    # mapped store pages (page cache), so it is reported in the cases, not held to the limit
+    values = [f["anon_mib"] for f in cases.values() if f.get("anon_mib") is not None]
+    top = max(values) if values else None
+    rows.append({"target": f"broker anonymous memory < {MEMORY_LIMIT_MIB} MiB in every case",
+                 "case": "*", "figure": "anon_mib", "measured": top,
+                 "met": None if top is None else top < MEMORY_LIMIT_MIB})
     return rows
 
 
