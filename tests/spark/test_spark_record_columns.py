@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bolide.client.pulling import decompress
+from bolide.common.compression import decompress_message
 from bolide.common.hosts import encode_host
 from bolide.common.records import MAGIC_V1, MAGIC_V2, decode_record
 from bolide.common.sysflag import COMPRESSED
@@ -82,7 +82,7 @@ def expected_rows(data: bytes, starts: list[int], keep: Any = lambda m, pos: Tru
     msgs = []
     for pos in starts:
         msg = decode_record(data, pos)
-        decompress(msg)
+        decompress_message(msg)
         if keep(msg, pos):
             msgs.append(msg)
     return to_record_batch(BROKER, msgs).to_pylist() if msgs else []

@@ -33,10 +33,11 @@ from bolide.client.errors import (
 )
 from bolide.client.filtering import subscription
 from bolide.client.instance import ClientInstance
-from bolide.client.pulling import decompress, pull, pull_raw_many
+from bolide.client.pulling import pull, pull_raw_many
 from bolide.client.results import PullResult, PullStatus
 from bolide.client.route import build_route
 from bolide.common import properties as P
+from bolide.common.compression import decompress_message
 from bolide.common.message import MessageExt
 from bolide.common.msgid import decode_offset_msg_id
 from bolide.common.records import decode_records
@@ -470,7 +471,7 @@ class Admin(AclAdminCalls, AuthAdminCalls):
                                         ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR))
             if response.code == ResponseCode.SUCCESS:
                 msg = decode_records(response.body_bytes())[0]
-                decompress(msg)
+                decompress_message(msg)
                 return msg
         if topic:
             found = [m for m in await self._query(topic, msg_id, 32, 0, None, unique=True)
@@ -513,7 +514,7 @@ class Admin(AclAdminCalls, AuthAdminCalls):
             if response.code == ResponseCode.SUCCESS:
                 out += [m for m in decode_records(response.body_bytes()) if m.topic == topic]
         for m in out:
-            decompress(m)
+            decompress_message(m)
         return sorted(out, key=lambda m: (m.store_timestamp, m.queue_id, m.queue_offset))
 
     async def read_messages(self, mq: MessageQueue, offset: int, count: int, *,

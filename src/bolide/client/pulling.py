@@ -7,7 +7,6 @@ messages of the group's retry topic."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
 from bolide.client.errors import NoRouteError
@@ -15,8 +14,7 @@ from bolide.client.filtering import matches
 from bolide.client.instance import ClientInstance
 from bolide.client.results import PullResult, PullStatus
 from bolide.common import properties as P
-from bolide.common import sysflag
-from bolide.common.compression import decompress_body
+from bolide.common.compression import decompress_message
 from bolide.common.message import MessageExt
 from bolide.common.records import RecordFormatError, decode_records
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
@@ -31,24 +29,12 @@ from bolide.protocol.headers.consumer import (
     PullMessageRequestHeader,
 )
 
-log = logging.getLogger(__name__)
-
 _STATUS: dict[int, PullStatus] = {
     ResponseCode.SUCCESS: PullStatus.FOUND,
     ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
     ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
 }
-
-
-def decompress(msg: MessageExt) -> None:
-    """Decompress a compressed body in place (ZLIB, LZ4 or ZSTD, as its sysFlag says)."""
-    if msg.sys_flag & sysflag.COMPRESSED:
-        try:
-            msg.body = decompress_body(msg.body, msg.sys_flag)
-        except ValueError as exc:
-            log.warning("message %s at offset %d of %s has a bad compressed body (%s); delivered as is",
-                        msg.msg_id, msg.queue_offset, msg.topic, exc)
 
 
 def restore_retry_topic(msg: MessageExt, group: str) -> None:
@@ -145,7 +131,7 @@ async def pull(instance: ClientInstance, group: str, mq: MessageQueue, offset: i
         for msg in msgs:
             if not matches(sub, msg):
                 continue
-            decompress(msg)
+            decompress_message(msg)
             msg.properties[P.MIN_OFFSET] = str(result.min_offset)
             msg.properties[P.MAX_OFFSET] = str(result.max_offset)
             restore_retry_topic(msg, group)

@@ -45,9 +45,10 @@ from bolide.client.filtering import subscription
 from bolide.client.orderly import OrderlyService
 from bolide.client.process_queue import MIB, ProcessQueue
 from bolide.client.producer import Producer
-from bolide.client.pulling import decompress, pull, restore_retry_topic
+from bolide.client.pulling import pull, restore_retry_topic
 from bolide.client.results import ConsumeFrom, ConsumeStatus, MessageModel, PullStatus
 from bolide.common import properties as P
+from bolide.common.compression import decompress_message
 from bolide.common.message import Message, MessageExt
 from bolide.common.records import decode_records
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
@@ -264,7 +265,7 @@ class PushConsumer(ConsumerBase):
         except (ValueError, BolideError):
             return request.make_response(ResponseCode.SYSTEM_ERROR,
                                          "the request's body is not one stored message")
-        decompress(msg)
+        decompress_message(msg)
         result = await self._consume_directly(msg, header.broker_name or "")
         return request.make_response(body=result.encode())
 

@@ -43,9 +43,9 @@ from bolide.client.api import request
 from bolide.client.callbacks import require_arguments
 from bolide.client.config import ClientConfig
 from bolide.client.producer import Producer
-from bolide.client.pulling import decompress
 from bolide.client.results import SendResult, SendStatus
 from bolide.common import properties as P
+from bolide.common.compression import decompress_message
 from bolide.common.message import Message, MessageExt
 from bolide.common.msgid import decode_offset_msg_id
 from bolide.common.records import RecordFormatError, decode_records
@@ -209,7 +209,7 @@ class TransactionProducer(Producer):
         if not msgs:
             return None
         msg = msgs[0]
-        decompress(msg)
+        decompress_message(msg)
         listener = self.check_listener
         if listener is None:
             log.warning("broker %s checks transaction %s but producer %s has no check_listener",

@@ -9,12 +9,19 @@ format (lz4-java's LZ4FrameOutputStream) and ZSTD a zstd frame without a content
 from __future__ import annotations
 
 import enum
+import logging
 import zlib
+from typing import TYPE_CHECKING
 
 import lz4.frame
 import zstandard
 
 from bolide.common import sysflag
+
+if TYPE_CHECKING:
+    from bolide.common.message import MessageExt
+
+log = logging.getLogger(__name__)
 
 
 class CompressionType(enum.Enum):
@@ -49,6 +56,17 @@ def decompress_body(body: bytes, sys_flag: int) -> bytes:
     except (zlib.error, RuntimeError, zstandard.ZstdError) as exc:
         raise ValueError(f"a body compressed with {_name(kind)} does not decompress: {exc}") from None
     raise ValueError(f"compression type bits {kind:#x} name no algorithm RocketMQ knows")
+
+
+def decompress_message(msg: MessageExt) -> None:
+    """Decompress a received message's compressed body in place (as its sysFlag says); a body
+    that does not decompress is delivered as it is, with a warning."""
+    if msg.sys_flag & sysflag.COMPRESSED:
+        try:
+            msg.body = decompress_body(msg.body, msg.sys_flag)
+        except ValueError as exc:
+            log.warning("message %s at offset %d of %s has a bad compressed body (%s); delivered as is",
+                        msg.msg_id, msg.queue_offset, msg.topic, exc)
 
 
 def compress_body(body: bytes, kind: CompressionType, level: int) -> tuple[bytes, int]:

@@ -16,7 +16,7 @@ FORMAT = "rocketmq"
 def register(spark: Any) -> None:
     """Register the ``rocketmq`` and ``rocketmq-store`` data sources with the SparkSession ``spark``."""
     from bolide.spark.source import RocketMQDataSource
-    from bolide.spark.store_reader import RocketMQStoreDataSource
+    from bolide.spark.store_source import RocketMQStoreDataSource
 
     spark.dataSource.register(RocketMQDataSource)
     spark.dataSource.register(RocketMQStoreDataSource)

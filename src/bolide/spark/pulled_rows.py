@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bolide.client.filtering import SubscriptionData, matches
-from bolide.client.pulling import decompress
+from bolide.common.compression import decompress_message
 from bolide.common.message import MessageExt
 from bolide.common.records import RecordFormatError, decode_record
 from bolide.errors import ProtocolError
@@ -83,7 +83,7 @@ def _decoded(view: memoryview, pos: int) -> MessageExt:
         msg = decode_record(view, pos)
     except RecordFormatError as exc:
         raise ProtocolError(f"a pull answer is malformed: {exc}") from None
-    decompress(msg)
+    decompress_message(msg)
     return msg
 
 

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING
 
-from bolide.client import MessageExt
 from bolide.common import properties as P
+from bolide.common.message import MessageExt
 from bolide.spark.options import SparkOptionError
 
 if TYPE_CHECKING:

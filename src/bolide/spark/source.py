@@ -11,9 +11,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -25,13 +24,25 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from bolide.spark import offsets as O
-from bolide.spark.cluster import Cluster, GroupCommitter
 from bolide.spark.options import EARLIEST, LATEST, ReadOptions, SparkOptionError, read_options
 from bolide.spark.schema import projection, spark_schema
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from bolide.spark.cluster import Cluster, GroupCommitter
 
 log = logging.getLogger(__name__)
 
 FORMAT = "rocketmq"
+
+
+def _cluster(opts: ReadOptions) -> Cluster:
+    """The brokers of ``opts``. The client is imported here, where a broker is called: Spark also
+    imports this module in processes that only look the source up or build it."""
+    from bolide.spark.cluster import Cluster
+
+    return Cluster(opts.nameserver, opts.timeout_ms)
 
 
 class RocketMQDataSource(DataSource):
@@ -76,7 +87,7 @@ def read_partition(opts: ReadOptions, partition: InputPartition,
     part = getattr(partition, "part", None)
     if part is None or part.size == 0:
         return
-    with Cluster(opts.nameserver, opts.timeout_ms) as cluster:
+    with _cluster(opts) as cluster:
         yield from cluster.read_batches(part, expression=opts.expression,
                                         batch_size=opts.read_batch_size,
                                         pull_batch=opts.pull_batch_size,
@@ -99,7 +110,7 @@ class RocketMQBatchReader(DataSourceReader):
 
     def plan(self) -> list[O.QueueRange]:
         opts = self.opts
-        with Cluster(opts.nameserver, opts.timeout_ms) as cluster:
+        with _cluster(opts) as cluster:
             keys = cluster.queues(opts.topics)
             bounds = cluster.bounds(keys)
             O.check_known_queues(opts.starting, bounds, "startingOffsets")
@@ -137,12 +148,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- offsets ------------------------------------------------------------------------------
     def _bounds(self) -> O.Bounds:
-        with Cluster(self.opts.nameserver, self.opts.timeout_ms) as cluster:
+        with _cluster(self.opts) as cluster:
             return cluster.bounds(cluster.queues(self.opts.topics))
 
     def initialOffset(self) -> dict[str, Any]:
         opts = self.opts
-        with Cluster(opts.nameserver, opts.timeout_ms) as cluster:
+        with _cluster(opts) as cluster:
             keys = cluster.queues(opts.topics)
             bounds = cluster.bounds(keys)
             O.check_known_queues(opts.starting, bounds, "startingOffsets")
@@ -215,6 +226,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         try:
             if self._committer is None:
+                from bolide.spark.cluster import GroupCommitter
+
                 self._committer = GroupCommitter(self.opts.nameserver, self.opts.consumer_group)
             self._committer.commit(O.from_json(end))
         except Exception as exc:

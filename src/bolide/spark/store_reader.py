@@ -25,21 +25,22 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.types import StructType
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from bolide.client.pulling import decompress
+from bolide.common.compression import decompress_message
 from bolide.common.message import MessageExt
 from bolide.common.records import decode_record
 from bolide.errors import ConfigError
 from bolide.spark.options import SparkOptionError
 from bolide.spark.record_columns import RecordBuffer, Records
-from bolide.spark.schema import project, projection, spark_schema, to_record_batch
+from bolide.spark.schema import project, to_record_batch
+from bolide.spark.store_source import FORMAT, RocketMQStoreDataSource
 from bolide.spark.store_splits import ReadRange, plan_ranges
 from bolide.store.dropped_queues import load_dropped_queues
 from bolide.store.record import RecordError, parse_record
 
-FORMAT = "rocketmq-store"
+__all__ = ["FORMAT", "RocketMQStoreDataSource", "StoreBatchReader", "read_range", "store_options"]
+
 OPTIONS = {"path", "topic", "brokername", "mappedfilesizecommitlog", "readbatchsize",
            "maxpartitionbytes", "minpartitions", "startoffset", "endoffset"}
 DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024
@@ -198,7 +199,7 @@ def scan_range(rng: ReadRange, topics: frozenset[str] = frozenset(), lo: int = 0
                     return
                 if pos >= first and (not topics or info.topic in topics):
                     msg = decode_record(m, pos)
-                    decompress(msg)
+                    decompress_message(msg)
                     yield msg
                 pos += info.size
 
@@ -312,7 +313,7 @@ class _RangeDecoder:
                 and not self.opts.is_deleted(info.topic, info.queue_id,
                                              self.rng.segment_start + pos)):
             msg = decode_record(self.buf.mv, pos)
-            decompress(msg)
+            decompress_message(msg)
             self.slow.append(msg)
         return info.size
 
@@ -352,17 +353,3 @@ class StoreBatchReader(DataSourceReader):
         if rng is None:  # Spark's placeholder partition of an empty plan
             return
         yield from read_range(rng, self.opts, self.columns)
-
-
-class RocketMQStoreDataSource(DataSource):
-    """``spark.read.format("rocketmq-store").load(store_dir)``."""
-
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT
-
-    def schema(self) -> StructType:
-        return spark_schema()
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        return StoreBatchReader(store_options(self.options), projection(schema))
