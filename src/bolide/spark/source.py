@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -24,8 +24,9 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from bolide.spark import offsets as O
+from bolide.spark.message_source import MessageSource
 from bolide.spark.options import EARLIEST, LATEST, ReadOptions, SparkOptionError, read_options
-from bolide.spark.schema import projection, spark_schema
+from bolide.spark.schema import projection
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -45,15 +46,10 @@ def _cluster(opts: ReadOptions) -> Cluster:
     return Cluster(opts.nameserver, opts.timeout_ms)
 
 
-class RocketMQDataSource(DataSource):
+class RocketMQDataSource(MessageSource):
     """``spark.read.format("rocketmq")``, ``readStream``, ``write`` and ``writeStream``."""
 
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT
-
-    def schema(self) -> StructType:
-        return spark_schema()
+    FORMAT = FORMAT
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return RocketMQBatchReader(read_options(self.options, streaming=False), projection(schema))

@@ -4,23 +4,19 @@ imported only where they run."""
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader
+from pyspark.sql.datasource import DataSourceReader
 from pyspark.sql.types import StructType
 
-from bolide.spark.schema import projection, spark_schema
+from bolide.spark.message_source import MessageSource
+from bolide.spark.schema import projection
 
 FORMAT = "rocketmq-store"
 
 
-class RocketMQStoreDataSource(DataSource):
+class RocketMQStoreDataSource(MessageSource):
     """``spark.read.format("rocketmq-store").load(store_dir)``."""
 
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT
-
-    def schema(self) -> StructType:
-        return spark_schema()
+    FORMAT = FORMAT
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from bolide.spark.store_reader import StoreBatchReader, store_options
