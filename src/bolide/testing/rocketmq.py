@@ -178,6 +178,8 @@ def _resolve(cache: Path, poms: Mapping[str, Path]) -> None:
     ``rocketmq-<name>.classpath`` into ``cache``."""
     reactor = cache / "maven"
     reactor.mkdir(exist_ok=True)
+    for name in poms:  # what a failed run left is not taken for this one's output
+        (cache / f"rocketmq-{name}.classpath.tmp").unlink(missing_ok=True)
     modules = "\n".join(f"    <module>{os.path.relpath(pom.parent, reactor)}</module>"
                         for pom in poms.values())
     (reactor / "pom.xml").write_text(_REACTOR_POM.format(modules=modules))
