@@ -172,7 +172,6 @@ def run_size(spark: Any, base: Path, count: int, size: int, sink_rows: int, runs
                     .option("topic", TOPIC).option("startingOffsets", "earliest")
                     .option("pullBatchSize", str(pull_batch)).load())
 
-        timed(online(32).limit(10))  # the Python workers start
         secs, rows, body = timed(online(32), runs, warmup)
         out["broker_read"] = figures(secs, rows, body)
         secs, rows, body = timed(online(LARGE_PULL), runs, warmup)
