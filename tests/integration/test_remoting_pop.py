@@ -171,3 +171,56 @@ def test_assignment_follows_the_request_mode(tmp_path: Path) -> None:
             await client.close()
 
     run_with_servers(tmp_path, test)
+
+
+def test_a_pop_asking_for_order_holds_its_queue_until_acknowledged(tmp_path: Path) -> None:
+    """RocketMQ's ``order`` header (what its proxy sends for a FIFO group): while messages of a
+    queue are out, an ordered pop of that queue hands out nothing; a pop without it does."""
+    topic = "PopOrderTopic"
+
+    def pop(order: bool, max_nums: int) -> RemotingCommand:
+        header = PopMessageRequestHeader(
+            consumer_group=GROUP, topic=topic, queue_id=0, max_msg_nums=max_nums, invisible_time=60_000,
+            poll_time=200, born_time=0, init_mode=0, exp_type="TAG", exp="*", order=order)
+        return RemotingCommand.request(RequestCode.POP_MESSAGE, header)
+
+    async def test(s: Servers) -> None:
+        async with Admin(s.namesrv_addr) as admin:
+            await admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
+        async with Producer(s.namesrv_addr, "pop_pg") as producer:
+            for i in range(4):
+                await producer.send(Message(topic, b"m%d" % i))
+        assert await asyncio.to_thread(s.broker.store.wait_dispatched, 10)
+        name, addr = s.broker.config.broker_name, s.broker_addr
+        client = RemotingClient()
+        try:
+            first = await client.invoke(addr, pop(True, 2))
+            assert first.code == ResponseCode.SUCCESS, first.remark
+            cks = pop_cks(first, name)
+            assert sorted(cks) == [b"m0", b"m1"]
+            held = await client.invoke(addr, pop(True, 2))
+            assert held.code == ResponseCode.POLLING_TIMEOUT  # m0 and m1 are out
+            unordered = await client.invoke(addr, pop(False, 1))
+            assert unordered.code == ResponseCode.SUCCESS, unordered.remark
+            cks |= pop_cks(unordered, name)
+            assert sorted(cks) == [b"m0", b"m1", b"m2"]
+            for body in (b"m0", b"m1"):
+                queue_id, offset, ck = cks[body]
+                ack = AckMessageRequestHeader(consumer_group=GROUP, topic=topic, queue_id=queue_id,
+                                              extra_info=ck, offset=offset)
+                answer = await client.invoke(addr, RemotingCommand.request(RequestCode.ACK_MESSAGE, ack))
+                assert answer.code == ResponseCode.SUCCESS, answer.remark
+            still = await client.invoke(addr, pop(True, 2))
+            assert still.code == ResponseCode.POLLING_TIMEOUT  # m2 is out
+            queue_id, offset, ck = cks[b"m2"]
+            ack = AckMessageRequestHeader(consumer_group=GROUP, topic=topic, queue_id=queue_id,
+                                          extra_info=ck, offset=offset)
+            answer = await client.invoke(addr, RemotingCommand.request(RequestCode.ACK_MESSAGE, ack))
+            assert answer.code == ResponseCode.SUCCESS, answer.remark
+            last = await client.invoke(addr, pop(True, 2))
+            assert last.code == ResponseCode.SUCCESS, last.remark
+            assert [m.body for m in decode_records(last.body_bytes())] == [b"m3"]
+        finally:
+            await client.close()
+
+    run_with_servers(tmp_path, test)

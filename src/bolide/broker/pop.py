@@ -192,17 +192,20 @@ class PopService:
         renew_for: str | None = None,
         from_end: bool = False,
         raw: bool = False,
+        orderly: bool = False,
     ) -> list[Delivery]:
         """Up to ``max_count`` messages of ``topic``'s ``queue_ids`` for ``group``, each hidden
         for ``invisible_ms``: messages due again first, then new ones (filtered by ``tags`` or
         ``record_filter``). ``renew_for``: keep them hidden while that client is connected (up
         to three hours). ``from_end``: a queue the group has no offset on yet starts at its
         last message, unless retention has removed none of it (RocketMQ's ConsumeInitMode.MAX).
-        ``raw``: the messages as :class:`StoredRecord` instead of decoded."""
+        ``raw``: the messages as :class:`StoredRecord` instead of decoded. ``orderly`` (a pop that
+        asks for order, as RocketMQ's ``order`` header), or a FIFO group: a queue with messages
+        out hands out nothing until they are acknowledged or come back."""
         now = self.clock()
         self._expire(now)
         gen = self._new_gen()
-        orderly = self.orderly(group)
+        orderly = orderly or self.orderly(group)
         out: list[Delivery] = []
         tag_set = frozenset(tags) if tags is not None else None
         for queue_id in queue_ids:

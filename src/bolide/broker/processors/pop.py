@@ -148,6 +148,7 @@ class PopProcessor:
                     record_filter=record_filter,
                     from_end=header.init_mode == CONSUME_INIT_MAX,
                     raw=True,
+                    orderly=bool(header.order),
                 )
                 if found:
                     return self._found(request, header, found)
