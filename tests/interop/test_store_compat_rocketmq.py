@@ -27,7 +27,7 @@ from bolide.common import Message
 from bolide.common.message import MessageExt
 from bolide.protocol.bodies.client import MessageQueue
 from bolide.store import GetStatus, MessageStore, StoreConfig
-from bolide.store.consume_queue import ENTRY_SIZE
+from bolide.store.consume_queue import ENTRY, ENTRY_SIZE, EXT_ADDRESS_MAX
 from bolide.testing import rocketmq as rmqmod
 from bolide.testing.rocketmq import (
     BrokerSettings,
@@ -400,6 +400,36 @@ def test_bolide_opens_a_rocketmq_store_after_a_clean_stop(rmq: RocketMQ, tmp_pat
                         store.get_max_offset_in_queue(topic, q)) == (s.min_offset, s.max_offset)
         check_bolide_reads(store, sent, rmq.broker_addr)
     assert_consistent(config)
+
+
+def test_bolide_filters_tags_in_a_rocketmq_store_with_consume_queue_ext(rmq: RocketMQ,
+                                                                        tmp_path: Path) -> None:
+    """With enableConsumeQueueExt RocketMQ writes, in each ConsumeQueue entry's tagsCode, the
+    address of a ConsumeQueueExt unit instead of the tag's hash: a tag-filtered get of Bolide
+    on that store still finds exactly the messages of the tag."""
+    root = tmp_path / "store"
+    settings = _broker(root)
+    settings.extra["enableConsumeQueueExt"] = "true"
+    rmq.start_broker(settings)
+    try:
+        sent, _ = send_messages(rmq, status=False)
+    finally:
+        code = rmq.stop_broker()
+    assert not (root / "abort").exists(), f"the broker did not stop cleanly (exit {code})"
+    assert (root / "consumequeue_ext" / RMQ_TOPIC).is_dir()
+    codes = [c for f in (root / "consumequeue" / RMQ_TOPIC).glob("*/*")
+             for _, size, c in ENTRY.iter_unpack(f.read_bytes()) if size > 0]
+    assert codes and all(c <= EXT_ADDRESS_MAX for c in codes), codes  # ext addresses, not hashes
+    with MessageStore(_bolide_config(rmq)) as store:
+        for tag in ("Tag0", "Tag1", "Tag2"):
+            found = []
+            for q in range(QUEUES):
+                r = store.get_message("g", RMQ_TOPIC, q, 0, 32, tags=[tag])
+                assert r.status in (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE), r.status
+                found += [m.msg_id for m in r.messages]
+            assert sorted(found) == sorted(s.msg_id for s in sent if s.topic == RMQ_TOPIC and s.tags == tag)
+            assert found
+        check_bolide_reads(store, sent, rmq.broker_addr)
 
 
 def test_bolide_opens_a_rocketmq_store_after_sigkill(rmq: RocketMQ, tmp_path: Path) -> None:

@@ -8,6 +8,9 @@
 
 #include "_native.h"
 
+/* A ConsumeQueue tagsCode at or below this is a ConsumeQueueExt address (consume_queue.py). */
+#define EXT_ADDRESS_MAX (-2147483649LL)
+
 /* Where the TAGS value of an encoded properties blob lies, as record.property_bytes finds
  * it: "TAGS\x01" at the start or right after a 0x02, up to the next 0x02. Returns 1 with
  * [*start, *end) set, 0 when there is no TAGS. */
@@ -448,6 +451,13 @@ static PyObject *select_entries(PyObject *self, PyObject *args) {
             break;
         }
         int wanted = ncodes < 0;
+        if (!wanted && code <= EXT_ADDRESS_MAX) { /* a ConsumeQueueExt address: the record's tag */
+            if (tags == Py_None) {                 /* decides, or the general step does */
+                stop = 2;
+                break;
+            }
+            wanted = 1;
+        }
         for (Py_ssize_t k = 0; k < ncodes && !wanted; k++)
             wanted = code_list[k] == code;
         int tag_ok = 1;

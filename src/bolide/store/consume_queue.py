@@ -12,6 +12,10 @@ from bolide.store.mapped_file_queue import MappedFileQueue
 ENTRY_SIZE = 20
 ENTRY = struct.Struct(">qiq")
 PRE_BLANK = ENTRY.pack(0, 0x7FFFFFFF, 0)
+# A tagsCode at or below this is the address of a ConsumeQueueExt unit, which RocketMQ writes
+# with enableConsumeQueueExt (off by default) and which holds the real tagsCode: the tag of such
+# an entry is taken from its record instead.
+EXT_ADDRESS_MAX = -(2**31) - 1
 
 
 class ConsumeQueue:

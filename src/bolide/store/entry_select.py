@@ -18,7 +18,7 @@ from typing import Any
 
 from bolide.common import sysflag
 from bolide.common.records import MAGIC_V1
-from bolide.store.consume_queue import ENTRY
+from bolide.store.consume_queue import ENTRY, EXT_ADDRESS_MAX
 from bolide.store.fastscan import compiled_module
 from bolide.store.record import property_bytes
 
@@ -82,7 +82,13 @@ def select_entries_python(entries: memoryview | bytes, i: int, n: int, seg: memo
         if size <= 0 or phys < 0:  # a damaged entry: the caller's general step skips it
             stop = DEFERRED
             break
-        wanted = code_set is None or code in code_set
+        if code <= EXT_ADDRESS_MAX and code_set is not None:  # a ConsumeQueueExt address
+            if tag_set is None:  # only the record's tag can say
+                stop = DEFERRED
+                break
+            wanted = True  # the exact tag below decides
+        else:
+            wanted = code_set is None or code in code_set
         if wanted:
             if phys < seg_start or phys + size > seg_end:  # (seg_end is within seg)
                 stop = DEFERRED

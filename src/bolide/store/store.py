@@ -34,6 +34,7 @@ from bolide.store.config import BrokerRole, StoreConfig
 from bolide.store.consume_queue import (
     ENTRY,
     ENTRY_SIZE,
+    EXT_ADDRESS_MAX,
     ConsumeQueue,
     prepare_files,
     remove_queue_files,
@@ -951,8 +952,8 @@ class MessageStore:
                 elif total_bytes + size > mem_bytes or len(qoffsets) >= mem_count:
                     break
             scanned += 1
-            if codes is not None and code not in codes:
-                continue
+            if codes is not None and code not in codes and code > EXT_ADDRESS_MAX:
+                continue  # (a ConsumeQueueExt address is no tag code: the tag below decides)
             if seg_view is not None and seg_start <= phys and phys + size <= seg_end:
                 buf = seg_view[phys - seg_start : phys - seg_start + size]
             else:

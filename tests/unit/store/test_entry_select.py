@@ -1,7 +1,7 @@
 """get_message's entry loop (bolide.store.entry_select): the compiled and the pure-Python loops
 select the same records, and get_message answers exactly as its general one-entry step alone
-does, across segments, tags (ASCII or not), pre-blank entries, transfer limits and removed
-segments."""
+does, across segments, tags (ASCII or not), pre-blank entries, transfer limits, removed
+segments and ConsumeQueueExt addresses in place of tag codes."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def _segment(specs: list[tuple[str | None, str, int]], base: int) -> tuple[bytes
 
 
 entry_kind = st.sampled_from(["record"] * 6 + ["pre_blank", "outside", "negative_size",
-                                              "negative_offset"])
+                                              "negative_offset", "ext_address"])
 spec = st.tuples(st.sampled_from(TAGS), st.sampled_from(["v1"] * 6 + ["v2", "ipv6", "cut"]),
                  st.integers(0, 300))
 
@@ -86,6 +86,8 @@ def test_compiled_and_pure_loops_agree(specs: list[tuple[str | None, str, int]],
             entries += ENTRY.pack(phys, -(phys - base) - 5, code)
         elif kind == "negative_offset":
             entries += ENTRY.pack(-phys, size, code)
+        elif kind == "ext_address":  # RocketMQ's ConsumeQueueExt: the unit's offset + Long.MIN_VALUE
+            entries += ENTRY.pack(phys, size, -(2**63) + 24 * n)
         else:
             entries += ENTRY.pack(phys, size, code)
     codes = tuple(java_string_hash(t) if t else 0 for t in tag_filter) if tag_filter is not None else None
@@ -195,3 +197,32 @@ def test_a_damaged_entry_is_skipped_and_reported(tmp_path: Path, monkeypatch: py
                 assert [m.body for m in r.messages] == [b"m0", b"m1", b"m4"]
                 assert r.queue_offsets == [0, 1, 4] and r.next_begin_offset == 5
                 assert "2 damaged entries" in caplog.text and "bolide store verify" in caplog.text
+
+
+def test_consume_queue_ext_addresses_give_the_answers_of_tag_codes(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store RocketMQ wrote with enableConsumeQueueExt holds, in its entries' tagsCode, the
+    address of a ConsumeQueueExt unit (offset + Long.MIN_VALUE) instead of the tag's code: a
+    get filtered by tags takes the tag from each record, so it answers as with the codes."""
+    store = _store(tmp_path / "store")
+    try:
+        reference = _answers(store)
+        unit = 0
+        for cq_file in sorted((tmp_path / "store" / "consumequeue" / "T").glob("*/*")):
+            data = bytearray(cq_file.read_bytes())
+            for pos in range(0, len(data), ENTRY.size):
+                phys, size, _code = ENTRY.unpack_from(data, pos)
+                if size > 0 and size != entry_select.PRE_BLANK_SIZE:
+                    ENTRY.pack_into(data, pos, phys, size, -(2**63) + unit)
+                    unit += 24
+            with open(cq_file, "r+b") as f:  # in place: the store's mapping sees it
+                os.pwrite(f.fileno(), data, 0)
+        assert unit > 0
+        for enabled, compiled in ((True, True), (True, False), (False, True)):
+            with monkeypatch.context() as m:
+                m.setattr(entry_select, "ENABLED", enabled)
+                if not compiled:
+                    m.setattr(entry_select, "_compiled", None)
+                assert _answers(store) == reference, (enabled, compiled)
+    finally:
+        store.close()
