@@ -27,6 +27,7 @@ from bolide.common.message import Message
 from bolide.common.topic import SCHEDULE_TOPIC
 from bolide.store import MessageStore, PutStatus
 from bolide.store.config_files import DelayOffsetManager
+from bolide.store.consume_queue import EXT_ADDRESS_MAX
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,8 @@ class ScheduleService(LoopService):
             if entry is None:
                 return IDLE_S
             phys, _size, deliver_at = entry
+            if deliver_at <= EXT_ADDRESS_MAX:  # a ConsumeQueueExt address, not the time
+                deliver_at = self._deliver_time(phys, delay_ms, now)
             # a deliver time past now + delay comes from a clock change: deliver it now
             if now < deliver_at <= now + delay_ms:
                 return (deliver_at - now) / 1000
@@ -132,6 +135,13 @@ class ScheduleService(LoopService):
             offset += 1
             self.offsets.update(level, offset)
         return None
+
+    def _deliver_time(self, phys: int, delay_ms: int, now: int) -> int:
+        """The delivery time of the record at ``phys`` as RocketMQ computes its tags code (store
+        time + the level's delay), for an entry that holds a ConsumeQueueExt address instead
+        (a store RocketMQ wrote with enableConsumeQueueExt); ``now`` when the record is gone."""
+        msg = self.store.look_message_by_offset(phys)
+        return now if msg is None else msg.store_timestamp + delay_ms
 
     def _deliver(self, phys: int, level: int) -> bool:
         """Append the scheduled message at ``phys`` to its real topic; False to retry later."""
