@@ -13,6 +13,7 @@ from bolide.broker.acl import AclFileWatcher, AclValidator, PlainAcl
 from bolide.broker.auth.checks import AuthHook
 from bolide.broker.auth.metadata import AuthMetadata, AuthRefused
 from bolide.broker.auth.migrate import migrated
+from bolide.broker.auth.rocketmq_import import RocketMQAuthUnreadable, has_rocketmq_auth, read_rocketmq_auth
 from bolide.broker.auth.setup import initial_users, inner_hooks
 from bolide.broker.clients import ClientManager
 from bolide.broker.config import BrokerConfig
@@ -334,8 +335,7 @@ class BrokerController:
             state = self.acl.load()
             log.info("plain ACL on: %d accounts and %d global white addresses from %s",
                      len(state.accounts), len(state.global_white), self.acl.main_file)
-        self.auth.load()
-        created = []
+        created = [] if self.auth.load() else self._import_rocketmq_auth()
         for user in self._initial_users:
             if user.username not in self.auth.users:
                 self.auth.create_user(user)
@@ -384,6 +384,35 @@ class BrokerController:
             self.timer_takeover = await take_over_timer_wheel(store, mark)
         except TakeoverRefused as exc:
             log.error("%s", exc)
+
+    def _import_rocketmq_auth(self) -> list[str]:
+        """The users and ACLs a RocketMQ 5.3 broker left in this store's RocksDB databases
+        (``config/users``, ``config/acls``), for a store without Bolide's own file yet; the
+        names of the users created. Unreadable databases are logged with the fix."""
+        config_dir = self._store_config.config_dir
+        if not has_rocketmq_auth(config_dir):
+            return []
+        try:
+            users, acls = read_rocketmq_auth(config_dir)
+        except RocketMQAuthUnreadable as exc:
+            log.error("ACL 2.0: the users and ACLs RocketMQ left in %s are not taken over: %s",
+                      config_dir, exc)
+            return []
+        created = []
+        for user in users:
+            try:
+                self.auth.create_user(user)
+                created.append(user.username or "")
+            except AuthRefused as exc:
+                log.error("ACL 2.0: RocketMQ's user %s is not taken over: %s", user.username, exc)
+        for acl in acls:
+            try:
+                self.auth.put_acl(acl, None)
+            except AuthRefused as exc:
+                log.error("ACL 2.0: RocketMQ's ACL of %s is not taken over: %s", acl.subject, exc)
+        log.info("ACL 2.0: took over %d users and %d ACLs from RocketMQ's databases in %s",
+                 len(created), len(acls), config_dir)
+        return created
 
     def _migrate_plain_acl(self) -> list[str]:
         """Users and ACLs for the plain-ACL accounts that are no users yet (RocketMQ 5.3's
