@@ -54,14 +54,19 @@ def ack_request(queue_id: int, offset: int, ck: str) -> RemotingCommand:
     return RemotingCommand.request(RequestCode.ACK_MESSAGE, header)
 
 
+async def four_messages(s: Servers, topic: str, queues: int) -> None:
+    """``topic`` created with ``queues`` queues and m0 to m3 sent, all in the ConsumeQueues."""
+    async with Admin(s.namesrv_addr) as admin:
+        await admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+    async with Producer(s.namesrv_addr, "pop_pg") as producer:
+        for i in range(4):
+            await producer.send(Message(topic, b"m%d" % i))
+    assert await asyncio.to_thread(s.broker.store.wait_dispatched, 10)
+
+
 def test_pop_ack_change_invisible_and_batch_ack(tmp_path: Path) -> None:
     async def test(s: Servers) -> None:
-        async with Admin(s.namesrv_addr) as admin:
-            await admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
-        async with Producer(s.namesrv_addr, "pop_pg") as producer:
-            for i in range(4):
-                await producer.send(Message(TOPIC, b"m%d" % i))
-        assert await asyncio.to_thread(s.broker.store.wait_dispatched, 10)  # all four in the queues
+        await four_messages(s, TOPIC, queues=2)
         name, addr = s.broker.config.broker_name, s.broker_addr
         client = RemotingClient()
         try:
@@ -185,12 +190,7 @@ def test_a_pop_asking_for_order_holds_its_queue_until_acknowledged(tmp_path: Pat
         return RemotingCommand.request(RequestCode.POP_MESSAGE, header)
 
     async def test(s: Servers) -> None:
-        async with Admin(s.namesrv_addr) as admin:
-            await admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
-        async with Producer(s.namesrv_addr, "pop_pg") as producer:
-            for i in range(4):
-                await producer.send(Message(topic, b"m%d" % i))
-        assert await asyncio.to_thread(s.broker.store.wait_dispatched, 10)
+        await four_messages(s, topic, queues=1)
         name, addr = s.broker.config.broker_name, s.broker_addr
         client = RemotingClient()
         try:

@@ -13,6 +13,7 @@ skipped, or fails when ``CI`` is set.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections import defaultdict
@@ -48,8 +49,10 @@ from bolide.client import (
     select_by_hash,
 )
 from bolide.errors import RemotingError
+from bolide.store import StoreConfig
 from bolide.testing import rocketmq as rmqmod
-from bolide.testing.rocketmq import BrokerSettings, RocketMQ, RocketMQUnavailable
+from bolide.testing.rocketmq import BrokerSettings, RocketMQ, RocketMQUnavailable, acl2_settings
+from bolide.testing.servers import running_servers
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
@@ -532,22 +535,15 @@ def test_acl_2_against_a_rocketmq_5_broker(tmp_path_factory: pytest.TempPathFact
     """The Admin's ACL 2.0 calls and signed clients against a RocketMQ 5.3.3 broker with
     authentication and authorization on: a super user from initAuthenticationUser creates a
     user and its ACL, reads them back; the user sends where its ACL allows and gets RocketMQ's
-    refusal elsewhere."""
+    refusal elsewhere. Then a Bolide broker with ACL 2.0 on opens the store RocketMQ left and
+    enforces the users and ACLs of its RocksDB databases (``config/users``, ``config/acls``)."""
     run_dir = tmp_path_factory.mktemp("client-rocketmq-auth2")
     try:
         server = RocketMQ("5.3.3", run_dir)
     except RocketMQUnavailable as exc:
         unavailable(f"real RocketMQ unavailable: {exc}")
-    providers = "org.apache.rocketmq.auth.{0}.provider.{1}"
-    extra = {"authenticationEnabled": "true", "authorizationEnabled": "true",
-             "authenticationProvider": providers.format("authentication", "DefaultAuthenticationProvider"),
-             "authenticationMetadataProvider": providers.format("authentication",
-                                                                "LocalAuthenticationMetadataProvider"),
-             "authorizationProvider": providers.format("authorization", "DefaultAuthorizationProvider"),
-             "authorizationMetadataProvider": providers.format("authorization",
-                                                               "LocalAuthorizationMetadataProvider"),
-             "initAuthenticationUser": '{"username":"rmq-root","password":"rmq-root-secret"}',
-             "innerClientAuthenticationCredentials": '{"accessKey":"rmq-root","secretKey":"rmq-root-secret"}'}
+    extra = acl2_settings("rmq-root", "rmq-root-secret")
+    store = run_dir / "store"
 
     async def test() -> None:
         root = ClientConfig(server.namesrv_addr, access_key="rmq-root", secret_key="rmq-root-secret")
@@ -575,15 +571,53 @@ def test_acl_2_against_a_rocketmq_5_broker(tmp_path_factory: pytest.TempPathFact
         async with Admin(root) as admin:
             await admin.delete_user("rmq-app")
             assert await admin.get_user("rmq-app") is None
+            # what Bolide takes over below
+            await admin.create_user("rmq-keep", "rmq-keep-secret")
+            await admin.put_acl("User:rmq-keep", ["Topic:ItAuth2", "Group:app*"], ["Pub", "Sub"])
+            await admin.put_acl("User:rmq-keep", ["Topic:ItAuth2Other"], ["Pub"], decision="Deny")
+            await admin.create_user("rmq-off", "rmq-off-secret")
+            await admin.update_user("rmq-off", user_status="disable")
 
     try:
         server.start_namesrv()
-        server.start_broker(BrokerSettings(run_dir / "store", extra=extra))
+        server.start_broker(BrokerSettings(store, extra=extra))
         asyncio.run(wait_for_route(server.namesrv_addr, "TBW102"))  # the broker has registered
         run(test)
+        code = server.stop_broker()  # clean: RocksDB closed
+        assert (store / "config" / "users" / "CURRENT").is_file(), f"no users database (exit {code})"
+        written = StoreConfig.from_properties(server.broker_conf_path)
     finally:
         server.kill_broker()
         server.stop()
+    store_options = {f.name: getattr(written, f.name) for f in dataclasses.fields(written)}
+
+    async def bolide() -> None:
+        async with running_servers(store, store_options=store_options, authentication_enabled=True,
+                                   authorization_enabled=True) as s:
+            auth = s.broker.auth
+            assert sorted(auth.users) == ["rmq-keep", "rmq-off", "rmq-root"]
+            assert auth.users["rmq-root"].is_super and not auth.users["rmq-keep"].is_super
+            assert (store / "config" / "authMetadata.json").is_file()  # Bolide's own from now on
+            root = ClientConfig(s.namesrv_addr, access_key="rmq-root", secret_key="rmq-root-secret")
+            async with Admin(root) as admin:
+                acl = await admin.get_acl("User:rmq-keep")
+                assert acl is not None
+                entries = {e.resource: (sorted(e.actions or []), e.decision)
+                           for p in acl.policies or [] for e in p.entries or []}
+                assert entries == {"Topic:ItAuth2": (["Pub", "Sub"], "Allow"),
+                                   "Group:app*": (["Pub", "Sub"], "Allow"),
+                                   "Topic:ItAuth2Other": (["Pub"], "Deny")}
+            keep = ClientConfig(s.namesrv_addr, access_key="rmq-keep", secret_key="rmq-keep-secret")
+            async with Producer(keep, "app-pg") as producer:
+                assert (await producer.send(Message("ItAuth2", b"allowed"))).status is SendStatus.SEND_OK
+                with pytest.raises(AuthRefusedError, match="the decision is deny"):
+                    await producer.send(Message("ItAuth2Other", b"refused"))
+            off = ClientConfig(s.namesrv_addr, access_key="rmq-off", secret_key="rmq-off-secret")
+            async with Producer(off, "off-pg") as producer:
+                with pytest.raises(AuthRefusedError, match="disabled"):
+                    await producer.send(Message("ItAuth2", b"refused"))
+
+    asyncio.run(asyncio.wait_for(bolide(), 90))
 
 
 def test_tls_against_servers_that_enforce_it(tmp_path_factory: pytest.TempPathFactory) -> None:
