@@ -28,6 +28,7 @@ from bolide.common.topic import SCHEDULE_TOPIC
 from bolide.store import MessageStore, PutStatus
 from bolide.store.config_files import DelayOffsetManager
 from bolide.store.consume_queue import EXT_ADDRESS_MAX
+from bolide.store.record import RecordInfo, compute_tags_code, parse_record
 
 log = logging.getLogger(__name__)
 
@@ -124,9 +125,9 @@ class ScheduleService(LoopService):
             entry = cq.entry(offset)
             if entry is None:
                 return IDLE_S
-            phys, _size, deliver_at = entry
+            phys, size, deliver_at = entry
             if deliver_at <= EXT_ADDRESS_MAX:  # a ConsumeQueueExt address, not the time
-                deliver_at = self._deliver_time(phys, delay_ms, now)
+                deliver_at = self._deliver_time(phys, size, now)
             # a deliver time past now + delay comes from a clock change: deliver it now
             if now < deliver_at <= now + delay_ms:
                 return (deliver_at - now) / 1000
@@ -136,12 +137,15 @@ class ScheduleService(LoopService):
             self.offsets.update(level, offset)
         return None
 
-    def _deliver_time(self, phys: int, delay_ms: int, now: int) -> int:
-        """The delivery time of the record at ``phys`` as RocketMQ computes its tags code (store
-        time + the level's delay), for an entry that holds a ConsumeQueueExt address instead
-        (a store RocketMQ wrote with enableConsumeQueueExt); ``now`` when the record is gone."""
-        msg = self.store.look_message_by_offset(phys)
-        return now if msg is None else msg.store_timestamp + delay_ms
+    def _deliver_time(self, phys: int, size: int, now: int) -> int:
+        """The delivery time of the record at ``phys``, the tags code the dispatcher would
+        give it, for an entry that holds a ConsumeQueueExt address instead (a store RocketMQ
+        wrote with enableConsumeQueueExt); ``now`` when the record is gone or unreadable."""
+        raw = self.store.record_bytes(phys, size)
+        info = None if raw is None else parse_record(raw, 0, False)
+        if not isinstance(info, RecordInfo):
+            return now
+        return compute_tags_code(info, self.store.delay_millis)
 
     def _deliver(self, phys: int, level: int) -> bool:
         """Append the scheduled message at ``phys`` to its real topic; False to retry later."""

@@ -7,25 +7,45 @@ broker that opens such a store without ``config/authMetadata.json`` takes them o
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from bolide.broker.auth.model import (
+    ACTIONS,
+    ALLOW,
+    ANY,
+    ANY_TYPE,
+    CLUSTER,
+    CUSTOM,
+    DEFAULT,
+    DENY,
+    DISABLE,
+    ENABLE,
+    GROUP,
+    LITERAL,
+    NAMESPACE,
+    NORMAL,
+    PREFIXED,
+    SUPER,
+    TOPIC,
+    Resource,
+)
 from bolide.protocol.bodies.auth import AclInfo, PolicyEntryInfo, PolicyInfo, UserInfo
 
 USERS_DB, ACLS_DB = "users", "acls"
 
 # RocketMQ's enum codes (org.apache.rocketmq.auth... and common.action / common.resource)
-_USER_TYPES = {1: "Super", 2: "Normal"}
-_USER_STATUS = {1: "enable", 2: "disable"}
-_DECISIONS = {1: "Allow", 2: "Deny"}
-_POLICY_TYPES = {1: "Custom", 2: "Default"}
-_ACTIONS = {1: "All", 2: "Any", 3: "Pub", 4: "Sub", 5: "Create", 6: "Update", 7: "Delete", 8: "Get",
-            9: "List"}
-_RESOURCE_TYPES = {1: "Any", 2: "Cluster", 3: "Namespace", 4: "Topic", 5: "Group"}
-_ANY_PATTERN, _LITERAL, _PREFIXED = 1, 2, 3
+_USER_TYPES = {1: SUPER, 2: NORMAL}
+_USER_STATUS = {1: ENABLE, 2: DISABLE}
+_DECISIONS = {1: ALLOW, 2: DENY}
+_POLICY_TYPES = {1: CUSTOM, 2: DEFAULT}
+_ACTIONS = dict(enumerate(ACTIONS, start=1))  # 1 All, 2 Any, 3 Pub, ... 9 List
+_RESOURCE_TYPES = dict(enumerate((ANY_TYPE, CLUSTER, NAMESPACE, TOPIC, GROUP), start=1))
+_PATTERNS = dict(enumerate((ANY, LITERAL, PREFIXED), start=1))
 
 
 class RocketMQAuthUnreadable(Exception):
@@ -54,16 +74,10 @@ def user_from_rocketmq(obj: Mapping[str, Any]) -> UserInfo:
 def resource_key(obj: Mapping[str, Any]) -> str:
     """``*``, ``Type:*``, ``Type:name*`` or ``Type:name``, as RocketMQ's Resource.getResourceKey."""
     rtype = _code(_RESOURCE_TYPES, obj.get("resourceType"), "resource type")
-    if rtype == "Any":
-        return "*"
-    pattern, name = obj.get("resourcePattern"), obj.get("resourceName") or ""
-    if pattern == _ANY_PATTERN:
-        return f"{rtype}:*"
-    if pattern == _LITERAL:
-        return f"{rtype}:{name}"
-    if pattern == _PREFIXED:
-        return f"{rtype}:{name}*"
-    raise RocketMQAuthUnreadable(f"unknown resource pattern code {pattern!r}")
+    if rtype == ANY_TYPE:
+        return Resource(ANY_TYPE, None, ANY).key
+    pattern = _code(_PATTERNS, obj.get("resourcePattern"), "resource pattern")
+    return Resource(rtype, obj.get("resourceName") or "", pattern).key
 
 
 def acl_from_rocketmq(subject: str, obj: Mapping[str, Any]) -> AclInfo:
@@ -110,8 +124,6 @@ def _items(db_dir: Path) -> Iterator[tuple[str, bytes]]:
 
 def read_rocketmq_auth(config_dir: Path) -> tuple[list[UserInfo], list[AclInfo]]:
     """The users and ACLs of RocketMQ's databases in ``config_dir`` (either may be missing)."""
-    import json
-
     users: list[UserInfo] = []
     acls: list[AclInfo] = []
     try:
