@@ -27,7 +27,7 @@ from bolide.common.message import MessageExt
 from bolide.protocol import RemotingCommand
 from bolide.protocol.bodies.admin import PROP_CONSUME_TYPE, PROP_NAMESERVER_ADDR
 from bolide.protocol.codes import RequestCode, ResponseCode
-from bolide.protocol.headers import CreateTopicRequestHeader
+from bolide.protocol.headers import CreateTopicRequestHeader, GetRouteInfoRequestHeader
 from bolide.remoting import RemotingClient
 from bolide.store import StoreConfig
 from bolide.store.record import decode_record, read_total_size
@@ -184,15 +184,22 @@ def with_servers(tmp_path: Path, test: Callable[[Servers], Awaitable[Any]],
 
 
 async def create_topic(s: Servers, topic: str, queues: int = 4) -> None:
-    """Create ``topic`` and wait until the broker has told the NameServer."""
+    """Create ``topic`` and wait until the NameServer routes it."""
     header = CreateTopicRequestHeader(topic=topic, default_topic="TBW102", read_queue_nums=queues,
                                       write_queue_nums=queues, perm=6)
     async with RemotingClient() as client:
         r = await client.invoke(s.broker_addr,
                                 RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header))
         assert r.code == ResponseCode.SUCCESS, r
-        assert s.broker.registration is not None
-        await s.broker.registration.wait_pending()
+        registration = s.broker.registration
+        assert registration is not None
+        await registration.wait_pending()
+        route = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                        GetRouteInfoRequestHeader(topic=topic))
+        async with asyncio.timeout(30):  # a registration can time out on a loaded machine
+            while (await client.invoke(s.namesrv_addr, route)).code != ResponseCode.SUCCESS:
+                registration.request_register()
+                await registration.wait_pending()
 
 
 def stored(s: Servers, topic: str) -> list[MessageExt]:
