@@ -1,7 +1,8 @@
 """Producers (single and batched sends), pull consumers (committing now and then), a push
 consumer (asking for some messages again) and an admin (stats, progress, routes, queries,
 offset resets, reads, and topics deleted and created again under the others) all at once against
-one broker for a few seconds. Nothing may fail with anything but a BolideError or log a
+one broker for a few seconds (longer on a slow machine, until the admin has deleted a few topics).
+Nothing may fail with anything but a BolideError or log a
 traceback; every acknowledged send that started after the last deletion of its topic had
 finished is read back at its queue offset with its body (a deletion takes the topic's messages
 with it); the store verifies."""
@@ -9,6 +10,7 @@ with it); the store verifies."""
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -36,14 +38,18 @@ TOPICS = ("Busy0", "Busy1", "Busy2")
 QUEUES = 4  # topics are always (re)created with this many queues, as auto-creation does
 CHECKED = 2000  # acknowledged sends read back (the latest)
 QUIET_S = 2.0  # the last seconds of the run delete no topic (a slow run left too few sends to check)
+MIN_DELETIONS = 3  # the deleting part of the run lasts until the admin has deleted this many topics
 
 
 class Run:
-    """What the tasks share: the deadline, the acknowledged sends and the surprises."""
+    """What the tasks share: the deadline, the acknowledged sends and the surprises. The run
+    ends QUIET_S after its deleting part, which lasts SECONDS - QUIET_S and until MIN_DELETIONS
+    topics were deleted."""
 
     def __init__(self, seed: int) -> None:
         self.rnd = random.Random(seed)
-        self.stop = time.monotonic() + SECONDS
+        self.deleting_until = time.monotonic() + SECONDS - QUIET_S
+        self.stop = math.inf  # set when the deleting part ends
         # (topic, broker, queue, offset) -> body and when its send started
         self.acked: dict[tuple[str, str, int, int], tuple[bytes, float]] = {}
         self.deletions: dict[str, list[tuple[float, float]]] = {}  # topic -> (start, end)
@@ -56,6 +62,17 @@ class Run:
     @property
     def going(self) -> bool:
         return time.monotonic() < self.stop
+
+    @property
+    def deleting(self) -> bool:
+        """Whether topics may still be deleted; ends the deleting part once it has done its
+        share, so that the run's last QUIET_S seconds only send to topics that stay."""
+        if self.stop == math.inf:
+            now = time.monotonic()
+            done = sum(len(d) for d in self.deletions.values())
+            if now >= self.deleting_until and done >= MIN_DELETIONS:
+                self.stop = now + QUIET_S
+        return self.stop == math.inf
 
     async def guard(self, call: Awaitable[Any], what: str) -> Any:
         """The call's result, None for a BolideError; anything else is recorded."""
@@ -104,7 +121,8 @@ async def push(run: Run, config: ClientConfig) -> None:
                             max_reconsume_times=1)
     consumer.subscribe(run.rnd.choice(TOPICS), "*")
     await run.guard(consumer.start(), "push consumer start")
-    await asyncio.sleep(max(0.0, run.stop - time.monotonic()))  # it consumes until the end
+    while run.going:  # it consumes until the end
+        await asyncio.sleep(0.05)
     await run.guard(consumer.close(), "push consumer close")
 
 
@@ -122,10 +140,10 @@ async def administer(run: Run, admin: Admin) -> None:
         lambda: admin.read_messages(MessageQueue(rnd.choice(TOPICS), "broker-a", rnd.randrange(QUEUES)),
                                     0, 5),
     ]
-    quiet_from = run.stop - QUIET_S  # no deletions at the end: the sends after them are checked
     while run.going:
         r = rnd.random()
-        if r < 0.03 and time.monotonic() < quiet_from:
+        # past its time, the deleting part deletes at once what it still owes
+        if run.deleting and (r < 0.03 or time.monotonic() >= run.deleting_until):
             topic, started = rnd.choice(TOPICS), time.monotonic()
             await run.guard(admin.delete_topic(topic), "delete_topic")
             run.deletions.setdefault(topic, []).append((started, time.monotonic()))
@@ -164,7 +182,7 @@ def test_clients_and_admin_at_once_with_topics_deleted_under_them(tmp_path: Path
                 kept = [(key, body) for key, (body, started) in run.acked.items()
                         if run.survives(key[0], started)]
                 assert len(kept) > CHECKED // 4, (len(kept), len(run.acked))
-                assert sum(len(d) for d in run.deletions.values()) >= 3, run.deletions
+                assert sum(len(d) for d in run.deletions.values()) >= MIN_DELETIONS, run.deletions
                 wrong = []
                 for (topic, broker, queue, offset), body in kept[-CHECKED:]:
                     found = await read_back(admin, MessageQueue(topic, broker, queue), offset)
