@@ -240,7 +240,7 @@ def java_client_command(version: str = DEFAULT_VERSION, home: Path | None = None
     cp = classpath(version)
     src = interop_dir() / "java-client" / f"{main}.java"
     classes = _compile(src, f"java-client-{version}", cp)
-    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", *_COMMON_JVM,
+    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *_COMMON_JVM,
            "-Drocketmq.client.rebalance.waitInterval=1000", *jvm_options]
     if home is not None:
         cmd.append(f"-Duser.home={home}")
@@ -258,7 +258,8 @@ def grpc_java_client_command(home: Path | None = None) -> list[str]:
     require_tools()
     cp = classpath(GRPC_CLIENT)
     classes = _compile(interop_dir() / "java-client" / f"{GRPC_CLIENT_MAIN}.java", f"java-{GRPC_CLIENT}", cp)
-    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true"]
+    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+           "-Djava.net.preferIPv4Stack=true"]
     if home is not None:
         cmd.append(f"-Duser.home={home}")
     return [*cmd, "-cp", f"{classes}{os.pathsep}{cp}", GRPC_CLIENT_MAIN]
