@@ -449,6 +449,18 @@ def test_bolide_admin_commands(rmq: RocketMQ) -> None:
     printed = admin("printMsg", "-t", "CliAdminTopic")
     assert [m["body"] for m in printed["messages"]] == ["hello"]
 
+    # the settings commands: RocketMQ too applies a change and writes it into its broker.conf
+    addr = rmq.broker_addr
+    assert admin("getBrokerConfig", "-b", addr)[addr]["brokerName"] == "broker-a"
+    admin("updateBrokerConfig", "-b", addr, "-k", "fileReservedTime", "-v", "48")
+    assert admin("getBrokerConfig")[addr]["fileReservedTime"] == "48"
+    assert "fileReservedTime=48" in rmq.broker_conf_path.read_text().splitlines()
+    assert admin("getNamesrvConfig")[ns]["orderMessageEnable"] == "false"
+    assert admin("wipeWritePerm", "-b", "broker-a")["topics"][ns] >= 1
+    assert admin("topicRoute", "-t", "CliAdminTopic")["queueDatas"][0]["perm"] == 4
+    assert admin("addWritePerm", "-b", "broker-a")["topics"][ns] >= 1
+    assert admin("topicRoute", "-t", "CliAdminTopic")["queueDatas"][0]["perm"] == 6
+
 
 def test_bolide_admin_group_commands(rmq: RocketMQ) -> None:
     """The group and offset commands of ``bolide admin`` against the real broker: updateSubGroup,

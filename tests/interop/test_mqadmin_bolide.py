@@ -5,7 +5,8 @@ resetOffsetByTime (relayed to an online consumer, or committed by mqadmin for an
 consumerStatus / consumerProgress -s (GET_CONSUMER_RUNNING_INFO relayed to a Python push
 consumer, whose report mqadmin parses), queryMsgById -g -d (CONSUME_MESSAGE_DIRECTLY),
 brokerConsumeStats, producer, queryCq, sendMsgStatus, the three exports, statsAll,
-checkMsgSendRT, the config getters, KV config, cloneGroupOffset, write permissions,
+checkMsgSendRT, the config getters and setters (updateBrokerConfig written into the broker's
+config file), KV config, cloneGroupOffset, write permissions,
 updateTopicPerm, deleteExpiredCommitLog, cleanExpiredCQ and cleanUnusedTopic.
 
 The servers run on this process's event loop while mqadmin is a JVM subprocess, so each batch
@@ -163,6 +164,8 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                 ["statsAll"], ["checkMsgSendRT", "-t", TOPIC, "-a", "2", "-s", "64"],
                 ["getBrokerConfig", "-b", s.broker_addr], ["getConsumerConfig", "-g", "cg"],
                 ["getNamesrvConfig"],
+                ["updateBrokerConfig", "-b", s.broker_addr, "-k", "fileReservedTime", "-v", "48"],
+                ["updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "true"],
                 ["updateKvConfig", "-s", "ns", "-k", "k", "-v", "v"],
                 ["deleteKvConfig", "-s", "ns", "-k", "k"],
                 ["cloneGroupOffset", "-s", "cg", "-d", "cg_clone", "-t", TOPIC],
@@ -188,6 +191,9 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                      "pushed": pushed,
                      "clone": [s.broker.offsets.query("cg_clone", TOPIC, q) for q in (0, 1)],
                      "perm": s.broker.topics.get(TOPIC).perm,  # type: ignore[union-attr]
+                     "reserved": s.broker.store.config.file_reserved_time_hours,
+                     "saved": (tmp_path / "store" / "config" / "broker.properties").read_text(),
+                     "ordered": s.namesrv.processor.config.order_message_enable,
                      "mode": s.broker.request_modes.get(TOPIC, "admin_group")}
             return s.broker_addr, local, commands, outputs, state
 
@@ -292,7 +298,7 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
     metrics = loads((export / "metrics.json").read_text())  # 5.x also reports its clients
     assert metrics["evaluateReport"]["broker-a"]["runtimeQuota"]["topicSize"] >= 1, log
 
-    # statsAll, checkMsgSendRT, the config getters, KV config, cloneGroupOffset, write perms
+    # statsAll, checkMsgSendRT, the config getters and setters, KV config, cloneGroupOffset, write perms
     def output(*command: str) -> str:
         return outputs[commands.index(list(command))]
 
@@ -302,6 +308,11 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
     assert re.search(r"^brokerName\s+=\s+broker-a$", output("getBrokerConfig", "-b", broker_addr), re.M), log
     assert re.search(r"^groupName\s+=\s+cg$", output("getConsumerConfig", "-g", "cg"), re.M), log
     assert re.search(r"^enableTopicList\s+=\s+true$", output("getNamesrvConfig"), re.M), log
+    updated = output("updateBrokerConfig", "-b", broker_addr, "-k", "fileReservedTime", "-v", "48")
+    assert "success" in updated, log
+    assert state["reserved"] == 48 and state["saved"] == "fileReservedTime=48\n", log  # applied and kept
+    assert "success" in output("updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "true"), log
+    assert state["ordered"] is True, log
     assert "success" in output("updateKvConfig", "-s", "ns", "-k", "k", "-v", "v"), log
     assert "success" in output("deleteKvConfig", "-s", "ns", "-k", "k"), log
     assert "clone group offset success" in output("cloneGroupOffset", "-s", "cg", "-d", "cg_clone", "-t",

@@ -14,6 +14,8 @@ from bolide.errors import ConfigError
 
 _key = config_field
 
+STORE_CONFIG_FILE = "broker.properties"  # in <storePathRootDir>/config when there is no -c file
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerConfig(PropertiesConfig):
@@ -35,6 +37,9 @@ class BrokerConfig(PropertiesConfig):
     default_message_request_mode: str = _key("defaultMessageRequestMode", "PULL")
     default_pop_share_queue_num: int = _key("defaultPopShareQueueNum", -1)
     bind_address: str = _key("bolideBindAddress", "0.0.0.0")
+    # where UPDATE_BROKER_CONFIG writes its changes (RocketMQ's key): set to the -c file by
+    # `bolide broker` and `bolide start`; empty: <storePathRootDir>/config/broker.properties
+    broker_config_path: str = _key("brokerConfigPath", "")
     # RocketMQ 5's metrics: PROM (or 2) serves Prometheus' text on metricsPromExporterPort;
     # DISABLE (0) none. OTLP_GRPC and LOG are RocketMQ's other exporters, not offered here.
     metrics_exporter_type: str = _key("metricsExporterType", "DISABLE")
@@ -172,6 +177,13 @@ class BrokerConfig(PropertiesConfig):
                               "with at least one account (docs/operations.md, Plain ACL) or set "
                               "bolideAclFile")
         return path
+
+    def config_file(self, store_root: Path) -> Path:
+        """The file UPDATE_BROKER_CONFIG writes: brokerConfigPath, else ``broker.properties`` in
+        the store's ``config/`` (where RocketMQ writes it when started without ``-c``)."""
+        if self.broker_config_path:
+            return Path(self.broker_config_path)
+        return store_root / "config" / STORE_CONFIG_FILE
 
     @property
     def namesrv_addrs(self) -> list[str]:

@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 import click
 
 from bolide.broker import BrokerConfig, BrokerController
+from bolide.common.config_file import parse_properties
 from bolide.errors import BolideError
 from bolide.namesrv.config import NamesrvConfig
 from bolide.namesrv.controller import NamesrvController
@@ -34,10 +36,17 @@ def _broker_configs(conf: str | None, store: str | None, port: int | None,
         broker_over["namesrv_addr"] = namesrv
     if store is not None:
         store_over["store_path_root_dir"] = store
-    if conf:
-        return (BrokerConfig.from_properties(conf, **broker_over),
-                StoreConfig.from_properties(conf, **store_over))
+    if conf:  # the changes of UPDATE_BROKER_CONFIG go to this file unless it names another
+        broker_config = BrokerConfig.from_properties(conf, **broker_over)
+        if not broker_config.broker_config_path:
+            broker_config = broker_config.replace(broker_config_path=str(Path(conf).resolve()))
+        return broker_config, StoreConfig.from_properties(conf, **store_over)
     store_over.setdefault("store_path_root_dir", "./store")
+    saved = BrokerConfig().config_file(Path(str(store_over["store_path_root_dir"])))
+    if saved.is_file():  # the changes UPDATE_BROKER_CONFIG made on an earlier run
+        click.echo(f"Broker settings from {saved} (written by updateBrokerConfig)")
+        return (BrokerConfig.from_properties(saved, **broker_over),
+                StoreConfig.from_properties(saved, **store_over))
     return BrokerConfig(**broker_over), StoreConfig(**store_over)  # type: ignore[arg-type]
 
 
@@ -124,11 +133,15 @@ def namesrv(conf: str | None, port: int | None) -> None:
     """Run a NameServer."""
     over = {"listen_port": port} if port is not None else {}
     config = NamesrvConfig.from_properties(conf, **over) if conf else NamesrvConfig(**over)
+    config_file = None  # where UPDATE_NAMESRV_CONFIG writes: configStorePath if set, else the file
+    if conf:
+        named = "configStorePath" in parse_properties(Path(conf).read_text(encoding="utf-8"))
+        config_file = Path(config.config_store_path if named else conf).resolve()
 
     tls = _tls(conf)
 
     async def main(stop: asyncio.Event) -> None:
-        controller = NamesrvController(config, tls=tls)
+        controller = NamesrvController(config, tls=tls, config_file=config_file)
         await controller.start()
         click.echo(f"NameServer listening on port {controller.port}; Ctrl+C stops it")
         try:

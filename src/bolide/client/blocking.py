@@ -24,7 +24,7 @@ import inspect
 import os
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, Self, TypeVar
 
 from bolide.client import admin as _admin
@@ -577,6 +577,26 @@ class Admin(_Blocking[_admin.Admin]):
 
     def online_consumers(self, group: str, topic: str) -> list[str]:
         return self._run(lambda c: c.online_consumers(group, topic))
+
+    def broker_config(self, broker_addr: str) -> dict[str, str]:
+        return self._run(lambda c: c.broker_config(broker_addr))
+
+    def update_broker_config(self, changes: Mapping[str, object], **kwargs: Any) -> list[str]:
+        changes = dict(changes)
+        return self._run(lambda c: c.update_broker_config(changes, **kwargs))
+
+    def namesrv_config(self) -> dict[str, dict[str, str]]:
+        return self._run(lambda c: c.namesrv_config())
+
+    def update_namesrv_config(self, changes: Mapping[str, object]) -> list[str]:
+        changes = dict(changes)
+        return self._run(lambda c: c.update_namesrv_config(changes))
+
+    def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
+        return self._run(lambda c: c.wipe_write_perm(broker_name))
+
+    def add_write_perm(self, broker_name: str) -> dict[str, int]:
+        return self._run(lambda c: c.add_write_perm(broker_name))
 
     def queues(self, topic: str) -> list[tuple[MessageQueue, str]]:
         return self._run(lambda c: c.queues(topic))

@@ -6,32 +6,66 @@ from __future__ import annotations
 import dataclasses
 import enum
 import os
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Self
 
+from bolide.common.config_persist import write_atomic
 from bolide.errors import ConfigError
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java ``.properties`` text (``key=value`` or ``key: value``, ``#``/``!`` comments)."""
-    result: dict[str, str] = {}
-    lines = iter(text.splitlines())
-    for line in lines:
-        line = line.strip()
+def _entries(lines: list[str]) -> Iterator[tuple[int, int, str, str]]:
+    """``(first, last, key, value)`` of each entry of properties ``lines``: the indexes of its
+    first and last line (a value ending with ``\\`` goes on over the next line)."""
+    i = 0
+    while i < len(lines):
+        first = i
+        line = lines[i].strip()
+        i += 1
         if not line or line[0] in "#!":
             continue  # a comment line is never continued onto the next line
         while line.endswith("\\"):
-            line = line[:-1] + next(lines, "").strip()
-        for i, ch in enumerate(line):
+            line = line[:-1] + (lines[i].strip() if i < len(lines) else "")
+            i += 1
+        for j, ch in enumerate(line):
             if ch in "=:" or ch.isspace():
-                key, value = line[:i], line[i + 1 :].strip()
+                key, value = line[:j], line[j + 1 :].strip()
                 if ch.isspace() and value[:1] in ("=", ":"):
                     value = value[1:].strip()
                 break
         else:
             key, value = line, ""
-        result[key.strip()] = value
-    return result
+        yield first, min(i, len(lines)) - 1, key.strip(), value
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text (``key=value`` or ``key: value``, ``#``/``!`` comments)."""
+    return {key: value for _, _, key, value in _entries(text.splitlines())}
+
+
+def set_properties(text: str, changes: Mapping[str, str]) -> str:
+    """``text`` with each key of ``changes`` set to its value: the key's last entry rewritten as
+    ``key=value`` in place (earlier ones, which it overrides, left as they are), keys not in
+    the text appended; comments and the other lines kept."""
+    lines = text.splitlines()
+    last: dict[str, tuple[int, int]] = {}
+    for first, end, key, _ in _entries(lines):
+        if key in changes:
+            last[key] = (first, end)
+    for key, (first, end) in sorted(last.items(), key=lambda item: -item[1][0]):
+        lines[first:end + 1] = [f"{key}={changes[key]}"]
+    lines += [f"{key}={value}" for key, value in changes.items() if key not in last]
+    return "".join(line + "\n" for line in lines)
+
+
+def update_properties_file(path: Path, changes: Mapping[str, str]) -> None:
+    """Set ``changes`` in the properties file at ``path`` (:func:`set_properties`; created when
+    missing), replaced atomically with the old text kept in ``.bak``; OSError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    write_atomic(path, set_properties(text, changes).encode("utf-8"))
 
 
 def convert_property(name: str, default: Any, raw: str) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from pathlib import Path
 
 from bolide.namesrv.config import NamesrvConfig
 from bolide.namesrv.processors import NamesrvProcessor
@@ -20,9 +21,11 @@ class NamesrvController:
     """Owns the NameServer's server socket, state and timers; ``port=0`` binds a free port."""
 
     def __init__(self, config: NamesrvConfig | None = None, *, host: str | None = None,
-                 port: int | None = None, tls: TlsServerConfig | None = None) -> None:
+                 port: int | None = None, tls: TlsServerConfig | None = None,
+                 config_file: Path | None = None) -> None:
+        """``config_file``: where UPDATE_NAMESRV_CONFIG writes its changes (None: nowhere)."""
         self.config = config if config is not None else NamesrvConfig()
-        self.processor = NamesrvProcessor(self.config)
+        self.processor = NamesrvProcessor(self.config, config_file=config_file)
         tls = (tls or TlsServerConfig()).resolved()
         self.server = RemotingServer(host if host is not None else self.config.bind_address,
                                      self.config.listen_port if port is None else port,

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
+from pathlib import Path
 
-from bolide.common.config_file import parse_properties
+from bolide.common.config_file import parse_properties, update_properties_file
 from bolide.errors import BolideError
 from bolide.namesrv.config import NamesrvConfig
 from bolide.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
@@ -40,8 +41,11 @@ class NamesrvProcessor:
     """The NameServer's request handling over a RouteInfoManager and a KVConfigManager."""
 
     def __init__(self, config: NamesrvConfig | None = None, routes: RouteInfoManager | None = None,
-                 kv: KVConfigManager | None = None, *, clock: Callable[[], int] = wall_clock_ms) -> None:
+                 kv: KVConfigManager | None = None, *, clock: Callable[[], int] = wall_clock_ms,
+                 config_file: Path | None = None) -> None:
+        """``config_file``: where UPDATE_NAMESRV_CONFIG writes its changes (None: nowhere)."""
         self.config = config if config is not None else NamesrvConfig()
+        self.config_file = config_file
         self.routes = routes if routes is not None else RouteInfoManager(
             clock=clock, broker_timeout_ms=self.config.broker_channel_expired_time_ms,
             delete_topic_with_broker_registration=self.config.delete_topic_with_broker_registration)
@@ -261,7 +265,8 @@ class NamesrvProcessor:
     def update_namesrv_config(self, request: RemotingCommand,
                               channel: object | None = None) -> RemotingCommand:
         """UPDATE_NAMESRV_CONFIG: properties text in the body; black-listed keys refused (16).
-        Changes apply in memory; listener settings take effect at the next start."""
+        Changes apply in memory (listener settings take effect at the next start) and, for a
+        NameServer started from a config file, are written into it as RocketMQ does."""
         body = request.body_bytes()
         if body:
             props = parse_properties(body.decode("utf-8", "replace"))
@@ -269,4 +274,13 @@ class NamesrvProcessor:
                 return request.make_response(ResponseCode.NO_PERMISSION,
                                              "Can not update config in black list.")
             self.config = self.config.updated(props)
+            known = {k: v for k, v in props.items() if k in self.config.to_properties()}
+            if self.config_file is not None and known:
+                try:
+                    update_properties_file(self.config_file, known)
+                except OSError as exc:
+                    return request.make_response(
+                        ResponseCode.SYSTEM_ERROR,
+                        f"applied to the running NameServer, but not written to {self.config_file} "
+                        f"({exc.strerror or exc}), so a restart undoes it: make the file writable")
         return request.make_response()

@@ -32,6 +32,17 @@ _key = config_field
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
+# keys a running store takes at once (MessageStore.reconfigure): retention, disk watermarks and
+# how much a get reads; the others are read when the store opens
+RUNTIME_KEYS = frozenset({
+    "deleteWhen", "fileReservedTime", "diskMaxUsedSpaceRatio", "diskSpaceWarningLevelRatio",
+    "diskSpaceCleanForciblyRatio", "cleanFileForciblyEnable", "deleteCommitLogFilesInterval",
+    "deleteConsumeQueueFilesInterval", "deleteFileBatchMax", "destroyMapedFileIntervalForcibly",
+    "redeleteHangedFileInterval", "maxTransferCountOnMessageInMemory",
+    "maxTransferBytesOnMessageInMemory", "maxTransferCountOnMessageInDisk",
+    "maxTransferBytesOnMessageInDisk", "accessMessageInMemoryMaxRatio",
+})
+
 
 @dataclass(frozen=True, slots=True)
 class StoreConfig(PropertiesConfig):

@@ -219,6 +219,12 @@ class CleanService(threading.Thread):
         self._manual_runs = 0  # runs left that delete expired files at any hour
         self._wake_now = False  # run at once (delete_expired_now)
 
+    def reconfigure(self, config: StoreConfig) -> None:
+        """Use ``config``'s retention settings from the next run; ConfigError (nothing changed)
+        when its deleteWhen does not parse."""
+        hours = parse_delete_when(config.delete_when)
+        self.config, self.delete_hours, self.marks = config, hours, Watermarks.from_config(config)
+
     # -- thread -------------------------------------------------------------------------
     def run(self) -> None:
         interval = self.config.clean_resource_interval_ms / 1000

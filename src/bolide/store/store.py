@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import logging
 import os
@@ -30,7 +31,7 @@ from bolide.store import checkpoint as files
 from bolide.store import entry_select
 from bolide.store.checkpoint import Checkpoint, StoreLock
 from bolide.store.commitlog import CommitLog, RecordFieldError, SegmentUnavailable
-from bolide.store.config import BrokerRole, StoreConfig
+from bolide.store.config import RUNTIME_KEYS, BrokerRole, StoreConfig
 from bolide.store.consume_queue import (
     ENTRY,
     ENTRY_SIZE,
@@ -1156,6 +1157,21 @@ class MessageStore:
         if svc is not None and self._running:
             svc.topic_floors = dict(self._topic_retention)  # replaced whole: no lock
             svc.apply_topic_floors()
+
+    def reconfigure(self, **changes: Any) -> StoreConfig:
+        """Change settings of the running store (fields named by ``RUNTIME_KEYS``: retention,
+        disk watermarks, get sizes); they apply from the next clean run or get. ConfigError for
+        another field or a value the store cannot use, and nothing changes. Returns the config."""
+        runtime = {f.name for f in dataclasses.fields(StoreConfig) if f.metadata.get("key") in RUNTIME_KEYS}
+        fixed = sorted(set(changes) - runtime)
+        if fixed:
+            raise ConfigError(f"{', '.join(fixed)} cannot change while the store runs: set it in "
+                              "broker.conf and restart")
+        config = self.config.replace(**changes)
+        if self._clean_service is not None:
+            self._clean_service.reconfigure(config)  # validates deleteWhen before any change
+        self.config = config
+        return config
 
     def topic_retention(self) -> dict[str, float]:
         """Topics with a retention floor, in hours."""

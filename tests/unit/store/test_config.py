@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bolide.common.config_file import parse_properties
+from bolide.common.config_file import parse_properties, set_properties, update_properties_file
 from bolide.errors import ConfigError
 from bolide.store.config import BrokerRole, FlushDiskType, StoreConfig
 
@@ -172,3 +172,27 @@ def test_parse_properties_syntax() -> None:
 def test_parse_properties_comment_lines_are_not_continued() -> None:
     # Java: "a comment line cannot be extended" by a trailing backslash.
     assert parse_properties("# see C:\\\nlistenPort=1\n") == {"listenPort": "1"}
+
+
+def test_set_properties_rewrites_the_last_entry_in_place_and_appends_new_keys() -> None:
+    text = ("# broker\n"
+            "a=1\n"
+            "b : 2\n"
+            "a = 3\n"
+            "g=first \\\n"
+            "   second\n"
+            "! end")
+    changed = set_properties(text, {"a": "9", "g": "one", "z": "new"})
+    assert changed == "# broker\na=1\nb : 2\na=9\ng=one\n! end\nz=new\n"
+    assert parse_properties(changed) == {"a": "9", "b": "2", "g": "one", "z": "new"}
+    assert set_properties("", {"k": "v"}) == "k=v\n"
+    assert set_properties("# only a comment \\\nk=1\n", {"k": "2"}) == "# only a comment \\\nk=2\n"
+
+
+def test_update_properties_file_keeps_the_old_text_in_bak(tmp_path: Path) -> None:
+    path = tmp_path / "conf" / "broker.properties"
+    update_properties_file(path, {"a": "1"})  # created, with its directory
+    update_properties_file(path, {"a": "2", "b": "x"})
+    assert path.read_text() == "a=2\nb=x\n"
+    assert path.with_name("broker.properties.bak").read_text() == "a=1\n"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["broker.properties", "broker.properties.bak"]

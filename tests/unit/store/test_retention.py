@@ -458,3 +458,28 @@ def test_a_full_disk_refuses_the_first_put_after_open(tmp_path: Path,
         assert store.retention_stats().disk_full
     assert_consistent(config)
 
+
+
+def test_reconfigure_changes_retention_of_the_running_store(tmp_path: Path) -> None:
+    """fileReservedTime and deleteWhen changed while the store runs decide the next clean run;
+    a key the store reads only at open, or a deleteWhen that does not parse, changes nothing."""
+    config = _config(tmp_path / "store", delete_when="04")
+    with MessageStore(config) as store:
+        _fill(store, 600)
+        _settle(store)
+        segments = _segments(store)
+        now = _at_hour(16)
+        _age(segments, now, 1)
+        _age(segments[:2], now, 30)
+        assert store.run_retention(now).commit_log_files_deleted == 0  # 72 h kept, 16:30
+        with pytest.raises(ConfigError, match="deleteWhen"):
+            store.reconfigure(delete_when="16;x", file_reserved_time_hours=24)
+        with pytest.raises(ConfigError, match="max_message_size"):
+            store.reconfigure(max_message_size=1024, file_reserved_time_hours=24)
+        assert store.config.file_reserved_time_hours == 72 and store.config.delete_when == "04"
+        assert store.run_retention(now).commit_log_files_deleted == 0
+        changed = store.reconfigure(delete_when="16", file_reserved_time_hours=24)
+        assert store.config is changed and changed.file_reserved_time_hours == 24
+        assert store.run_retention(now).commit_log_files_deleted == 2
+        assert _segments(store) == segments[2:]
+    assert_consistent(config)

@@ -14,7 +14,7 @@ from bolide.broker.config import BrokerConfig
 from bolide.broker.runtime_info import runtime_info
 from bolide.broker.topic_attributes import TopicAttributeError, apply_changes
 from bolide.broker.topic_config import SYSTEM_TOPICS
-from bolide.common.config_file import known_values, parse_properties
+from bolide.common.config_file import known_values, parse_properties, update_properties_file
 from bolide.common.topic import reply_topic, validate_queue_nums, validate_topic
 from bolide.errors import BolideError
 from bolide.protocol import fastjson
@@ -29,11 +29,15 @@ from bolide.protocol.headers.admin import (
     GetTopicConfigRequestHeader,
 )
 from bolide.remoting import RequestContext
+from bolide.store.config import RUNTIME_KEYS as STORE_RUNTIME_KEYS
+from bolide.store.config import StoreConfig
 from bolide.store.topic_config import SubscriptionGroupConfig
 
 if TYPE_CHECKING:
     from bolide.broker.controller import BrokerController
 
+# keys UPDATE_BROKER_CONFIG refuses with NO_PERMISSION, as RocketMQ's configBlackList does
+BLACK_LIST = frozenset({"brokerConfigPath", "configBlackList", "rocketmqHome"})
 # BrokerConfig keys UPDATE_BROKER_CONFIG may not change: they fix the broker's identity, its
 # sockets, sizes or built-in topics chosen at start
 RESTART_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "listenPort", "brokerIP1",
@@ -168,25 +172,47 @@ class AdminProcessor:
         return request.make_response(header=answer, body=text.encode())
 
     def update_broker_config(self, request: RemotingCommand) -> RemotingCommand:
-        """Apply BrokerConfig keys (``key=value`` lines) in memory; keys that need a restart or
-        that are not broker settings are refused and nothing changes. Not written to a file."""
+        """Apply BrokerConfig keys and the store's ``RUNTIME_KEYS`` (``key=value`` lines) to the
+        running broker, then write them into its config file (``BrokerConfig.config_file``),
+        as RocketMQ persists them. Keys that need a restart or that Bolide does not have are
+        refused and nothing changes; a failed write is answered with the file and the cause."""
         props = parse_properties(request.body_bytes().decode("utf-8", "replace"))
-        unknown = sorted(set(props) - _config_keys(BrokerConfig))
-        fixed = sorted(set(props) & RESTART_KEYS)
-        if unknown or fixed:
+        if props.keys() & BLACK_LIST:
+            return request.make_response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+        broker_keys, store_keys = _config_keys(BrokerConfig), _config_keys(StoreConfig)
+        unknown = sorted(set(props) - broker_keys - store_keys)
+        if unknown:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"Bolide has no setting {', '.join(unknown)}: check the "
+                "spelling (GET_BROKER_CONFIG, mqadmin getBrokerConfig, lists them)")
+        runtime = set(props) & STORE_RUNTIME_KEYS
+        fixed = sorted((set(props) & RESTART_KEYS) | (set(props) - broker_keys - runtime))
+        if fixed:
             return request.make_response(
                 ResponseCode.SYSTEM_ERROR,
-                f"cannot change {', '.join(unknown + fixed)} at runtime: edit broker.conf and "
-                "restart the broker")
+                f"cannot change {', '.join(fixed)} at runtime: edit broker.conf and restart the broker")
+        broker = self.broker
         try:
-            config = self.broker.config.replace(**known_values(BrokerConfig, props))
+            config = broker.config.replace(
+                **known_values(BrokerConfig, {k: v for k, v in props.items() if k not in runtime}))
+            store_changes = known_values(StoreConfig, {k: v for k, v in props.items() if k in runtime})
+            if store_changes:
+                broker.store.reconfigure(**store_changes)  # checks the values before any change
         except (BolideError, TypeError, ValueError) as exc:
             return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc))
         self._apply_config(config)
         self.config_version.counter += 1
         self.config_version.timestamp = int(time.time() * 1000)
-        if "brokerPermission" in props and self.broker.registration is not None:
-            self.broker.registration.request_register()
+        if "brokerPermission" in props and broker.registration is not None:
+            broker.registration.request_register()
+        path = config.config_file(broker.store.root)
+        try:
+            update_properties_file(path, props)
+        except OSError as exc:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"applied to the running broker, but not written to {path} ({exc.strerror or exc}), "
+                "so a restart undoes it: make the file writable, or set brokerConfigPath")
         return request.make_response()
 
     def _apply_config(self, config: BrokerConfig) -> None:

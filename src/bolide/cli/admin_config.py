@@ -1,0 +1,91 @@
+"""``bolide admin`` commands over the servers' settings: getBrokerConfig, updateBrokerConfig,
+getNamesrvConfig, updateNamesrvConfig, and wipeWritePerm / addWritePerm (a broker's write
+permission on the NameServers, to take it out of service and back)."""
+
+from __future__ import annotations
+
+import click
+
+from bolide.cli.admin_common import admin_options, emit, kv_table, table, target_options, with_admin
+from bolide.client.admin import Admin
+
+KEY = click.option("-k", "--key", required=True, help="The setting's RocketMQ key, e.g. brokerPermission.")
+VALUE = click.option("-v", "--value", required=True, help="Its new value.")
+
+
+@click.command("getBrokerConfig")
+@admin_options
+@target_options
+def get_broker_config(namesrv: str, output: str, broker_addr: str | None, cluster: str | None) -> None:
+    """Every setting of brokers (26): one broker with -b, the masters of a cluster with -c, else
+    every master."""
+    async def job(admin: Admin) -> dict[str, dict[str, str]]:
+        addrs = [broker_addr] if broker_addr else await admin.master_addrs(cluster)
+        return {addr: await admin.broker_config(addr) for addr in addrs}
+
+    configs = with_admin(namesrv, job)
+    emit(output, configs, *(kv_table(f"Broker {addr}", props) for addr, props in configs.items()))
+
+
+@click.command("updateBrokerConfig")
+@admin_options
+@target_options
+@KEY
+@VALUE
+def update_broker_config(namesrv: str, output: str, broker_addr: str | None, cluster: str | None,
+                         key: str, value: str) -> None:
+    """Change a setting of running brokers (25); each writes it into its config file, so it
+    stays after a restart. Settings that need a restart are refused, naming the key."""
+    addrs = with_admin(namesrv, lambda admin: admin.update_broker_config(
+        {key: value}, broker_addr=broker_addr, cluster=cluster))
+    emit(output, {"key": key, "value": value, "brokers": addrs},
+         note=f"{key}={value} set on {', '.join(addrs)}")
+
+
+@click.command("getNamesrvConfig")
+@admin_options
+def get_namesrv_config(namesrv: str, output: str) -> None:
+    """Every setting of each NameServer given with -n (319)."""
+    configs = with_admin(namesrv, lambda admin: admin.namesrv_config())
+    emit(output, configs, *(kv_table(f"NameServer {addr}", props) for addr, props in configs.items()))
+
+
+@click.command("updateNamesrvConfig")
+@admin_options
+@KEY
+@VALUE
+def update_namesrv_config(namesrv: str, output: str, key: str, value: str) -> None:
+    """Change a setting of each NameServer given with -n (318); one started from a config
+    file writes it there."""
+    addrs = with_admin(namesrv, lambda admin: admin.update_namesrv_config({key: value}))
+    emit(output, {"key": key, "value": value, "namesrvs": addrs},
+         note=f"{key}={value} set on {', '.join(addrs)}")
+
+
+def _perm_command(name: str, wipe: bool) -> click.Command:
+    verb = "wipe" if wipe else "add"
+
+    @click.command(name)
+    @admin_options
+    @click.option("-b", "--broker-name", required=True, help="The broker group's name (brokerName).")
+    def command(namesrv: str, output: str, broker_name: str) -> None:
+        async def job(admin: Admin) -> dict[str, int]:
+            return await (admin.wipe_write_perm(broker_name) if wipe else admin.add_write_perm(broker_name))
+
+        counts = with_admin(namesrv, job)
+        emit(output, {"brokerName": broker_name, "topics": counts},
+             table(f"{verb} write permission of {broker_name}", ["nameServer", "topics"],
+                   sorted(counts.items())))
+
+    command.help = (
+        "Route no more sends to a broker group on every NameServer given with -n (205), as "
+        "before taking it out of service; its topics stay readable. Set its brokerPermission "
+        "to 4 with updateBrokerConfig to keep it so after a restart."
+        if wipe else
+        "Give a broker group's topics their write permission back on every NameServer given "
+        "with -n (327).")
+    return command
+
+
+COMMANDS = (get_broker_config, update_broker_config, get_namesrv_config, update_namesrv_config,
+            _perm_command("wipeWritePerm", wipe=True), _perm_command("addWritePerm", wipe=False))

@@ -1,0 +1,105 @@
+"""The configuration calls of :class:`~bolide.client.admin.Admin` (mqadmin getBrokerConfig,
+updateBrokerConfig, getNamesrvConfig, updateNamesrvConfig, wipeWritePerm, addWritePerm), against
+Bolide's servers or Apache RocketMQ's."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from bolide.common.config_file import parse_properties
+from bolide.protocol import RequestCode
+from bolide.protocol.headers.namesrv import (
+    AddWritePermOfBrokerRequestHeader,
+    AddWritePermOfBrokerResponseHeader,
+    WipeWritePermOfBrokerRequestHeader,
+    WipeWritePermOfBrokerResponseHeader,
+)
+
+if TYPE_CHECKING:
+    from bolide.client.config import ClientConfig
+    from bolide.protocol import RemotingCommand
+    from bolide.protocol.headers.base import Header
+
+
+def properties_body(changes: Mapping[str, object]) -> bytes:
+    """``key=value`` lines, as mqadmin sends a config update; ValueError for a key or value
+    that a properties file cannot hold on one line."""
+    lines = []
+    for key, value in changes.items():
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if not key or any(c in key for c in "=: \t\r\n") or any(c in text for c in "\r\n"):
+            raise ValueError(f"{key!r}={text!r} cannot be sent as a setting: a key has no '=', ':' "
+                             "or spaces, and neither a key nor a value spans lines")
+        lines.append(f"{key}={text}\n")
+    return "".join(lines).encode("utf-8")
+
+
+class ConfigAdminCalls:
+    """Mixed into Admin: needs its ``config``, ``_call`` and ``_targets``."""
+
+    if TYPE_CHECKING:
+        config: ClientConfig
+
+        async def _call(self, addr: str, code: int, header: Header | None, what: str,
+                        body: bytes = b"", ok: tuple[int, ...] = ...) -> RemotingCommand: ...
+
+        async def _targets(self, broker_addr: str | None, cluster: str | None) -> list[str]: ...
+
+    async def broker_config(self, broker_addr: str) -> dict[str, str]:
+        """A broker's settings by key (GET_BROKER_CONFIG 26, mqadmin getBrokerConfig)."""
+        response = await self._call(broker_addr, RequestCode.GET_BROKER_CONFIG, None, "GET_BROKER_CONFIG")
+        return parse_properties(response.body_bytes().decode("utf-8", "replace"))
+
+    async def update_broker_config(self, changes: Mapping[str, object], *, broker_addr: str | None = None,
+                                   cluster: str | None = None) -> list[str]:
+        """Change settings of the target masters (UPDATE_BROKER_CONFIG 25, mqadmin
+        updateBrokerConfig); a broker refusing a key raises MQBrokerError naming it. Bolide and
+        RocketMQ brokers write the change into their config file. Returns the addresses."""
+        body = properties_body(changes)
+        addrs = await self._targets(broker_addr, cluster)
+        for addr in addrs:
+            await self._call(addr, RequestCode.UPDATE_BROKER_CONFIG, None,
+                             f"updateBrokerConfig {', '.join(changes)}", body=body)
+        return addrs
+
+    async def namesrv_config(self) -> dict[str, dict[str, str]]:
+        """Each NameServer's settings by key, by address (GET_NAMESRV_CONFIG 319)."""
+        out = {}
+        for addr in self.config.namesrv_addrs:
+            response = await self._call(addr, RequestCode.GET_NAMESRV_CONFIG, None, "GET_NAMESRV_CONFIG")
+            out[addr] = parse_properties(response.body_bytes().decode("utf-8", "replace"))
+        return out
+
+    async def update_namesrv_config(self, changes: Mapping[str, object]) -> list[str]:
+        """Change settings of every NameServer (UPDATE_NAMESRV_CONFIG 318, mqadmin
+        updateNamesrvConfig); returns their addresses."""
+        body = properties_body(changes)
+        for addr in self.config.namesrv_addrs:
+            await self._call(addr, RequestCode.UPDATE_NAMESRV_CONFIG, None,
+                             f"updateNamesrvConfig {', '.join(changes)}", body=body)
+        return list(self.config.namesrv_addrs)
+
+    async def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
+        """Have every NameServer route no sends to ``broker_name`` (WIPE_WRITE_PERM_OF_BROKER
+        205, mqadmin wipeWritePerm), as before taking a broker out of service; the number of
+        topics changed, by NameServer address. To keep the broker read-only across its
+        restarts, set its brokerPermission to 4 (:meth:`update_broker_config`)."""
+        out = {}
+        for addr in self.config.namesrv_addrs:
+            response = await self._call(addr, RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+                                        WipeWritePermOfBrokerRequestHeader(broker_name=broker_name),
+                                        f"wipeWritePerm {broker_name!r}")
+            out[addr] = response.read_header(WipeWritePermOfBrokerResponseHeader).wipe_topic_count
+        return out
+
+    async def add_write_perm(self, broker_name: str) -> dict[str, int]:
+        """Give ``broker_name``'s topics their write permission back on every NameServer
+        (ADD_WRITE_PERM_OF_BROKER 327, mqadmin addWritePerm); topics changed by address."""
+        out = {}
+        for addr in self.config.namesrv_addrs:
+            response = await self._call(addr, RequestCode.ADD_WRITE_PERM_OF_BROKER,
+                                        AddWritePermOfBrokerRequestHeader(broker_name=broker_name),
+                                        f"addWritePerm {broker_name!r}")
+            out[addr] = response.read_header(AddWritePermOfBrokerResponseHeader).add_topic_count
+        return out

@@ -1,0 +1,168 @@
+"""The settings commands of ``bolide admin`` (getBrokerConfig, updateBrokerConfig,
+getNamesrvConfig, updateNamesrvConfig, wipeWritePerm, addWritePerm) against an in-process
+NameServer + Broker: a broker's changes apply at once (the store's retention settings too) and
+are written into its config file, comments and other lines kept, so the next start has them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_cli_admin import ServerThread, admin_json, admin_table, bolide
+
+from bolide.broker import BrokerConfig
+from bolide.cli.server import _broker_configs
+from bolide.client.admin import Admin
+from bolide.client.errors import MQBrokerError
+from bolide.namesrv.config import NamesrvConfig
+from bolide.namesrv.processors import NamesrvProcessor
+from bolide.protocol import RemotingCommand, RequestCode, ResponseCode
+from bolide.store import StoreConfig
+
+CONF = """# written by hand
+brokerClusterName = DefaultCluster
+fileReservedTime=72
+! retention
+deleteWhen=04
+"""
+
+
+@pytest.fixture
+def conf(tmp_path: Path) -> Path:
+    path = tmp_path / "broker.conf"
+    path.write_text(CONF)
+    return path
+
+
+@pytest.fixture
+def servers(tmp_path: Path, conf: Path) -> Iterator[ServerThread]:
+    st = ServerThread(tmp_path / "store", broker_config_path=str(conf))
+    st.thread.start()
+    assert st.ready.wait(30) and st.error is None, st.error
+    yield st
+    st.stop()
+
+
+def test_update_broker_config_applies_and_writes_the_config_file(servers: ServerThread, conf: Path) -> None:
+    assert servers.servers is not None
+    s = servers.servers
+    ns, addr = s.namesrv_addr, s.broker_addr
+    assert admin_json(ns, "getBrokerConfig", "-b", addr)[addr]["fileReservedTime"] == "72"
+    assert "fileReservedTime" in admin_table(ns, "getBrokerConfig")
+
+    doc = admin_json(ns, "updateBrokerConfig", "-b", addr, "-k", "fileReservedTime", "-v", "24")
+    assert doc == {"key": "fileReservedTime", "value": "24", "brokers": [addr]}
+    admin_json(ns, "updateBrokerConfig", "-k", "brokerPermission", "-v", "4")  # every master
+    assert s.broker.store.config.file_reserved_time_hours == 24
+    assert s.broker.config.broker_permission == 4
+    clean = s.broker.store._clean_service
+    assert clean is not None and clean.config.file_reserved_time_hours == 24
+    assert admin_json(ns, "getBrokerConfig")[addr]["fileReservedTime"] == "24"
+    changed = CONF.replace("fileReservedTime=72", "fileReservedTime=24")
+    assert conf.read_text() == changed + "brokerPermission=4\n"
+    assert (conf.parent / "broker.conf.bak").read_text() == changed  # the text before the last write
+
+    # a later start from the file has the changes
+    broker_config, store_config = _broker_configs(str(conf), str(conf.parent / "store"), 0, None)
+    assert broker_config.broker_permission == 4 and store_config.file_reserved_time_hours == 24
+    assert broker_config.broker_config_path == str(conf.resolve())
+
+    refusals = {("listenPort", "1"): "restart", ("noSuchKey", "1"): "no setting noSuchKey",
+                ("brokerConfigPath", "/tmp/x"): "black list", ("deleteWhen", "25"): "deleteWhen",
+                ("flushDiskType", "SYNC_FLUSH"): "restart", ("defaultTopicQueueNums", "0"): ""}
+    for (key, value), why in refusals.items():
+        result = bolide("admin", "updateBrokerConfig", "-n", ns, "-k", key, "-v", value, ok=False)
+        assert result.exit_code != 0 and why in result.output, (key, result.output)
+    assert s.broker.store.config.delete_when == "04" and clean.delete_hours == frozenset({4})
+    assert s.broker.config.default_topic_queue_nums == 8
+    assert "listenPort" not in conf.read_text() and "deleteWhen=04" in conf.read_text()
+
+
+def test_wipe_and_add_write_perm(servers: ServerThread) -> None:
+    assert servers.servers is not None
+    ns = servers.servers.namesrv_addr
+    admin_json(ns, "updateTopic", "-t", "PermTopic", "-r", "2", "-w", "2")
+
+    def perm() -> int:
+        return int(admin_json(ns, "topicRoute", "-t", "PermTopic")["queueDatas"][0]["perm"])
+
+    assert perm() == 6
+    doc = admin_json(ns, "wipeWritePerm", "-b", "broker-a")
+    assert doc["brokerName"] == "broker-a" and doc["topics"][ns] >= 1
+    assert perm() == 4
+    assert "topics" in admin_table(ns, "addWritePerm", "-b", "broker-a")
+    assert perm() == 6
+    assert admin_json(ns, "wipeWritePerm", "-b", "no-such-broker")["topics"] == {ns: 0}
+
+
+def test_namesrv_config_commands(servers: ServerThread) -> None:
+    assert servers.servers is not None
+    ns = servers.servers.namesrv_addr
+    assert admin_json(ns, "getNamesrvConfig")[ns]["orderMessageEnable"] == "false"
+    admin_json(ns, "updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "true")
+    assert admin_json(ns, "getNamesrvConfig")[ns]["orderMessageEnable"] == "true"
+    result = bolide("admin", "updateNamesrvConfig", "-n", ns, "-k", "configStorePath", "-v", "/x", ok=False)
+    assert result.exit_code != 0 and "black list" in result.output
+
+
+def test_a_broker_without_a_config_file_writes_the_store_config_dir(tmp_path: Path) -> None:
+    """Without brokerConfigPath the changes go to <store>/config/broker.properties, which a start
+    on that store without -c reads."""
+    store = tmp_path / "store"
+    st = ServerThread(store)
+    st.thread.start()
+    assert st.ready.wait(30) and st.error is None, st.error
+    try:
+        assert st.servers is not None
+        admin_json(st.servers.namesrv_addr, "updateBrokerConfig", "-k", "diskMaxUsedSpaceRatio", "-v", "60")
+        assert st.servers.broker.store.config.disk_max_used_space_ratio == 60
+    finally:
+        st.stop()
+    assert (store / "config" / "broker.properties").read_text() == "diskMaxUsedSpaceRatio=60\n"
+    broker_config, store_config = _broker_configs(None, str(store), 0, None)
+    assert store_config.disk_max_used_space_ratio == 60 and store_config.store_path_root_dir == str(store)
+    assert broker_config.config_file(store) == store / "config" / "broker.properties"
+
+
+def test_a_config_file_the_broker_cannot_write_is_named(tmp_path: Path) -> None:
+    (tmp_path / "conf-dir").mkdir()  # a directory where the file should be
+    st = ServerThread(tmp_path / "store", broker_config_path=str(tmp_path / "conf-dir"))
+    st.thread.start()
+    assert st.ready.wait(30) and st.error is None, st.error
+    try:
+        assert st.servers is not None
+
+        async def update() -> None:
+            async with Admin(st.servers.namesrv_addr) as admin:  # type: ignore[union-attr]
+                await admin.update_broker_config({"longPollingEnable": False})
+
+        with pytest.raises(MQBrokerError, match=r"not written to .*conf-dir"):
+            asyncio.run(update())
+        assert st.servers.broker.config.long_polling_enable is False  # applied all the same
+    finally:
+        st.stop()
+
+
+def test_conf_store_path_wins_over_the_default(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"storePathRootDir={tmp_path / 'elsewhere'}\n"
+                    f"brokerConfigPath={tmp_path / 'saved.conf'}\n")
+    broker_config, store_config = _broker_configs(str(conf), None, None, None)
+    assert store_config.store_path_root_dir == str(tmp_path / "elsewhere")
+    assert broker_config.config_file(Path(store_config.store_path_root_dir)) == tmp_path / "saved.conf"
+    assert BrokerConfig().config_file(tmp_path) == tmp_path / "config" / "broker.properties"
+    assert StoreConfig.from_properties(conf).store_path_root_dir == str(tmp_path / "elsewhere")
+
+
+def test_a_namesrv_with_a_config_file_writes_its_changes(tmp_path: Path) -> None:
+    path = tmp_path / "namesrv.conf"
+    path.write_text("listenPort=9876\n")
+    processor = NamesrvProcessor(NamesrvConfig(kv_config_path=str(tmp_path / "kv.json")), config_file=path)
+    request = RemotingCommand.request(RequestCode.UPDATE_NAMESRV_CONFIG,
+                                      body=b"orderMessageEnable=true\nnotAKey=1\n")
+    response = processor.process(request)
+    assert response is not None and response.code == ResponseCode.SUCCESS, response
+    assert processor.config.order_message_enable is True
+    assert path.read_text() == "listenPort=9876\norderMessageEnable=true\n"
