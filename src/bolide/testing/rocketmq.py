@@ -536,6 +536,7 @@ class RocketMQ:
         self._batch_dir = _batch_classes(version, self.classpath)
         self.external_namesrv = namesrv_port is not None
         self.namesrv_port = free_port() if namesrv_port is None else namesrv_port
+        self._auto_broker_port = not broker_port  # free to move when another process takes it
         self.broker_port = broker_port or free_port((-2, 0, 1))
         self.namesrv: JavaProcess | None = None
         self.broker: JavaProcess | None = None
@@ -656,6 +657,21 @@ class RocketMQ:
             raise RocketMQError("the broker is already running")
         settings = store_dir if isinstance(store_dir, BrokerSettings) else BrokerSettings(Path(store_dir))
         self.broker_settings = settings
+        for attempt in range(3):
+            try:
+                self._start_broker(settings, timeout)
+                return
+            except RocketMQError as exc:
+                # a port chosen free at construction (listenPort, its HA port + 1, its VIP
+                # port - 2) can be taken by the time the broker starts, e.g. as the local port
+                # of another process's connection: choose again
+                if not self._auto_broker_port or "Address already in use" not in str(exc) or attempt == 2:
+                    raise
+                log.warning("RocketMQ broker port %d or a neighbour was taken: choosing another",
+                            self.broker_port)
+                self.broker_port = free_port((-2, 0, 1))
+
+    def _start_broker(self, settings: BrokerSettings, timeout: float) -> None:
         self._starts += 1
         home = self._home(f"broker-{self._starts}")
         self.broker_home = home
