@@ -7,7 +7,9 @@ its time, a failed message again, and the committed and checked transactions but
 back one.
 
 The Node.js client (rocketmq-client-nodejs 1.0.8) runs the scenario too
-(``interop/node5-client/driver.js``), and the Java client once more through a real RocketMQ 5.3.3
+(``interop/node5-client/driver.js``), as does the Go client (rocketmq-clients/golang/v5 5.1.3,
+``interop/go5-client``, which has no recall API: it sends no message to recall), and the Java
+client once more through a real RocketMQ 5.3.3
 proxy in cluster mode in front of Bolide's NameServer and broker (``RocketMQProxy``).
 
 The Python client runs in a virtual environment of its own (``bolide.testing.pyclient5``; it
@@ -32,6 +34,7 @@ import pytest
 from bolide.client import Admin, ClientConfig
 from bolide.remoting.tls import TlsServerConfig
 from bolide.store.topic_config import SubscriptionGroupConfig
+from bolide.testing.goclient import GO5_CLIENT, go_client_binary, go_env
 from bolide.testing.nodeclient import node_client_command, node_env
 from bolide.testing.pyclient5 import python5_command, python5_env
 from bolide.testing.rocketmq import RocketMQProxy, RocketMQUnavailable, grpc_java_client_command
@@ -92,10 +95,12 @@ def run_scenario(
     env: dict[str, str] | None = None,
     tls: TlsServerConfig | None = None,
     proxy: bool = False,
+    recall: bool = True,
 ) -> str:
     """The driver's ``scenario`` against a fresh broker with the topics and groups it needs
     (with ``tls``: a broker that enforces it, the driver told ``tls``; with ``proxy``: through a
-    real RocketMQ 5.3.3 proxy in cluster mode, which talks to the broker over remoting)."""
+    real RocketMQ 5.3.3 proxy in cluster mode, which talks to the broker over remoting;
+    ``recall``: the driver recalls a delay message)."""
 
     async def main() -> str:
         async with running_servers(
@@ -122,7 +127,8 @@ def run_scenario(
             # the recalled delay message, due with "later", is dropped then
             schedule = s.broker.schedule
             assert schedule is not None
-            await wait_until(lambda: schedule.recalled == 1, timeout=20)
+            if recall:
+                await wait_until(lambda: schedule.recalled == 1, timeout=20)
             delayed = [m.body for q in range(4) for m in store.get_message("t", "D5", q, 0, 32).messages]
             assert b"recalled" not in delayed and b"later" in delayed
             return out
@@ -251,6 +257,14 @@ def test_node_client_producer_simple_and_push_consumers(tmp_path: Path) -> None:
     except RocketMQUnavailable as exc:
         unavailable(f"RocketMQ 5 Node.js client unavailable: {exc}")
     check_lines(run_scenario(tmp_path, command, node_env(tmp_path / "home", NODE5)))
+
+
+def test_go_client_producer_simple_and_push_consumers(tmp_path: Path) -> None:
+    try:
+        command = [str(go_client_binary(GO5_CLIENT))]
+    except RocketMQUnavailable as exc:
+        unavailable(f"RocketMQ 5 Go client unavailable: {exc}")
+    check_lines(run_scenario(tmp_path, command, go_env(tmp_path / "home"), recall=False))
 
 
 def check_lines(out: str) -> None:

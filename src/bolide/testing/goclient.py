@@ -1,11 +1,13 @@
-"""The official Apache RocketMQ Go client (``rocketmq-client-go/v2``, pinned in
-``interop/go-client/go.mod``) built into a small driver for interop tests.
+"""The official Apache RocketMQ Go clients built into small drivers for interop tests: the
+remoting one (``rocketmq-client-go/v2``, pinned in ``interop/go-client/go.mod``) and the RocketMQ 5
+gRPC one (``rocketmq-clients/golang/v5``, in ``interop/go5-client/go.mod``).
 
 ``interop/go-client/main.go`` offers ``produce <namesrv> <topic> <n>`` and
-``consume <namesrv> <topic> <group> <n> <timeoutSec>`` (see its package comment). The modules and the
-build cache live in ``interop/.gocache`` (git-ignored), so a CI run downloads them once; the binary
-goes to ``interop/.gocache/bin/goclient``. ``python -m bolide.testing.rocketmq prepare`` builds it
-too (``make interop-deps``).
+``consume <namesrv> <topic> <group> <n> <timeoutSec>`` (see its package comment);
+``interop/go5-client/main.go`` offers ``scenario <endpoint>``. The modules and the build cache
+live in ``interop/.gocache`` (git-ignored), so a CI run downloads them once; the binaries go to
+``interop/.gocache/bin/``. ``python -m bolide.testing.rocketmq prepare`` builds them too (``make
+interop-deps``).
 """
 
 from __future__ import annotations
@@ -19,13 +21,17 @@ from pathlib import Path
 
 from bolide.testing.rocketmq import RocketMQUnavailable, interop_dir
 
-_GO_HINT = "install Go 1.22+ (https://go.dev/dl/) and make sure go is on PATH"
+_GO_HINT = "install Go 1.25+ (https://go.dev/dl/) and make sure go is on PATH"
 BUILD_TIMEOUT = 900.0
 
 
-def go_dirs() -> tuple[Path, Path]:
-    """The Go module source and the git-ignored cache directory."""
-    return interop_dir() / "go-client", interop_dir() / ".gocache"
+GO_CLIENT = "go-client"  # interop/<this>: rocketmq-client-go/v2 over remoting
+GO5_CLIENT = "go5-client"  # interop/<this>: the RocketMQ 5 gRPC client
+
+
+def go_dirs(name: str = GO_CLIENT) -> tuple[Path, Path]:
+    """The Go module source of driver ``name`` and the git-ignored cache directory."""
+    return interop_dir() / name, interop_dir() / ".gocache"
 
 
 def go_env(home: Path | None = None) -> dict[str, str]:
@@ -42,15 +48,15 @@ def go_env(home: Path | None = None) -> dict[str, str]:
     return env
 
 
-def go_client_binary() -> Path:
-    """Build ``interop/go-client`` (once; rebuilt when a source file is newer) and return the binary."""
-    src, cache = go_dirs()
+def go_client_binary(name: str = GO_CLIENT) -> Path:
+    """Build ``interop/<name>`` (once; rebuilt when a source file is newer) and return the binary."""
+    src, cache = go_dirs(name)
     if shutil.which("go") is None:
         raise RocketMQUnavailable(f"go not found on PATH; the Go client interop test needs it: {_GO_HINT}")
     if not (src / "go.mod").is_file():
         raise RocketMQUnavailable(f"{src / 'go.mod'} does not exist; run from a source checkout or set "
                                   "BOLIDE_INTEROP_DIR")
-    binary = cache / "bin" / "goclient"
+    binary = cache / "bin" / name.replace("-", "")
     binary.parent.mkdir(parents=True, exist_ok=True)
     with open(cache / ".lock", "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -58,7 +64,7 @@ def go_client_binary() -> Path:
             newest = max(p.stat().st_mtime for p in src.iterdir() if p.is_file())
             if binary.is_file() and binary.stat().st_mtime >= newest:
                 return binary
-            print(f"bolide: building the RocketMQ Go client driver (modules cached in {cache})",
+            print(f"bolide: building the RocketMQ Go client driver {name} (modules cached in {cache})",
                   file=sys.stderr, flush=True)
             cmd = ["go", "build", "-o", str(binary), "."]
             proc = subprocess.run(cmd, cwd=src, env=go_env(), capture_output=True, text=True,

@@ -958,7 +958,7 @@ def prepare_main(argv: Sequence[str] | None, module: str, what: str,
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bolide.testing.rocketmq prepare [VERSION...]``: fetch jars ahead of tests and
-    build the Go client driver (``bolide.testing.goclient``).
+    build the Go client drivers (``bolide.testing.goclient``).
 
     Without java/javac/mvn or go this prints why and exits 0, unless ``CI`` is set (then 1).
     """
@@ -972,9 +972,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # ``__main__``, so the exception goclient raises is the class of ``bolide.testing.rocketmq``
     from bolide.testing import goclient
 
-    # the Go driver compiles while Maven downloads: the two share no files
+    # the Go drivers compile (one after the other) while Maven downloads: they share no files
     pool = ThreadPoolExecutor(1, thread_name_prefix="go-build")
-    go_build = pool.submit(goclient.go_client_binary)
+    go_builds = [pool.submit(goclient.go_client_binary, name)
+                 for name in (goclient.GO_CLIENT, goclient.GO5_CLIENT)]
     pool.shutdown(wait=False)
     try:
         prepare(versions)
@@ -986,15 +987,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"warning: real-RocketMQ interop tests will be skipped: {exc}", file=sys.stderr)
     else:
         print(f"RocketMQ {', '.join(versions)} ready (classpaths in {interop_dir() / '.cache'})")
-    try:
-        binary = go_build.result()
-    except goclient.RocketMQUnavailable as exc:
-        if os.environ.get("CI"):
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        print(f"warning: the Go client interop test will be skipped: {exc}", file=sys.stderr)
-        return status
-    print(f"RocketMQ Go client driver ready ({binary})")
+    for build in go_builds:
+        try:
+            binary = build.result()
+        except goclient.RocketMQUnavailable as exc:
+            if os.environ.get("CI"):
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
+            print(f"warning: the Go client interop tests will be skipped: {exc}", file=sys.stderr)
+            return status
+        print(f"RocketMQ Go client driver ready ({binary})")
     return status
 
 
