@@ -1,5 +1,6 @@
 """The settings commands of ``bolide admin`` (getBrokerConfig, updateBrokerConfig,
-getNamesrvConfig, updateNamesrvConfig, wipeWritePerm, addWritePerm) against an in-process
+getNamesrvConfig, updateNamesrvConfig, wipeWritePerm, addWritePerm; also updateKvConfig,
+deleteKvConfig, updateTopicPerm, cloneGroupOffset, deleteExpiredCommitLog) against an in-process
 NameServer + Broker: a broker's changes apply at once (the store's retention settings too) and
 are written into its config file, comments and other lines kept, so the next start has them."""
 
@@ -166,3 +167,35 @@ def test_a_namesrv_with_a_config_file_writes_its_changes(tmp_path: Path) -> None
     assert response is not None and response.code == ResponseCode.SUCCESS, response
     assert processor.config.order_message_enable is True
     assert path.read_text() == "listenPort=9876\norderMessageEnable=true\n"
+
+
+def test_topic_perm_kv_config_clone_and_expired_commit_log_commands(servers: ServerThread) -> None:
+    assert servers.servers is not None
+    s = servers.servers
+    ns, addr = s.namesrv_addr, s.broker_addr
+    admin_json(ns, "updateTopic", "-t", "PermT", "-r", "2", "-w", "3")
+    doc = admin_json(ns, "updateTopicPerm", "-t", "PermT", "-p", "4")
+    assert doc == {"topic": "PermT", "perm": 4, "brokers": [addr]}
+    topic = s.broker.topics.get("PermT")
+    assert topic is not None and (topic.perm, topic.read_queue_nums, topic.write_queue_nums) == (4, 2, 3)
+    result = bolide("admin", "updateTopicPerm", "-n", ns, "-t", "PermT", "-p", "6", "-b", "127.0.0.1:1",
+                    ok=False)
+    assert result.exit_code != 0 and "does not serve topic 'PermT'" in result.output
+
+    admin_json(ns, "updateKvConfig", "-s", "ORDER_TOPIC_CONFIG", "-k", "PermT", "-v", "broker-a:2")
+    assert s.namesrv.processor.kv.get("ORDER_TOPIC_CONFIG", "PermT") == "broker-a:2"
+    admin_json(ns, "deleteKvConfig", "-s", "ORDER_TOPIC_CONFIG", "-k", "PermT")
+    assert s.namesrv.processor.kv.get("ORDER_TOPIC_CONFIG", "PermT") is None
+
+    async def commit() -> None:  # on the broker's loop, as its processors commit
+        for q, offset in ((0, 5), (1, 7)):
+            s.broker.offsets.commit("old-g", "PermT", q, offset)
+
+    servers.run(commit())
+    doc = admin_json(ns, "cloneGroupOffset", "-s", "old-g", "-d", "new-g", "-t", "PermT")
+    assert [(o["queueId"], o["offset"]) for o in doc["offsets"]] == [(0, 5), (1, 7)]
+    assert [s.broker.offsets.query("new-g", "PermT", q) for q in (0, 1)] == [5, 7]
+    none = admin_table(ns, "cloneGroupOffset", "-s", "none-g", "-d", "x", "-t", "PermT")
+    assert "nothing was copied" in none
+
+    assert admin_json(ns, "deleteExpiredCommitLog")["brokers"] == [addr]

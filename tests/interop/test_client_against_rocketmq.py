@@ -460,12 +460,18 @@ def test_bolide_admin_commands(rmq: RocketMQ) -> None:
     assert admin("topicRoute", "-t", "CliAdminTopic")["queueDatas"][0]["perm"] == 4
     assert admin("addWritePerm", "-b", "broker-a")["topics"][ns] >= 1
     assert admin("topicRoute", "-t", "CliAdminTopic")["queueDatas"][0]["perm"] == 6
+    admin("updateTopicPerm", "-t", "CliAdminTopic", "-p", "4")
+    until(lambda: admin("topicRoute", "-t", "CliAdminTopic")["queueDatas"][0]["perm"] == 4)
+    admin("updateTopicPerm", "-t", "CliAdminTopic", "-p", "6")
+    admin("updateKvConfig", "-s", "ORDER_TOPIC_CONFIG", "-k", "CliAdminTopic", "-v", "broker-a:2")
+    admin("deleteKvConfig", "-s", "ORDER_TOPIC_CONFIG", "-k", "CliAdminTopic")
+    assert admin("deleteExpiredCommitLog", "-b", addr)["brokers"] == [addr]
 
 
 def test_bolide_admin_group_commands(rmq: RocketMQ) -> None:
     """The group and offset commands of ``bolide admin`` against the real broker: updateSubGroup,
     deleteSubGroup, consumerConnection, producerConnection, consumerProgress, queryMsgByOffset,
-    consumeMessage, resetOffsetByTime (dry run and applied) and deleteTopic."""
+    consumeMessage, resetOffsetByTime (dry run and applied), cloneGroupOffset and deleteTopic."""
     from bolide.client.blocking import Producer as BlockingProducer
     from bolide.client.blocking import PullConsumer as BlockingPullConsumer
 
@@ -507,6 +513,10 @@ def test_bolide_admin_group_commands(rmq: RocketMQ) -> None:
     progress = until(lambda: (p := admin("consumerProgress", "-g", "cli-cg"))["queues"]
                      and p["queues"][0]["consumerOffset"] == 4 and p)
     assert progress["totalLag"] == 0
+    admin("updateSubGroup", "-g", "cli-clone")  # a 5.x broker takes offsets of known groups only
+    cloned = admin("cloneGroupOffset", "-s", "cli-cg", "-d", "cli-clone", "-t", "CliGroups")
+    assert [o["offset"] for o in cloned["offsets"]] == [4]
+    until(lambda: admin("consumerProgress", "-g", "cli-clone")["queues"][0]["consumerOffset"] == 4)
     at = admin("queryMsgByOffset", "-t", "CliGroups", "-i", "0", "-o", "1")
     assert at["body"] == "g-1"
     read = admin("consumeMessage", "-t", "CliGroups", "-i", "0", "-o", "0", "-c", "4")

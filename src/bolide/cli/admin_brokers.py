@@ -1,7 +1,7 @@
 """``bolide admin`` commands that look inside one broker: brokerConsumeStats (every group's
 progress there), producer (its producer connections), queryCq (ConsumeQueue entries), and
 cleanExpiredCQ (ConsumeQueues whose messages are all gone) / cleanUnusedTopic (those of topics
-the brokers no longer have)."""
+the brokers no longer have), and deleteExpiredCommitLog."""
 
 from __future__ import annotations
 
@@ -106,4 +106,17 @@ def clean_unused_topic(namesrv: str, output: str, broker_addr: str | None, clust
     _clean(namesrv, output, broker_addr, cluster, True)
 
 
-COMMANDS = [broker_consume_stats, producer, query_cq, clean_expired_cq, clean_unused_topic]
+@click.command("deleteExpiredCommitLog")
+@admin_options
+@target_options
+def delete_expired_commit_log(namesrv: str, output: str, broker_addr: str | None,
+                              cluster: str | None) -> None:
+    """Delete expired CommitLog files (older than fileReservedTime) now, whatever deleteWhen says
+    (329); the brokers do it in their next clean runs."""
+    addrs = with_admin(namesrv, lambda admin: admin.delete_expired_commit_log(broker_addr=broker_addr,
+                                                                                cluster=cluster))
+    emit(output, {"brokers": addrs}, table("deleteExpiredCommitLog", ["broker"], ([a] for a in addrs)))
+
+
+COMMANDS = [broker_consume_stats, producer, query_cq, clean_expired_cq, clean_unused_topic,
+            delete_expired_commit_log]

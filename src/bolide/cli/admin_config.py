@@ -1,6 +1,7 @@
 """``bolide admin`` commands over the servers' settings: getBrokerConfig, updateBrokerConfig,
-getNamesrvConfig, updateNamesrvConfig, and wipeWritePerm / addWritePerm (a broker's write
-permission on the NameServers, to take it out of service and back)."""
+getNamesrvConfig, updateNamesrvConfig, updateKvConfig, deleteKvConfig, and wipeWritePerm /
+addWritePerm (a broker's write permission on the NameServers, to take it out of service and
+back)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import click
 from bolide.cli.admin_common import admin_options, emit, kv_table, table, target_options, with_admin
 from bolide.client.admin import Admin
 
-KEY = click.option("-k", "--key", required=True, help="The setting's RocketMQ key, e.g. brokerPermission.")
+KEY = click.option("-k", "--key", required=True, help="The setting's key, e.g. brokerPermission.")
 VALUE = click.option("-v", "--value", required=True, help="Its new value.")
 
 
@@ -62,6 +63,32 @@ def update_namesrv_config(namesrv: str, output: str, key: str, value: str) -> No
          note=f"{key}={value} set on {', '.join(addrs)}")
 
 
+NAMESPACE = click.option("-s", "--namespace", required=True, help="e.g. ORDER_TOPIC_CONFIG.")
+
+
+@click.command("updateKvConfig")
+@admin_options
+@NAMESPACE
+@KEY
+@VALUE
+def update_kv_config(namesrv: str, output: str, namespace: str, key: str, value: str) -> None:
+    """Set a key of the KV config of each NameServer given with -n (100)."""
+    addrs = with_admin(namesrv, lambda admin: admin.update_kv_config(namespace, key, value))
+    emit(output, {"namespace": namespace, "key": key, "value": value, "namesrvs": addrs},
+         note=f"{namespace}/{key}={value} set on {', '.join(addrs)}")
+
+
+@click.command("deleteKvConfig")
+@admin_options
+@NAMESPACE
+@KEY
+def delete_kv_config(namesrv: str, output: str, namespace: str, key: str) -> None:
+    """Delete a key of the KV config of each NameServer given with -n (102)."""
+    addrs = with_admin(namesrv, lambda admin: admin.delete_kv_config(namespace, key))
+    emit(output, {"namespace": namespace, "key": key, "namesrvs": addrs},
+         note=f"{namespace}/{key} deleted on {', '.join(addrs)}")
+
+
 def _perm_command(name: str, wipe: bool) -> click.Command:
     verb = "wipe" if wipe else "add"
 
@@ -88,4 +115,5 @@ def _perm_command(name: str, wipe: bool) -> click.Command:
 
 
 COMMANDS = (get_broker_config, update_broker_config, get_namesrv_config, update_namesrv_config,
-            _perm_command("wipeWritePerm", wipe=True), _perm_command("addWritePerm", wipe=False))
+            update_kv_config, delete_kv_config, _perm_command("wipeWritePerm", wipe=True),
+            _perm_command("addWritePerm", wipe=False))

@@ -1,5 +1,5 @@
 """``bolide admin`` commands for groups: updateSubGroup, setConsumeMode, deleteSubGroup, consumerProgress,
-consumerConnection, producerConnection, resetOffsetByTime."""
+consumerConnection, producerConnection, resetOffsetByTime, cloneGroupOffset."""
 
 from __future__ import annotations
 
@@ -214,5 +214,21 @@ def reset_offset_by_time(namesrv: str, output: str, group: str, topic: str, when
          note=note)
 
 
+@click.command("cloneGroupOffset")
+@admin_options
+@click.option("-s", "--source", required=True, help="The group whose offsets are copied.")
+@click.option("-d", "--dest", required=True, help="The group that gets them.")
+@click.option("-t", "--topic", required=True)
+def clone_group_offset(namesrv: str, output: str, source: str, dest: str, topic: str) -> None:
+    """Give a group the offsets another group has on a topic's queues (208, 15), e.g. to start
+    a new group where an old one is."""
+    cloned = with_admin(namesrv, lambda admin: admin.clone_group_offset(source, dest, topic))
+    rows = [[mq.broker_name, mq.queue_id, offset] for mq, offset in cloned.items()]
+    emit(output, {"source": source, "dest": dest, "topic": topic,
+                  "offsets": [dict(zip(["brokerName", "queueId", "offset"], r, strict=True)) for r in rows]},
+         table(f"{dest} now at {source}'s offsets on {topic}", ["brokerName", "queueId", "offset"], rows),
+         note=None if rows else f"{source} has no offsets on {topic}: nothing was copied")
+
+
 COMMANDS = (update_sub_group, set_consume_mode, delete_sub_group, consumer_progress, consumer_connection,
-            producer_connection, reset_offset_by_time)
+            producer_connection, reset_offset_by_time, clone_group_offset)

@@ -1,5 +1,5 @@
 """``bolide admin`` commands for clusters, brokers and topics: clusterList, brokerStatus,
-topicList, topicRoute, topicStatus, updateTopic, deleteTopic."""
+topicList, topicRoute, topicStatus, updateTopic, updateTopicPerm, deleteTopic."""
 
 from __future__ import annotations
 
@@ -185,6 +185,22 @@ def update_topic(namesrv: str, output: str, topic: str, broker_addr: str | None,
          note=note)
 
 
+@click.command("updateTopicPerm")
+@admin_options
+@click.option("-t", "--topic", required=True)
+@click.option("-p", "--perm", required=True, type=click.Choice(["2", "4", "6"]),
+              help="2 write, 4 read, 6 both.")
+@click.option("-b", "--broker-addr", help="On this broker only (host:port).")
+@click.option("-c", "--cluster", help="On the topic's masters in this cluster (default: all of them).")
+def update_topic_perm(namesrv: str, output: str, topic: str, perm: str, broker_addr: str | None,
+                      cluster: str | None) -> None:
+    """Change a topic's permission on the brokers of its route, keeping its queue counts (17)."""
+    addrs = with_admin(namesrv, lambda admin: admin.update_topic_perm(
+        topic, int(perm), broker_addr=broker_addr, cluster=cluster))
+    emit(output, {"topic": topic, "perm": int(perm), "brokers": addrs},
+         table(f"Topic {topic}: perm {perm} ({perm_text(int(perm))})", ["broker"], ([a] for a in addrs)))
+
+
 @click.command("deleteTopic")
 @admin_options
 @click.option("-t", "--topic", required=True)
@@ -196,4 +212,5 @@ def delete_topic(namesrv: str, output: str, topic: str, cluster: str | None) -> 
          table(f"Topic {topic} deleted", ["broker"], ([a] for a in addrs)))
 
 
-COMMANDS = (cluster_list, broker_status, topic_list, topic_route, topic_status, update_topic, delete_topic)
+COMMANDS = (cluster_list, broker_status, topic_list, topic_route, topic_status, update_topic,
+            update_topic_perm, delete_topic)

@@ -234,6 +234,16 @@ class Admin(AclAdminCalls, AuthAdminCalls, ConfigAdminCalls):
         return {addr: (await self._call(addr, code, None, what)).remark or ""
                 for addr in await self._targets(broker_addr, cluster)}
 
+    async def delete_expired_commit_log(self, *, broker_addr: str | None = None,
+                                        cluster: str | None = None) -> list[str]:
+        """Have the target masters delete their expired CommitLog files (older than
+        fileReservedTime) now, whatever deleteWhen says (DELETE_EXPIRED_COMMITLOG 329, mqadmin
+        deleteExpiredCommitLog); returns their addresses."""
+        addrs = await self._targets(broker_addr, cluster)
+        for addr in addrs:
+            await self._call(addr, RequestCode.DELETE_EXPIRED_COMMITLOG, None, "deleteExpiredCommitLog")
+        return addrs
+
     async def ha_status(self, broker_addr: str) -> HARuntimeInfo:
         """A broker's replication status (GET_BROKER_HA_STATUS 907, mqadmin haStatus): a
         master's slaves and their lag, or a slave's view of its master."""
@@ -265,6 +275,25 @@ class Admin(AclAdminCalls, AuthAdminCalls, ConfigAdminCalls):
         addrs = await self._targets(broker_addr, cluster)
         for addr in addrs:
             await self._call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header, f"updateTopic {topic!r}")
+        return addrs
+
+    async def update_topic_perm(self, topic: str, perm: int, *, broker_addr: str | None = None,
+                                cluster: str | None = None) -> list[str]:
+        """Set ``topic``'s permission (2 write, 4 read, 6 both) on the masters of its route, or
+        of ``cluster``, or ``broker_addr`` alone, keeping its queue counts (mqadmin
+        updateTopicPerm); returns their addresses."""
+        route = await self.topic_route(topic)
+        counts = {qd.broker_name: qd for qd in route.queue_datas}
+        masters = {addr: name for name, addr in self._route_addrs(route).items()}
+        addrs = [broker_addr] if broker_addr else (
+            [a for a in await self.master_addrs(cluster) if a in masters] if cluster else sorted(masters))
+        for addr in addrs:
+            qd = counts.get(masters.get(addr, ""))
+            if qd is None:
+                raise ClientConfigError(f"{addr} does not serve topic {topic!r}: give one of "
+                                        f"{', '.join(sorted(masters)) or 'its brokers'}")
+            await self.create_topic(topic, read_queue_nums=qd.read_queue_nums,
+                                    write_queue_nums=qd.write_queue_nums, perm=perm, broker_addr=addr)
         return addrs
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
@@ -349,6 +378,22 @@ class Admin(AclAdminCalls, AuthAdminCalls, ConfigAdminCalls):
                 progress.queues.append(q)
         progress.queues.sort(key=lambda q: q.queue)
         return progress
+
+    async def clone_group_offset(self, source: str, dest: str, topic: str) -> dict[MessageQueue, int]:
+        """Give group ``dest`` the offsets group ``source`` has on ``topic``'s queues (mqadmin
+        cloneGroupOffset: GET_CONSUME_STATS, then UPDATE_CONSUMER_OFFSET per queue); the
+        offsets set, by queue (none when ``source`` has no offsets on the topic)."""
+        cloned: dict[MessageQueue, int] = {}
+        for addr in await self._group_addrs(source):
+            response = await self._call(addr, RequestCode.GET_CONSUME_STATS,
+                                        GetConsumeStatsRequestHeader(consumer_group=source),
+                                        f"cloneGroupOffset from {source!r}")  # the topics it has offsets on
+            for mq, w in ConsumeStats.decode(response.body_bytes()).offset_table.items():
+                if mq.topic == topic and w.consumer_offset >= 0:
+                    await self._instance.api.update_consumer_offset(addr, dest, topic, mq.queue_id,
+                                                                    w.consumer_offset)
+                    cloned[mq] = w.consumer_offset
+        return dict(sorted(cloned.items()))
 
     async def _earliest(self, addr: str, mq: MessageQueue) -> int:
         header = GetEarliestMsgStoretimeRequestHeader(topic=mq.topic, queue_id=mq.queue_id)

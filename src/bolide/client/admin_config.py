@@ -1,6 +1,6 @@
 """The configuration calls of :class:`~bolide.client.admin.Admin` (mqadmin getBrokerConfig,
-updateBrokerConfig, getNamesrvConfig, updateNamesrvConfig, wipeWritePerm, addWritePerm), against
-Bolide's servers or Apache RocketMQ's."""
+updateBrokerConfig, getNamesrvConfig, updateNamesrvConfig, updateKvConfig, deleteKvConfig,
+wipeWritePerm, addWritePerm), against Bolide's servers or Apache RocketMQ's."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from bolide.protocol import RequestCode
 from bolide.protocol.headers.namesrv import (
     AddWritePermOfBrokerRequestHeader,
     AddWritePermOfBrokerResponseHeader,
+    DeleteKVConfigRequestHeader,
+    PutKVConfigRequestHeader,
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 )
@@ -78,6 +80,22 @@ class ConfigAdminCalls:
         for addr in self.config.namesrv_addrs:
             await self._call(addr, RequestCode.UPDATE_NAMESRV_CONFIG, None,
                              f"updateNamesrvConfig {', '.join(changes)}", body=body)
+        return list(self.config.namesrv_addrs)
+
+    async def update_kv_config(self, namespace: str, key: str, value: str) -> list[str]:
+        """Set a key of the NameServers' KV config (PUT_KV_CONFIG 100, mqadmin updateKvConfig),
+        e.g. namespace ORDER_TOPIC_CONFIG for a global ordered topic; returns their addresses."""
+        header = PutKVConfigRequestHeader(namespace=namespace, key=key, value=value)
+        for addr in self.config.namesrv_addrs:
+            await self._call(addr, RequestCode.PUT_KV_CONFIG, header, f"updateKvConfig {namespace}/{key}")
+        return list(self.config.namesrv_addrs)
+
+    async def delete_kv_config(self, namespace: str, key: str) -> list[str]:
+        """Delete a key of the NameServers' KV config (DELETE_KV_CONFIG 102, mqadmin
+        deleteKvConfig); returns their addresses."""
+        header = DeleteKVConfigRequestHeader(namespace=namespace, key=key)
+        for addr in self.config.namesrv_addrs:
+            await self._call(addr, RequestCode.DELETE_KV_CONFIG, header, f"deleteKvConfig {namespace}/{key}")
         return list(self.config.namesrv_addrs)
 
     async def wipe_write_perm(self, broker_name: str) -> dict[str, int]:

@@ -592,6 +592,21 @@ class Admin(_Blocking[_admin.Admin]):
         changes = dict(changes)
         return self._run(lambda c: c.update_namesrv_config(changes))
 
+    def update_kv_config(self, namespace: str, key: str, value: str) -> list[str]:
+        return self._run(lambda c: c.update_kv_config(namespace, key, value))
+
+    def delete_kv_config(self, namespace: str, key: str) -> list[str]:
+        return self._run(lambda c: c.delete_kv_config(namespace, key))
+
+    def update_topic_perm(self, topic: str, perm: int, **kwargs: Any) -> list[str]:
+        return self._run(lambda c: c.update_topic_perm(topic, perm, **kwargs))
+
+    def delete_expired_commit_log(self, **kwargs: Any) -> list[str]:
+        return self._run(lambda c: c.delete_expired_commit_log(**kwargs))
+
+    def clone_group_offset(self, source: str, dest: str, topic: str) -> dict[MessageQueue, int]:
+        return self._run(lambda c: c.clone_group_offset(source, dest, topic))
+
     def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
         return self._run(lambda c: c.wipe_write_perm(broker_name))
 
