@@ -558,7 +558,9 @@ def test_acl_2_against_a_rocketmq_5_broker(tmp_path_factory: pytest.TempPathFact
     authentication and authorization on: a super user from initAuthenticationUser creates a
     user and its ACL, reads them back; the user sends where its ACL allows and gets RocketMQ's
     refusal elsewhere. Then a Bolide broker with ACL 2.0 on opens the store RocketMQ left and
-    enforces the users and ACLs of its RocksDB databases (``config/users``, ``config/acls``)."""
+    enforces the users and ACLs of its RocksDB databases (``config/users``, ``config/acls``),
+    and changes them; RocketMQ opening the store again has Bolide's users and ACLs, and a user
+    it adds is Bolide's on the next start."""
     run_dir = tmp_path_factory.mktemp("client-rocketmq-auth2")
     try:
         server = RocketMQ("5.3.3", run_dir)
@@ -638,8 +640,42 @@ def test_acl_2_against_a_rocketmq_5_broker(tmp_path_factory: pytest.TempPathFact
             async with Producer(off, "off-pg") as producer:
                 with pytest.raises(AuthRefusedError, match="disabled"):
                     await producer.send(Message("ItAuth2", b"refused"))
+            async with Admin(root) as admin:  # what RocketMQ finds below
+                await admin.create_user("bolide-made", "bolide-made-secret")
+                await admin.put_acl("User:bolide-made", ["Topic:ItAuth2"], ["Pub"])
+                await admin.delete_user("rmq-off")
 
     asyncio.run(asyncio.wait_for(bolide(), 90))
+
+    # back to RocketMQ: Bolide wrote its users and ACLs into the RocksDB databases
+    async def rocketmq_again() -> None:
+        root = ClientConfig(server.namesrv_addr, access_key="rmq-root", secret_key="rmq-root-secret")
+        async with Admin(root) as admin:
+            assert {u.username for u in await admin.list_users()} == {"rmq-root", "rmq-keep", "bolide-made"}
+            acl = await admin.get_acl("User:bolide-made")
+            assert acl is not None and [(e.resource, e.actions) for p in acl.policies or []
+                                        for e in p.entries or []] == [("Topic:ItAuth2", ["Pub"])]
+            await admin.create_user("rmq-later", "rmq-later-secret")  # taken over by Bolide again
+        made = ClientConfig(server.namesrv_addr, access_key="bolide-made", secret_key="bolide-made-secret")
+        await wait_for_route(server.namesrv_addr, "ItAuth2")
+        async with Producer(made, "made-pg") as producer:
+            assert (await producer.send(Message("ItAuth2", b"by-bolide-made"))).status is SendStatus.SEND_OK
+            with pytest.raises(AuthRefusedError):
+                await producer.send(Message("ItAuth2Other", b"refused"))
+
+    try:
+        server.start_namesrv()
+        server.start_broker(BrokerSettings(store, extra=extra))
+        asyncio.run(asyncio.wait_for(rocketmq_again(), 90))
+    finally:
+        server.kill_broker()
+        server.stop()
+
+    async def bolide_again() -> None:
+        async with running_servers(store, store_options=store_options) as s:
+            assert sorted(s.broker.auth.users) == ["bolide-made", "rmq-keep", "rmq-later", "rmq-root"]
+
+    asyncio.run(asyncio.wait_for(bolide_again(), 60))
 
 
 def test_tls_against_servers_that_enforce_it(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -13,7 +13,14 @@ from bolide.broker.acl import AclFileWatcher, AclValidator, PlainAcl
 from bolide.broker.auth.checks import AuthHook
 from bolide.broker.auth.metadata import AuthMetadata, AuthRefused
 from bolide.broker.auth.migrate import migrated
-from bolide.broker.auth.rocketmq_import import RocketMQAuthUnreadable, has_rocketmq_auth, read_rocketmq_auth
+from bolide.broker.auth.rocketmq_import import (
+    RocketMQAuthUnreadable,
+    has_rocketmq_auth,
+    read_rocketmq_auth,
+    read_rocketmq_auth_raw,
+    rocketmq_auth_digest,
+    write_rocketmq_auth,
+)
 from bolide.broker.auth.setup import initial_users, inner_hooks
 from bolide.broker.clients import ClientManager
 from bolide.broker.config import BrokerConfig
@@ -127,6 +134,7 @@ class BrokerController:
         config_dir = self._store_config.config_dir
         # ACL 2.0: users and ACLs, administered whether or not the checks are on (as RocketMQ)
         self.auth = AuthMetadata(config_dir / AuthMetadata.FILE_NAME)
+        self._mirror_warned = False  # the missing rocksdict package logged once
         self._initial_users = initial_users(self.config)
         cfg = self.config
         if cfg.authentication_enabled or cfg.authorization_enabled:
@@ -335,7 +343,11 @@ class BrokerController:
             state = self.acl.load()
             log.info("plain ACL on: %d accounts and %d global white addresses from %s",
                      len(state.accounts), len(state.global_white), self.acl.main_file)
-        created = [] if self.auth.load() else self._import_rocketmq_auth()
+        if self.auth.load():
+            created = self._import_rocketmq_auth() if self._rocketmq_auth_changed() else []
+        else:
+            created = self._import_rocketmq_auth()
+        self.auth.mirror = self._mirror_rocketmq_auth
         for user in self._initial_users:
             if user.username not in self.auth.users:
                 self.auth.create_user(user)
@@ -343,8 +355,9 @@ class BrokerController:
         if self.config.migrate_auth_from_v1_enabled:
             created += self._migrate_plain_acl()
         if created:
-            self.auth.persist()
             log.info("ACL 2.0: created the users %s", ", ".join(created))
+        if created or self.auth.users or self.auth.acls or has_rocketmq_auth(self._store_config.config_dir):
+            self.auth.persist()  # RocketMQ's databases then hold what this broker has
         for what, loaded in (("topic configs", self.topics.load()),
                              ("consumer offsets", self.offsets.load()),
                              ("delay offsets", self.delay_offsets.load()),
@@ -384,6 +397,38 @@ class BrokerController:
             self.timer_takeover = await take_over_timer_wheel(store, mark)
         except TakeoverRefused as exc:
             log.error("%s", exc)
+
+    def _rocketmq_auth_changed(self) -> bool:
+        """Whether RocketMQ changed its ACL 2.0 databases in this store since this broker last
+        wrote them (a RocketMQ broker ran on the store in between): they are taken over again."""
+        config_dir = self._store_config.config_dir
+        recorded = self.auth.mirror_digest
+        if recorded is None or not has_rocketmq_auth(config_dir):
+            return False
+        try:
+            changed = rocketmq_auth_digest(*read_rocketmq_auth_raw(config_dir)) != recorded
+        except RocketMQAuthUnreadable as exc:
+            log.error("ACL 2.0: RocketMQ's databases in %s are not read: %s", config_dir, exc)
+            return False
+        if changed:
+            log.warning("ACL 2.0: RocketMQ changed the users and ACLs in %s since this store was last "
+                        "open here: taking them over again", config_dir)
+            self.auth.clear()
+        return changed
+
+    def _mirror_rocketmq_auth(self, auth: AuthMetadata) -> str | None:
+        """Write the users and ACLs into RocketMQ's databases (``config/users``, ``config/acls``)
+        so that a RocketMQ broker opening the store has them; their digest, or None (logged)."""
+        config_dir = self._store_config.config_dir
+        try:
+            return write_rocketmq_auth(config_dir, auth.users.values(), auth.acls.values())
+        except RocketMQAuthUnreadable as exc:
+            if has_rocketmq_auth(config_dir) or not self._mirror_warned:
+                log.warning("ACL 2.0: the users and ACLs are not written into RocketMQ's databases in "
+                            "%s (a RocketMQ broker opening this store would not have them): %s",
+                            config_dir, exc)
+                self._mirror_warned = True
+            return None
 
     def _import_rocketmq_auth(self) -> list[str]:
         """The users and ACLs a RocketMQ 5.3 broker left in this store's RocksDB databases

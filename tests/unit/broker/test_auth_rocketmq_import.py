@@ -1,6 +1,7 @@
 """RocketMQ 5.3's ACL 2.0 databases (RocksDB, written here with RocketMQ's column families and
-the JSON its broker wrote) read into users and ACLs, and taken over once by a broker opening
-the store. The interop test does the same on databases a real RocketMQ broker wrote."""
+the JSON its broker wrote) read into users and ACLs, taken over by a broker opening the store,
+written back with the broker's users and ACLs, and taken over again when RocketMQ changed them.
+The interop test does the same with a real RocketMQ broker on both sides."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ from bolide.broker.auth.rocketmq_import import (
     acl_from_rocketmq,
     has_rocketmq_auth,
     read_rocketmq_auth,
+    read_rocketmq_auth_raw,
     resource_key,
+    rocketmq_auth_digest,
+    write_rocketmq_auth,
 )
 from bolide.protocol.bodies.auth import UserInfo
 from bolide.testing.servers import running_servers
@@ -127,3 +131,77 @@ def test_unreadable_databases_are_logged_and_the_broker_starts(tmp_path: Path,
 
     asyncio.run(start())
     assert "are not taken over" in caplog.text and "does not open as a RocksDB database" in caplog.text
+
+
+def test_written_databases_read_back_the_same(tmp_path: Path) -> None:
+    """Users and ACLs written in RocketMQ's JSON read back equal, keys no longer wanted are
+    deleted, the digest is that of what the databases hold, and RocketMQ's column families
+    are there."""
+    from bolide.broker.auth.metadata import acl_from_info
+    from bolide.broker.auth.model import User
+
+    config = rocketmq_config(tmp_path)
+    users, acls = read_rocketmq_auth(config)
+    model_users = [User(u.username or "", u.password or "", u.user_type or "", u.user_status or "")
+                   for u in users if u.username == "rmq-app"]
+    model_acls = [acl_from_info(a, a.subject or "") for a in acls]
+    digest = write_rocketmq_auth(config, model_users, model_acls)
+    again_users, again_acls = read_rocketmq_auth(config)
+    assert again_users == [u for u in users if u.username == "rmq-app"] and again_acls == acls
+    assert rocketmq_auth_digest(*read_rocketmq_auth_raw(config)) == digest
+    for name in ("users", "acls"):
+        assert set(rocksdict.Rdict.list_cf(str(config / name))) == {"default", "kvDataVersion", "forbidden"}
+    fresh = tmp_path / "fresh"
+    write_rocketmq_auth(fresh, model_users, [])  # created where missing
+    assert [u.username for u in read_rocketmq_auth(fresh)[0]] == ["rmq-app"]
+
+
+def test_a_broker_writes_them_back_and_takes_rocketmqs_changes_over_again(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    root = tmp_path / "store"
+    config = rocketmq_config(root)
+
+    async def change(add: str | None = None, delete: str | None = None) -> list[str]:
+        async with running_servers(root, authentication_enabled=True) as s:
+            if add:
+                s.broker.auth.create_user(UserInfo(username=add, password="pw"))
+            if delete:
+                s.broker.auth.delete_user(delete)
+            if add or delete:
+                s.broker.auth.persist()  # as the admin requests do
+            return sorted(s.broker.auth.users)
+
+    assert asyncio.run(change(add="bolide-made", delete="rmq-root")) == ["bolide-made", "rmq-app"]
+    assert sorted(u.username or "" for u in read_rocketmq_auth(config)[0]) == ["bolide-made", "rmq-app"]
+    assert asyncio.run(change()) == ["bolide-made", "rmq-app"]  # unchanged by RocketMQ: kept
+    # RocketMQ (here: its JSON written into its database) adds a user while the store is its own
+    db = rocksdict.Rdict(str(config / "users"), options=rocksdict.Options(raw_mode=True), column_families={
+        "kvDataVersion": rocksdict.Options(raw_mode=True), "forbidden": rocksdict.Options(raw_mode=True)})
+    db[b"rmq-later"] = json.dumps({**USERS["rmq-app"], "username": "rmq-later"}).encode()
+    db.close()
+    caplog.set_level(logging.INFO, logger="bolide.broker.controller")
+    assert asyncio.run(change()) == ["bolide-made", "rmq-app", "rmq-later"]
+    assert "RocketMQ changed the users and ACLs" in caplog.text
+
+
+def test_without_rocksdict_a_broker_keeps_its_file_and_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    root = tmp_path / "store"
+    rocketmq_config(root)
+    asyncio.run(_start(root))  # takes them over, writes them back
+    monkeypatch.setitem(sys.modules, "rocksdict", None)  # as if not installed
+
+    async def add() -> None:
+        async with running_servers(root, authentication_enabled=True) as s:
+            s.broker.auth.create_user(UserInfo(username="later", password="pw"))
+            s.broker.auth.persist()
+
+    asyncio.run(add())
+    assert "not written into RocketMQ's databases" in caplog.text and "bolide[rocksdb]" in caplog.text
+    doc = json.loads((root / "config" / "authMetadata.json").read_text())
+    assert "later" in doc["users"] and "rocketmqDigest" not in doc  # not taken over again later
+
+
+async def _start(root: Path) -> None:
+    async with running_servers(root, authentication_enabled=True):
+        pass

@@ -7,6 +7,8 @@ RocketMQ's validation and its refusal texts (:class:`AuthRefused`, answered NO_P
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +101,11 @@ class AuthMetadata(JsonConfigFile):
         self.users: dict[str, User] = {}
         self.acls: dict[str, Acl] = {}
         self.version = 0  # bumped by every change: the checks' cached decisions key on it
+        # called by persist() before the file is written: writes the users and ACLs elsewhere too
+        # (RocketMQ's databases) and returns the digest of what it wrote, None when it could not
+        self.mirror: Callable[[AuthMetadata], str | None] | None = None
+        self.mirror_digest: str | None = None  # of what the mirror last wrote, kept in the file
+        self._mirror_lock = threading.Lock()
 
     def _set(self, users: dict[str, User] | None = None, acls: dict[str, Acl] | None = None) -> None:
         if users is not None:
@@ -213,10 +220,27 @@ class AuthMetadata(JsonConfigFile):
             found.append(acl)
         return found
 
+    def clear(self) -> None:
+        """No users and no ACLs (before taking over another broker's)."""
+        with self._lock:
+            self._set({}, {})
+
     # -- file -------------------------------------------------------------------------------
+    def persist(self) -> None:
+        """Mirror the users and ACLs (:attr:`mirror`), then write the file with the mirror's
+        digest; one persist at a time (requests persist from worker threads)."""
+        with self._mirror_lock:
+            if self.mirror is not None:
+                self.mirror_digest = self.mirror(self)
+            super().persist()
+
     def to_json_obj(self) -> dict[str, Any]:
-        return {"users": {name: user_info(u).to_json_obj() for name, u in self.users.items()},
-                "acls": {key: acl_info(a).to_json_obj() for key, a in self.acls.items()}}
+        obj: dict[str, Any] = {
+            "users": {name: user_info(u).to_json_obj() for name, u in self.users.items()},
+            "acls": {key: acl_info(a).to_json_obj() for key, a in self.acls.items()}}
+        if self.mirror_digest is not None:
+            obj["rocketmqDigest"] = self.mirror_digest
+        return obj
 
     def _apply(self, obj: dict[str, Any] | None) -> None:
         obj = obj or {}
@@ -231,5 +255,7 @@ class AuthMetadata(JsonConfigFile):
                 acls[key] = acl_from_info(AclInfo.from_json_obj(raw, f"acls.{key}"), key)
         except (ProtocolError, AuthRefused, AttributeError) as exc:
             raise ConfigError(f"{self.WHAT}: {exc}") from None
+        digest = obj.get("rocketmqDigest")
+        self.mirror_digest = digest if isinstance(digest, str) else None
         self._set(users, acls)
 

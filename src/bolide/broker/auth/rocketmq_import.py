@@ -1,16 +1,19 @@
-"""ACL 2.0 users and ACLs a RocketMQ 5.3 broker left in a store: its Local*MetadataProvider keeps
-them in two RocksDB databases, ``config/users`` (user name -> the user as JSON) and
-``config/acls`` (``User:<name>`` -> the ACL as JSON), enums written as their codes. A Bolide
-broker that opens such a store without ``config/authMetadata.json`` takes them over once
-(:meth:`BrokerController._load_config_files`). Reading RocksDB needs ``rocksdict``
-(``pip install 'bolide[rocksdb]'``); the databases are read from a copy, left as they are."""
+"""ACL 2.0 users and ACLs in RocketMQ 5.3's form: its Local*MetadataProvider keeps them in two
+RocksDB databases, ``config/users`` (user name -> the user as JSON) and ``config/acls``
+(``User:<name>`` -> the ACL as JSON), enums written as their codes. A Bolide broker that opens
+such a store takes them over (:meth:`BrokerController._load_config_files`): once when it has no
+``config/authMetadata.json`` yet, and again when RocketMQ changed them after Bolide last wrote
+them. Bolide writes its users and ACLs back into them on every change
+(:func:`write_rocketmq_auth`), so RocketMQ opening the store finds them. RocksDB needs
+``rocksdict`` (``pip install 'bolide[rocksdb]'``); reads go through a copy of the databases."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +35,9 @@ from bolide.broker.auth.model import (
     PREFIXED,
     SUPER,
     TOPIC,
+    Acl,
     Resource,
+    User,
 )
 from bolide.protocol.bodies.auth import AclInfo, PolicyEntryInfo, PolicyInfo, UserInfo
 
@@ -46,6 +51,13 @@ _POLICY_TYPES = {1: CUSTOM, 2: DEFAULT}
 _ACTIONS = dict(enumerate(ACTIONS, start=1))  # 1 All, 2 Any, 3 Pub, ... 9 List
 _RESOURCE_TYPES = dict(enumerate((ANY_TYPE, CLUSTER, NAMESPACE, TOPIC, GROUP), start=1))
 _PATTERNS = dict(enumerate((ANY, LITERAL, PREFIXED), start=1))
+
+
+# RocketMQ's ConfigRocksDBStorage opens these column families beside the default one
+_FAMILIES = ("kvDataVersion", "forbidden")
+# SST format 5: RocketMQ 5.3's RocksDB (rocketmq-rocksdb 1.0.2) reads up to it; newer RocksDB
+# writes 6 by default
+_TABLE_FORMAT = 5
 
 
 class RocketMQAuthUnreadable(Exception):
@@ -134,3 +146,104 @@ def read_rocketmq_auth(config_dir: Path) -> tuple[list[UserInfo], list[AclInfo]]
     except (ValueError, AttributeError, TypeError) as exc:
         raise RocketMQAuthUnreadable(f"a user or ACL in {config_dir} is not RocketMQ's JSON: {exc}") from None
     return users, acls
+
+
+def _inverse(table: Mapping[int, str]) -> dict[str, int]:
+    return {name: code for code, name in table.items()}
+
+
+_USER_TYPE_CODES, _USER_STATUS_CODES = _inverse(_USER_TYPES), _inverse(_USER_STATUS)
+_DECISION_CODES, _POLICY_TYPE_CODES = _inverse(_DECISIONS), _inverse(_POLICY_TYPES)
+_ACTION_CODES, _RESOURCE_TYPE_CODES = _inverse(_ACTIONS), _inverse(_RESOURCE_TYPES)
+_PATTERN_CODES = _inverse(_PATTERNS)
+
+
+def user_to_rocketmq(user: User) -> dict[str, Any]:
+    """A user as RocketMQ's User JSON (fastjson2 of its getters)."""
+    return {"password": user.password, "subjectType": 1, "userStatus": _USER_STATUS_CODES[user.status],
+            "userType": _USER_TYPE_CODES[user.user_type], "username": user.username}
+
+
+def acl_to_rocketmq(acl: Acl) -> dict[str, Any]:
+    """An ACL as RocketMQ's Acl JSON (its subject a user)."""
+    policies = []
+    for policy in acl.policies:
+        entries = []
+        for e in policy.entries:
+            resource: dict[str, Any] = {"resourcePattern": _PATTERN_CODES[e.resource.pattern],
+                                        "resourceType": _RESOURCE_TYPE_CODES[e.resource.type]}
+            if e.resource.name is not None:
+                resource["resourceName"] = e.resource.name
+            entry: dict[str, Any] = {"actions": [_ACTION_CODES[a] for a in e.actions],
+                                     "decision": _DECISION_CODES[e.decision], "resource": resource}
+            if e.source_ips:
+                entry["environment"] = {"sourceIps": list(e.source_ips)}
+            entries.append(entry)
+        policies.append({"entries": entries, "policyType": _POLICY_TYPE_CODES[policy.policy_type]})
+    name = acl.subject.partition(":")[2]
+    return {"policies": policies, "subject": {"subjectType": 1, "username": name}}
+
+
+def _encode(obj: Mapping[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode("utf-8")
+
+
+def rocketmq_auth_digest(users: Mapping[str, bytes], acls: Mapping[str, bytes]) -> str:
+    """A digest of the databases' contents (what Bolide wrote, or what it reads back)."""
+    h = hashlib.sha256()
+    for table in (users, acls):
+        for key, value in sorted(table.items()):
+            h.update(len(key).to_bytes(4, "big") + key.encode() + len(value).to_bytes(4, "big") + value)
+        h.update(b"|")
+    return h.hexdigest()
+
+
+def read_rocketmq_auth_raw(config_dir: Path) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """The databases' (key, value) pairs, users and ACLs (empty for a missing database)."""
+    return tuple(dict(_items(config_dir / name)) if (config_dir / name / "CURRENT").is_file() else {}
+                 for name in (USERS_DB, ACLS_DB))  # type: ignore[return-value]
+
+
+def write_rocketmq_auth(config_dir: Path, users: Iterable[User], acls: Iterable[Acl]) -> str:
+    """Make RocketMQ's databases hold exactly ``users`` and ``acls`` (created when missing,
+    other keys deleted) and return :func:`rocketmq_auth_digest` of what they hold. The store
+    must not be open in RocketMQ meanwhile. RocketMQAuthUnreadable without rocksdict or when a
+    database does not open."""
+    try:
+        from rocksdict import BlockBasedOptions, Options, Rdict
+    except ImportError:
+        raise RocketMQAuthUnreadable("writing RocketMQ's RocksDB needs the rocksdict package: "
+                                     "pip install 'bolide[rocksdb]'") from None
+
+    def options() -> Any:
+        opts = Options(raw_mode=True)
+        table = BlockBasedOptions()
+        table.set_format_version(_TABLE_FORMAT)
+        opts.set_block_based_table_factory(table)
+        return opts
+
+    wanted = ({u.username: _encode(user_to_rocketmq(u)) for u in users},
+              {a.subject: _encode(acl_to_rocketmq(a)) for a in acls})
+    for name, items in zip((USERS_DB, ACLS_DB), wanted, strict=True):
+        path = config_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        opts = options()
+        opts.create_if_missing(True)
+        opts.create_missing_column_families(True)
+        try:
+            existing = Rdict.list_cf(str(path)) if (path / "CURRENT").is_file() else []
+            families = {cf: options() for cf in {*existing, *_FAMILIES} - {"default"}}
+            db = Rdict(str(path), options=opts, column_families=families)
+        except Exception as exc:  # rocksdict raises plain Exceptions
+            raise RocketMQAuthUnreadable(f"{path} does not open as a RocksDB database: {exc}") from None
+        try:
+            keys = db.keys()
+            stale = [key for key in keys if isinstance(key, bytes) and key.decode("utf-8") not in items]
+            for key in stale:
+                del db[key]
+            for name_key, value in items.items():
+                db[name_key.encode("utf-8")] = value
+            db.flush()
+        finally:
+            db.close()
+    return rocketmq_auth_digest(*wanted)
