@@ -30,7 +30,7 @@ from bolide.client import (
     PushConsumer,
     create_reply_message,
 )
-from bolide.store import MessageStore, StoreConfig
+from bolide.store import MessageStore, StoreConfig, retention
 from bolide.store.verify import verify_store
 from bolide.testing.servers import Servers, running_servers
 
@@ -123,6 +123,32 @@ def assert_consistent(config: StoreConfig) -> None:
     """Run the store verifier (what `bolide store verify` runs) and fail on any problem."""
     report = verify_store(config.store_path_root_dir, config)
     assert report.ok, "store verify found problems:\n" + "\n".join(map(str, report.problems))
+
+
+HOST_USAGE_CAP = 60  # percent: under diskMaxUsedSpaceRatio's 75
+
+
+@pytest.fixture(autouse=True)
+def _host_disk_usage_capped(monkeypatch: pytest.MonkeyPatch,
+                            tmp_path_factory: pytest.TempPathFactory) -> None:
+    """In-process stores see the disk of the tests' temporary directories as at most
+    HOST_USAGE_CAP % used: a host disk past 75 % would make retention delete files whatever a
+    test set up. Other file systems (a disk-full test's tmpfs) and usage a test injects (its own
+    ``read_disk_usage`` or ``os.statvfs``) read as they are."""
+    real_read, real_statvfs = retention.read_disk_usage, os.statvfs
+    host_dev = os.stat(tmp_path_factory.getbasetemp()).st_dev
+
+    def read(path: Path) -> int:
+        usage = real_read(path)
+        while not path.exists() and path.parent != path:
+            path = path.parent
+        try:
+            same_disk = os.stat(path).st_dev == host_dev
+        except OSError:
+            return usage
+        return min(usage, HOST_USAGE_CAP) if same_disk and os.statvfs is real_statvfs else usage
+
+    monkeypatch.setattr(retention, "read_disk_usage", read)
 
 
 @pytest.fixture

@@ -649,6 +649,7 @@ def test_acl_2_against_a_rocketmq_5_broker(tmp_path_factory: pytest.TempPathFact
 
     # back to RocketMQ: Bolide wrote its users and ACLs into the RocksDB databases
     async def rocketmq_again() -> None:
+        await wait_for_route(server.namesrv_addr, "TBW102")  # the broker has registered
         root = ClientConfig(server.namesrv_addr, access_key="rmq-root", secret_key="rmq-root-secret")
         async with Admin(root) as admin:
             assert {u.username for u in await admin.list_users()} == {"rmq-root", "rmq-keep", "bolide-made"}
