@@ -1,5 +1,6 @@
 """``bolide admin`` commands run through click against an in-process NameServer + Broker (in a
-background thread), each in table and JSON output; resetOffsetByTime's dry run and refusal."""
+background thread), each in table and JSON output; resetOffsetByTime's dry run, and resets with
+the group's consumer online (handed to it by the broker)."""
 
 from __future__ import annotations
 
@@ -239,11 +240,18 @@ def test_progress_connections_and_reset(ns: str, servers: ServerThread) -> None:
         assert "AdmProg" in conn["subscriptionTable"]
         assert consumer.client_id in admin_table(ns, "consumerConnection", "-g", "adm-cg")
 
-        refused = bolide("admin", "resetOffsetByTime", "-g", "adm-cg", "-t", "AdmProg", "-s", "0", "-n", ns,
-                         ok=False)
-        assert refused.exit_code == 1 and "stop them" in refused.output and "222" in refused.output
         plan = admin_json(ns, "resetOffsetByTime", "-g", "adm-cg", "-t", "AdmProg", "-s", "0", "--dry-run")
         assert plan["onlineConsumers"] == [consumer.client_id] and plan["dryRun"] is True
+        assert plan["relayedBy"] == []
+        # with the consumer online: committed, and the broker hands the offsets to the consumer
+        skipped = admin_json(ns, "skipAccumulatedMessage", "-g", "adm-cg", "-t", "AdmProg")
+        assert skipped["relayedBy"] == [servers.servers.broker_addr] and skipped["applied"] is True
+        assert [(q["oldOffset"], q["newOffset"]) for q in skipped["queues"]] == [(2, 4), (3, 3)]
+        with Admin(ns) as admin:
+            assert [q.consumer_offset for q in admin.consumer_progress("adm-cg").queues] == [4, 3]
+        assert "handed them to the 1 online consumer(s)" in admin_table(
+            ns, "resetOffsetByTime", "-g", "adm-cg", "-t", "AdmProg", "-s", "0")
+        consumer.commit({queues[0]: 2, queues[1]: 3})  # where the rest of the test starts from
     finally:
         consumer.close()
 

@@ -471,7 +471,8 @@ def test_bolide_admin_commands(rmq: RocketMQ) -> None:
 def test_bolide_admin_group_commands(rmq: RocketMQ) -> None:
     """The group and offset commands of ``bolide admin`` against the real broker: updateSubGroup,
     deleteSubGroup, consumerConnection, producerConnection, consumerProgress, queryMsgByOffset,
-    consumeMessage, resetOffsetByTime (dry run and applied), cloneGroupOffset and deleteTopic."""
+    consumeMessage, skipAccumulatedMessage (the broker hands the offsets to the online consumer),
+    resetOffsetByTime (dry run and applied), cloneGroupOffset and deleteTopic."""
     from bolide.client.blocking import Producer as BlockingProducer
     from bolide.client.blocking import PullConsumer as BlockingPullConsumer
 
@@ -508,6 +509,8 @@ def test_bolide_admin_group_commands(rmq: RocketMQ) -> None:
         consumer.commit()  # every queue's position after what poll() returned
         connected = until(lambda: admin("consumerConnection", "-g", "cli-cg")["connectionSet"])
         assert [c["clientId"] for c in connected] == [consumer.client_id]
+        skipped = admin("skipAccumulatedMessage", "-g", "cli-cg", "-t", "CliGroups")  # online: relayed
+        assert skipped["relayedBy"] == [rmq.broker_addr] and skipped["queues"][0]["newOffset"] == 4
     finally:
         consumer.close()
     progress = until(lambda: (p := admin("consumerProgress", "-g", "cli-cg"))["queues"]

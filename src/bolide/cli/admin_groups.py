@@ -1,5 +1,5 @@
 """``bolide admin`` commands for groups: updateSubGroup, setConsumeMode, deleteSubGroup, consumerProgress,
-consumerConnection, producerConnection, resetOffsetByTime, cloneGroupOffset."""
+consumerConnection, producerConnection, resetOffsetByTime, skipAccumulatedMessage, cloneGroupOffset."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from bolide.cli.admin_common import (
     table,
     with_admin,
 )
-from bolide.client.admin import Admin
+from bolide.client.admin import LATEST, Admin
 from bolide.client.admin_types import GroupProgress
 from bolide.client.errors import MQBrokerError
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
@@ -197,17 +197,36 @@ def producer_connection(namesrv: str, output: str, group: str, topic: str) -> No
 @click.option("--dry-run", is_flag=True, help="Show the new offsets without committing them.")
 def reset_offset_by_time(namesrv: str, output: str, group: str, topic: str, when: str, dry_run: bool) -> None:
     """Move the group's offsets on a topic to the first message stored at or after a time
-    (29 per queue, then 15). The group's consumers must be stopped (checked with 38)."""
-    timestamp = parse_time(when)
+    (29 per queue, then 15; with consumers online the brokers also hand the offsets to them, 222)."""
+    _reset(namesrv, output, group, topic, parse_time(when), dry_run)
+
+
+@click.command("skipAccumulatedMessage")
+@admin_options
+@click.option("-g", "--group", required=True)
+@click.option("-t", "--topic", required=True)
+@click.option("--dry-run", is_flag=True, help="Show the new offsets without committing them.")
+def skip_accumulated_message(namesrv: str, output: str, group: str, topic: str, dry_run: bool) -> None:
+    """Move the group's offsets on a topic past the last message of each queue: what is waiting
+    is skipped (30 per queue, then 15; with consumers online the brokers also hand the offsets
+    to them, 222)."""
+    _reset(namesrv, output, group, topic, LATEST, dry_run)
+
+
+def _reset(namesrv: str, output: str, group: str, topic: str, timestamp: int, dry_run: bool) -> None:
     plan = with_admin(namesrv, lambda admin: admin.reset_offset_by_time(group, topic, timestamp,
                                                                         dry_run=dry_run))
     note = ("dry run: nothing was committed" if dry_run else
             f"committed {len(plan.changes)} offsets for group {group}")
-    if plan.online_consumers:
-        note += (f"; {len(plan.online_consumers)} consumer(s) of the group are online: stop them "
-                 "before resetting for real")
+    if plan.online_consumers and plan.relayed_by:
+        note += (f"; the brokers handed them to the {len(plan.online_consumers)} online consumer(s): "
+                 "push consumers go on from there, a pull consumer's next commit moves them back")
+    elif plan.online_consumers:
+        note += (f"; {len(plan.online_consumers)} consumer(s) of the group are online: a running "
+                 "consumer's next commit moves the offsets back")
+    when = "the end of each queue" if timestamp == LATEST else fmt_time(timestamp) or timestamp
     emit(output, plan.to_dict(),
-         table(f"Reset of {group} on {topic} to {fmt_time(timestamp) or timestamp}",
+         table(f"Reset of {group} on {topic} to {when}",
                ["topic", "brokerName", "queueId", "oldOffset", "newOffset"],
                ([c.queue.topic, c.queue.broker_name, c.queue.queue_id,
                  "none" if c.old_offset is None else c.old_offset, c.new_offset] for c in plan.changes)),
@@ -231,4 +250,4 @@ def clone_group_offset(namesrv: str, output: str, source: str, dest: str, topic:
 
 
 COMMANDS = (update_sub_group, set_consume_mode, delete_sub_group, consumer_progress, consumer_connection,
-            producer_connection, reset_offset_by_time, clone_group_offset)
+            producer_connection, reset_offset_by_time, skip_accumulated_message, clone_group_offset)

@@ -26,7 +26,6 @@ from bolide.client.api import request
 from bolide.client.config import ClientConfig, as_config
 from bolide.client.errors import (
     ClientConfigError,
-    ConsumersOnlineError,
     MessageNotFoundError,
     MQBrokerError,
     NoRouteError,
@@ -56,6 +55,7 @@ from bolide.protocol.bodies.admin import (
     ProducerInfo,
     ProducerTableInfo,
     QueryConsumeQueueResponseBody,
+    ResetOffsetBody,
     TopicList,
     TopicOffset,
     TopicStatsTable,
@@ -81,9 +81,14 @@ from bolide.protocol.headers import (
     QueryMessageRequestHeader,
     ViewMessageRequestHeader,
 )
-from bolide.protocol.headers.admin import GetConsumeStatsInBrokerHeader, QueryConsumeQueueRequestHeader
+from bolide.protocol.headers.admin import (
+    GetConsumeStatsInBrokerHeader,
+    QueryConsumeQueueRequestHeader,
+    ResetOffsetRequestHeader,
+)
 from bolide.protocol.headers.base import Header
 
+LATEST = -1  # reset_offset_by_time's time for "past each queue's last message"
 TOOLS_GROUP = "TOOLS_CONSUMER"  # the group mqadmin's reads use (built into every broker)
 DEFAULT_TOPIC = "TBW102"
 
@@ -479,27 +484,45 @@ class Admin(AclAdminCalls, AuthAdminCalls, ConfigAdminCalls):
 
     async def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int, *,
                                    dry_run: bool = False) -> ResetPlan:
-        """Commit, for every queue of ``topic``, the first offset stored at or after
-        ``timestamp_ms`` as ``group``'s offset. The group must have no consumer online (this
-        is done client-side: the broker does not relay resets to running consumers, whose
-        next commit would undo it); a dry run only computes the plan."""
+        """Move ``group``'s offset on every queue of ``topic`` to the first message stored at or
+        after ``timestamp_ms`` (:data:`LATEST`: past the last one, as mqadmin
+        skipAccumulatedMessage does). Each broker of the topic is asked to carry the reset out,
+        as mqadmin asks (INVOKE_BROKER_TO_RESET_OFFSET 222): Bolide's and RocketMQ 4.9's hand
+        the offsets to the group's online consumers (push consumers adopt them; a running pull
+        consumer's next commit moves them back), RocketMQ 5's keep them until the group's next
+        pull; the offsets are also committed (UPDATE_CONSUMER_OFFSET), which covers brokers
+        that did nothing because no consumer was online. A dry run only computes the plan."""
         online = await self.online_consumers(group, topic)
-        if online and not dry_run:
-            raise ConsumersOnlineError(
-                f"group {group!r} has {len(online)} consumer(s) online ({', '.join(online)}): stop them, "
-                "then run resetOffsetByTime again (--dry-run shows the plan meanwhile); the broker "
-                "does not relay offset resets to running consumers (INVOKE_BROKER_TO_RESET_OFFSET, 222)")
         api = self._instance.api
         queues = await self.queues(topic)
         changes = []
         for mq, addr in queues:
-            new = await api.search_offset(addr, topic, mq.queue_id, timestamp_ms)
+            new = (await api.max_offset(addr, topic, mq.queue_id) if timestamp_ms == LATEST
+                   else await api.search_offset(addr, topic, mq.queue_id, timestamp_ms))
             old = await api.query_consumer_offset(addr, group, topic, mq.queue_id)
             changes.append(OffsetChange(mq, old, new))
+        relayed: list[str] = []
         if not dry_run:
-            for change, (mq, addr) in zip(changes, queues, strict=True):
-                await api.update_consumer_offset(addr, group, topic, mq.queue_id, change.new_offset)
-        return ResetPlan(group, topic, timestamp_ms, changes, applied=not dry_run, online_consumers=online)
+            header = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp_ms, is_force=True)
+            for addr in sorted({addr for _, addr in queues}):
+                response = await self._call(
+                    addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header,
+                    f"resetOffsetByTime of {group!r} on {topic!r}",
+                    ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE, ResponseCode.SYSTEM_ERROR,
+                        ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST))
+                if response.code == ResponseCode.SUCCESS:  # the broker reset it (and told the consumers)
+                    relayed.append(addr)
+                    table = ResetOffsetBody.decode(response.body_bytes()).offset_table
+                    changes = [OffsetChange(c.queue, c.old_offset, table.get(c.queue, c.new_offset))
+                               for c in changes]
+                elif response.code != ResponseCode.CONSUMER_NOT_ONLINE and online:
+                    raise MQBrokerError(f"resetOffsetByTime of {group!r} on {topic!r} failed at {addr}: "
+                                        f"{response.remark}", response.code, response.remark)
+                for change, (mq, queue_addr) in zip(changes, queues, strict=True):
+                    if queue_addr == addr:
+                        await api.update_consumer_offset(addr, group, topic, mq.queue_id, change.new_offset)
+        return ResetPlan(group, topic, timestamp_ms, changes, applied=not dry_run,
+                         online_consumers=online, relayed_by=relayed)
 
     # -- messages -----------------------------------------------------------------------------
     async def view_message(self, msg_id: str, topic: str | None = None) -> MessageExt:

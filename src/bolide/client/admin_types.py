@@ -108,11 +108,12 @@ class ResetPlan:
     changes: list[OffsetChange]
     applied: bool
     online_consumers: list[str] = field(default_factory=list)
+    relayed_by: list[str] = field(default_factory=list)  # brokers that carried the reset out (222)
 
     def to_dict(self) -> dict[str, Any]:
         return {"group": self.group, "topic": self.topic, "timestamp": self.timestamp_ms,
                 "dryRun": not self.applied, "applied": self.applied,
-                "onlineConsumers": self.online_consumers,
+                "onlineConsumers": self.online_consumers, "relayedBy": self.relayed_by,
                 "queues": [c.to_dict() for c in self.changes]}
 
 

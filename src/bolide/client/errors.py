@@ -51,7 +51,9 @@ class MessageNotFoundError(MQClientError):
 
 
 class ConsumersOnlineError(MQClientError):
-    """An admin change that needs the consumer group stopped found consumers online."""
+    """An admin change that needs the consumer group stopped found consumers online (no call
+    raises it since offset resets reach online consumers through their brokers; kept for code
+    that catches it)."""
 
 
 class MQBrokerError(MQClientError):
