@@ -220,7 +220,7 @@ def _reset(namesrv: str, output: str, group: str, topic: str, timestamp: int, dr
             f"committed {len(plan.changes)} offsets for group {group}")
     if plan.online_consumers and plan.relayed_by:
         note += (f"; the brokers handed them to the {len(plan.online_consumers)} online consumer(s): "
-                 "push consumers go on from there, a pull consumer's next commit moves them back")
+                 "they go on from there (Java's lite pull consumer does not)")
     elif plan.online_consumers:
         note += (f"; {len(plan.online_consumers)} consumer(s) of the group are online: a running "
                  "consumer's next commit moves the offsets back")

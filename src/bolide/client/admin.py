@@ -488,8 +488,8 @@ class Admin(AclAdminCalls, AuthAdminCalls, ConfigAdminCalls):
         after ``timestamp_ms`` (:data:`LATEST`: past the last one, as mqadmin
         skipAccumulatedMessage does). Each broker of the topic is asked to carry the reset out,
         as mqadmin asks (INVOKE_BROKER_TO_RESET_OFFSET 222): Bolide's and RocketMQ 4.9's hand
-        the offsets to the group's online consumers (push consumers adopt them; a running pull
-        consumer's next commit moves them back), RocketMQ 5's keep them until the group's next
+        the offsets to the group's online consumers (push consumers and Bolide's pull consumer
+        adopt them; Java's lite pull consumer does not), RocketMQ 5's keep them until the group's next
         pull; the offsets are also committed (UPDATE_CONSUMER_OFFSET), which covers brokers
         that did nothing because no consumer was online. A dry run only computes the plan."""
         online = await self.online_consumers(group, topic)

@@ -38,8 +38,12 @@ from bolide.client.results import ConsumeFrom, MessageModel, PullStatus
 from bolide.common.message import MessageExt
 from bolide.errors import BolideError
 from bolide.protocol.allocate import AllocateStrategy, allocate_averagely
-from bolide.protocol.bodies.admin import ProcessQueueInfo
+from bolide.protocol.bodies.admin import ProcessQueueInfo, ResetOffsetBody
 from bolide.protocol.bodies.client import MessageQueue
+from bolide.protocol.codes import RequestCode
+from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers.admin import ResetOffsetRequestHeader
+from bolide.remoting import RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +153,8 @@ class PullConsumer(ConsumerBase):
         self._buffer = asyncio.Queue()
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
+        if self._assigned is None:  # a member of the group: the broker relays offset resets to it
+            self._instance.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         await self.start_instance()
         self.started = True
         if self.auto_commit:
@@ -315,6 +321,20 @@ class PullConsumer(ConsumerBase):
         st.firsts.clear()
         st.space.set()
         self._start_task(mq)
+
+    async def _on_reset_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        """RESET_CONSUMER_CLIENT_OFFSET (220): an admin moved this group's offsets (``bolide admin
+        resetOffsetByTime``, ``mqadmin``): the queues concerned that this member owns go on from
+        the new offsets (buffered messages dropped), which its next commit keeps."""
+        header = request.read_header(ResetOffsetRequestHeader)
+        if header.group != self.group or self._lock is None:
+            return None
+        table = ResetOffsetBody.decode(request.body_bytes()).offset_table
+        async with self._lock:
+            for mq, offset in table.items():
+                if mq in self._states:
+                    await self.seek(mq, offset)
+        return None
 
     async def seek_to_begin(self, mq: MessageQueue) -> None:
         """Continue ``mq`` from the lowest offset still stored."""
