@@ -48,6 +48,12 @@ class ConfigAdminCalls:
 
         async def _targets(self, broker_addr: str | None, cluster: str | None) -> list[str]: ...
 
+    async def _each_namesrv(self, code: int, header: Header | None, what: str,
+                            body: bytes = b"") -> dict[str, RemotingCommand]:
+        """The answer of every NameServer to the same request, by address."""
+        return {addr: await self._call(addr, code, header, what, body=body)
+                for addr in self.config.namesrv_addrs}
+
     async def broker_config(self, broker_addr: str) -> dict[str, str]:
         """A broker's settings by key (GET_BROKER_CONFIG 26, mqadmin getBrokerConfig)."""
         response = await self._call(broker_addr, RequestCode.GET_BROKER_CONFIG, None, "GET_BROKER_CONFIG")
@@ -67,57 +73,47 @@ class ConfigAdminCalls:
 
     async def namesrv_config(self) -> dict[str, dict[str, str]]:
         """Each NameServer's settings by key, by address (GET_NAMESRV_CONFIG 319)."""
-        out = {}
-        for addr in self.config.namesrv_addrs:
-            response = await self._call(addr, RequestCode.GET_NAMESRV_CONFIG, None, "GET_NAMESRV_CONFIG")
-            out[addr] = parse_properties(response.body_bytes().decode("utf-8", "replace"))
-        return out
+        answers = await self._each_namesrv(RequestCode.GET_NAMESRV_CONFIG, None, "GET_NAMESRV_CONFIG")
+        return {addr: parse_properties(r.body_bytes().decode("utf-8", "replace"))
+                for addr, r in answers.items()}
 
     async def update_namesrv_config(self, changes: Mapping[str, object]) -> list[str]:
         """Change settings of every NameServer (UPDATE_NAMESRV_CONFIG 318, mqadmin
         updateNamesrvConfig); returns their addresses."""
-        body = properties_body(changes)
-        for addr in self.config.namesrv_addrs:
-            await self._call(addr, RequestCode.UPDATE_NAMESRV_CONFIG, None,
-                             f"updateNamesrvConfig {', '.join(changes)}", body=body)
-        return list(self.config.namesrv_addrs)
+        return list(await self._each_namesrv(RequestCode.UPDATE_NAMESRV_CONFIG, None,
+                                             f"updateNamesrvConfig {', '.join(changes)}",
+                                             body=properties_body(changes)))
 
     async def update_kv_config(self, namespace: str, key: str, value: str) -> list[str]:
         """Set a key of the NameServers' KV config (PUT_KV_CONFIG 100, mqadmin updateKvConfig),
         e.g. namespace ORDER_TOPIC_CONFIG for a global ordered topic; returns their addresses."""
         header = PutKVConfigRequestHeader(namespace=namespace, key=key, value=value)
-        for addr in self.config.namesrv_addrs:
-            await self._call(addr, RequestCode.PUT_KV_CONFIG, header, f"updateKvConfig {namespace}/{key}")
-        return list(self.config.namesrv_addrs)
+        return list(await self._each_namesrv(RequestCode.PUT_KV_CONFIG, header,
+                                             f"updateKvConfig {namespace}/{key}"))
 
     async def delete_kv_config(self, namespace: str, key: str) -> list[str]:
         """Delete a key of the NameServers' KV config (DELETE_KV_CONFIG 102, mqadmin
         deleteKvConfig); returns their addresses."""
         header = DeleteKVConfigRequestHeader(namespace=namespace, key=key)
-        for addr in self.config.namesrv_addrs:
-            await self._call(addr, RequestCode.DELETE_KV_CONFIG, header, f"deleteKvConfig {namespace}/{key}")
-        return list(self.config.namesrv_addrs)
+        return list(await self._each_namesrv(RequestCode.DELETE_KV_CONFIG, header,
+                                             f"deleteKvConfig {namespace}/{key}"))
 
     async def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
         """Have every NameServer route no sends to ``broker_name`` (WIPE_WRITE_PERM_OF_BROKER
         205, mqadmin wipeWritePerm), as before taking a broker out of service; the number of
         topics changed, by NameServer address. To keep the broker read-only across its
         restarts, set its brokerPermission to 4 (:meth:`update_broker_config`)."""
-        out = {}
-        for addr in self.config.namesrv_addrs:
-            response = await self._call(addr, RequestCode.WIPE_WRITE_PERM_OF_BROKER,
-                                        WipeWritePermOfBrokerRequestHeader(broker_name=broker_name),
-                                        f"wipeWritePerm {broker_name!r}")
-            out[addr] = response.read_header(WipeWritePermOfBrokerResponseHeader).wipe_topic_count
-        return out
+        answers = await self._each_namesrv(RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+                                           WipeWritePermOfBrokerRequestHeader(broker_name=broker_name),
+                                           f"wipeWritePerm {broker_name!r}")
+        return {addr: r.read_header(WipeWritePermOfBrokerResponseHeader).wipe_topic_count
+                for addr, r in answers.items()}
 
     async def add_write_perm(self, broker_name: str) -> dict[str, int]:
         """Give ``broker_name``'s topics their write permission back on every NameServer
         (ADD_WRITE_PERM_OF_BROKER 327, mqadmin addWritePerm); topics changed by address."""
-        out = {}
-        for addr in self.config.namesrv_addrs:
-            response = await self._call(addr, RequestCode.ADD_WRITE_PERM_OF_BROKER,
-                                        AddWritePermOfBrokerRequestHeader(broker_name=broker_name),
-                                        f"addWritePerm {broker_name!r}")
-            out[addr] = response.read_header(AddWritePermOfBrokerResponseHeader).add_topic_count
-        return out
+        answers = await self._each_namesrv(RequestCode.ADD_WRITE_PERM_OF_BROKER,
+                                           AddWritePermOfBrokerRequestHeader(broker_name=broker_name),
+                                           f"addWritePerm {broker_name!r}")
+        return {addr: r.read_header(AddWritePermOfBrokerResponseHeader).add_topic_count
+                for addr, r in answers.items()}
