@@ -344,7 +344,7 @@ class BrokerController:
             log.info("plain ACL on: %d accounts and %d global white addresses from %s",
                      len(state.accounts), len(state.global_white), self.acl.main_file)
         if self.auth.load():
-            created = self._import_rocketmq_auth() if self._rocketmq_auth_changed() else []
+            created = self._import_rocketmq_auth(replace=True) if self._rocketmq_auth_changed() else []
         else:
             created = self._import_rocketmq_auth()
         self.auth.mirror = self._mirror_rocketmq_auth
@@ -356,7 +356,7 @@ class BrokerController:
             created += self._migrate_plain_acl()
         if created:
             log.info("ACL 2.0: created the users %s", ", ".join(created))
-        if created or self.auth.users or self.auth.acls or has_rocketmq_auth(self._store_config.config_dir):
+        if created or self.auth.users or self.auth.acls:
             self.auth.persist()  # RocketMQ's databases then hold what this broker has
         for what, loaded in (("topic configs", self.topics.load()),
                              ("consumer offsets", self.offsets.load()),
@@ -413,7 +413,6 @@ class BrokerController:
         if changed:
             log.warning("ACL 2.0: RocketMQ changed the users and ACLs in %s since this store was last "
                         "open here: taking them over again", config_dir)
-            self.auth.clear()
         return changed
 
     def _mirror_rocketmq_auth(self, auth: AuthMetadata) -> str | None:
@@ -430,10 +429,11 @@ class BrokerController:
                 self._mirror_warned = True
             return None
 
-    def _import_rocketmq_auth(self) -> list[str]:
+    def _import_rocketmq_auth(self, replace: bool = False) -> list[str]:
         """The users and ACLs a RocketMQ 5.3 broker left in this store's RocksDB databases
-        (``config/users``, ``config/acls``), for a store without Bolide's own file yet; the
-        names of the users created. Unreadable databases are logged with the fix."""
+        (``config/users``, ``config/acls``), for a store without Bolide's own file yet, or with
+        ``replace`` instead of the broker's own once they are read; the names of the users
+        created. Unreadable databases are logged with the fix (nothing changes then)."""
         config_dir = self._store_config.config_dir
         if not has_rocketmq_auth(config_dir):
             return []
@@ -443,6 +443,8 @@ class BrokerController:
             log.error("ACL 2.0: the users and ACLs RocketMQ left in %s are not taken over: %s",
                       config_dir, exc)
             return []
+        if replace:
+            self.auth.clear()
         created = []
         for user in users:
             try:

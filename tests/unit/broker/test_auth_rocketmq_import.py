@@ -205,3 +205,21 @@ def test_without_rocksdict_a_broker_keeps_its_file_and_says_why(
 async def _start(root: Path) -> None:
     async with running_servers(root, authentication_enabled=True):
         pass
+
+
+def test_databases_unreadable_at_first_are_taken_over_once_readable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first start without rocksdict writes no file of its own, so a later start with it
+    still takes RocketMQ's users over."""
+    root = tmp_path / "store"
+    rocketmq_config(root)
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "rocksdict", None)  # as if not installed
+        asyncio.run(_start(root))
+    assert not (root / "config" / "authMetadata.json").exists()
+
+    async def start() -> list[str]:
+        async with running_servers(root, authentication_enabled=True) as s:
+            return sorted(s.broker.auth.users)
+
+    assert asyncio.run(start()) == ["rmq-app", "rmq-root"]
