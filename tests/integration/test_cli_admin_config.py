@@ -199,3 +199,19 @@ def test_topic_perm_kv_config_clone_and_expired_commit_log_commands(servers: Ser
     assert "nothing was copied" in none
 
     assert admin_json(ns, "deleteExpiredCommitLog")["brokers"] == [addr]
+
+
+def test_get_consumer_config_and_topic_cluster_list(servers: ServerThread) -> None:
+    assert servers.servers is not None
+    ns, addr = servers.servers.namesrv_addr, servers.servers.broker_addr
+    admin_json(ns, "updateSubGroup", "-g", "cfg-g", "-r", "5")
+    doc = admin_json(ns, "getConsumerConfig", "-g", "cfg-g")
+    assert doc[addr]["groupName"] == "cfg-g" and doc[addr]["retryMaxTimes"] == 5
+    assert "retryMaxTimes" in admin_table(ns, "getConsumerConfig", "-g", "cfg-g", "-b", addr)
+    assert admin_json(ns, "getConsumerConfig", "-g", "no-such-g") == {addr: None}
+    assert "no group 'no-such-g'" in bolide("admin", "getConsumerConfig", "-n", ns, "-g", "no-such-g").output
+
+    admin_json(ns, "updateTopic", "-t", "ClusterT", "-r", "1", "-w", "1")
+    assert admin_json(ns, "topicClusterList", "-t", "ClusterT") == {"topic": "ClusterT",
+                                                                   "clusters": ["DefaultCluster"]}
+    assert "DefaultCluster" in admin_table(ns, "topicClusterList", "-t", "ClusterT")

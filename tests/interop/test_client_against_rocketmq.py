@@ -438,6 +438,7 @@ def test_bolide_admin_commands(rmq: RocketMQ) -> None:
     assert created["routed"] is True
     assert "CliAdminTopic" in admin("topicList")["topics"]
     assert admin("topicRoute", "-t", "CliAdminTopic")["queueDatas"][0]["writeQueueNums"] == 2
+    assert admin("topicClusterList", "-t", "CliAdminTopic")["clusters"] == ["DefaultCluster"]
     sent = admin("sendMessage", "-t", "CliAdminTopic", "-p", "hello", "-k", "cli-key", "-c", "TagA")
     assert sent["status"] == "SEND_OK"
     status = admin("topicStatus", "-t", "CliAdminTopic")
@@ -491,6 +492,7 @@ def test_bolide_admin_group_commands(rmq: RocketMQ) -> None:
         return found
 
     assert admin("updateSubGroup", "-g", "cli-sub", "-r", "5")["group"]["retryMaxTimes"] == 5
+    assert admin("getConsumerConfig", "-g", "cli-sub")[rmq.broker_addr]["retryMaxTimes"] == 5
     admin("deleteSubGroup", "-g", "cli-sub")
     admin("updateTopic", "-t", "CliGroups", "-r", "1", "-w", "1")
     with BlockingProducer(ns, group="cli-pg") as producer:

@@ -1,5 +1,6 @@
 """``bolide admin`` commands for groups: updateSubGroup, setConsumeMode, deleteSubGroup, consumerProgress,
-consumerConnection, producerConnection, resetOffsetByTime, skipAccumulatedMessage, cloneGroupOffset."""
+consumerConnection, producerConnection, resetOffsetByTime, skipAccumulatedMessage, cloneGroupOffset,
+getConsumerConfig."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from bolide.cli.admin_common import (
     emit,
     fmt_duration,
     fmt_time,
+    kv_table,
     parse_time,
     table,
     with_admin,
@@ -233,6 +235,23 @@ def _reset(namesrv: str, output: str, group: str, topic: str, timestamp: int, dr
          note=note)
 
 
+@click.command("getConsumerConfig")
+@admin_options
+@click.option("-g", "--group", required=True)
+@click.option("-b", "--broker-addr", help="This broker only (host:port).")
+@click.option("-c", "--cluster", help="Every master of this cluster (default: every master).")
+def get_consumer_config(namesrv: str, output: str, group: str, broker_addr: str | None,
+                        cluster: str | None) -> None:
+    """A consumer group's settings on brokers (201): retries, broadcast, order, ..."""
+    configs = with_admin(namesrv, lambda admin: admin.subscription_group(group, broker_addr=broker_addr,
+                                                                         cluster=cluster))
+    doc = {addr: None if c is None else c.to_json_obj() for addr, c in configs.items()}
+    tables = [kv_table(f"{group} on {addr}", {k: v for k, v in obj.items() if not isinstance(v, dict)})
+              for addr, obj in doc.items() if obj is not None]
+    missing = [addr for addr, c in configs.items() if c is None]
+    emit(output, doc, *tables, note=f"no group {group!r} on {', '.join(missing)}" if missing else None)
+
+
 @click.command("cloneGroupOffset")
 @admin_options
 @click.option("-s", "--source", required=True, help="The group whose offsets are copied.")
@@ -250,4 +269,5 @@ def clone_group_offset(namesrv: str, output: str, source: str, dest: str, topic:
 
 
 COMMANDS = (update_sub_group, set_consume_mode, delete_sub_group, consumer_progress, consumer_connection,
-            producer_connection, reset_offset_by_time, skip_accumulated_message, clone_group_offset)
+            producer_connection, reset_offset_by_time, skip_accumulated_message, clone_group_offset,
+            get_consumer_config)

@@ -1,5 +1,5 @@
 """``bolide admin`` commands for clusters, brokers and topics: clusterList, brokerStatus,
-topicList, topicRoute, topicStatus, updateTopic, updateTopicPerm, deleteTopic."""
+topicList, topicRoute, topicStatus, topicClusterList, updateTopic, updateTopicPerm, deleteTopic."""
 
 from __future__ import annotations
 
@@ -185,6 +185,16 @@ def update_topic(namesrv: str, output: str, topic: str, broker_addr: str | None,
          note=note)
 
 
+@click.command("topicClusterList")
+@admin_options
+@click.option("-t", "--topic", required=True)
+def topic_cluster_list(namesrv: str, output: str, topic: str) -> None:
+    """The clusters whose brokers serve a topic (105, 106)."""
+    clusters = with_admin(namesrv, lambda admin: admin.topic_clusters(topic))
+    emit(output, {"topic": topic, "clusters": clusters},
+         table(f"Clusters of {topic}", ["cluster"], ([c] for c in clusters)))
+
+
 @click.command("updateTopicPerm")
 @admin_options
 @click.option("-t", "--topic", required=True)
@@ -212,5 +222,5 @@ def delete_topic(namesrv: str, output: str, topic: str, cluster: str | None) -> 
          table(f"Topic {topic} deleted", ["broker"], ([a] for a in addrs)))
 
 
-COMMANDS = (cluster_list, broker_status, topic_list, topic_route, topic_status, update_topic,
-            update_topic_perm, delete_topic)
+COMMANDS = (cluster_list, broker_status, topic_list, topic_route, topic_status, topic_cluster_list,
+            update_topic, update_topic_perm, delete_topic)

@@ -60,7 +60,7 @@ from bolide.protocol.bodies.admin import (
     TopicOffset,
     TopicStatsTable,
 )
-from bolide.protocol.bodies.broker import SubscriptionGroupConfig
+from bolide.protocol.bodies.broker import SubscriptionGroupConfig, SubscriptionGroupWrapper
 from bolide.protocol.bodies.client import MessageQueue
 from bolide.protocol.bodies.ha import HARuntimeInfo
 from bolide.protocol.bodies.pop import SetMessageRequestModeRequestBody
@@ -326,6 +326,24 @@ class Admin(AclAdminCalls, AuthAdminCalls, ConfigAdminCalls):
             await self._call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None,
                              f"updateSubGroup {config.group_name!r}", body=config.encode())
         return addrs
+
+    async def subscription_group(self, group: str, *, broker_addr: str | None = None,
+                                 cluster: str | None = None) -> dict[str, SubscriptionGroupConfig | None]:
+        """``group``'s settings on the target masters, None where it has none (mqadmin
+        getConsumerConfig; GET_ALL_SUBSCRIPTIONGROUP_CONFIG 201)."""
+        out: dict[str, SubscriptionGroupConfig | None] = {}
+        for addr in await self._targets(broker_addr, cluster):
+            response = await self._call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, None,
+                                        f"getConsumerConfig {group!r}")
+            table = SubscriptionGroupWrapper.decode(response.body_bytes()).subscription_group_table
+            out[addr] = table.get(group)
+        return out
+
+    async def topic_clusters(self, topic: str) -> list[str]:
+        """The clusters whose brokers serve ``topic`` (mqadmin topicClusterList)."""
+        names = {bd.broker_name for bd in (await self.topic_route(topic)).broker_datas}
+        info = await self.cluster_info()
+        return sorted(c for c, brokers in info.cluster_addr_table.items() if names & set(brokers))
 
     async def delete_subscription_group(self, group: str, *, broker_addr: str | None = None,
                                         cluster: str | None = None, remove_offset: bool = True) -> list[str]:

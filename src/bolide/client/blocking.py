@@ -592,6 +592,12 @@ class Admin(_Blocking[_admin.Admin]):
         changes = dict(changes)
         return self._run(lambda c: c.update_namesrv_config(changes))
 
+    def subscription_group(self, group: str, **kwargs: Any) -> dict[str, SubscriptionGroupConfig | None]:
+        return self._run(lambda c: c.subscription_group(group, **kwargs))
+
+    def topic_clusters(self, topic: str) -> list[str]:
+        return self._run(lambda c: c.topic_clusters(topic))
+
     def update_kv_config(self, namespace: str, key: str, value: str) -> list[str]:
         return self._run(lambda c: c.update_kv_config(namespace, key, value))
 
