@@ -13,14 +13,7 @@ from bolide.broker.acl import AclFileWatcher, AclValidator, PlainAcl
 from bolide.broker.auth.checks import AuthHook
 from bolide.broker.auth.metadata import AuthMetadata, AuthRefused
 from bolide.broker.auth.migrate import migrated
-from bolide.broker.auth.rocketmq_import import (
-    RocketMQAuthUnreadable,
-    has_rocketmq_auth,
-    read_rocketmq_auth,
-    read_rocketmq_auth_raw,
-    rocketmq_auth_digest,
-    write_rocketmq_auth,
-)
+from bolide.broker.auth.rocketmq_sync import RocketMQAuthSync
 from bolide.broker.auth.setup import initial_users, inner_hooks
 from bolide.broker.clients import ClientManager
 from bolide.broker.config import BrokerConfig
@@ -134,7 +127,7 @@ class BrokerController:
         config_dir = self._store_config.config_dir
         # ACL 2.0: users and ACLs, administered whether or not the checks are on (as RocketMQ)
         self.auth = AuthMetadata(config_dir / AuthMetadata.FILE_NAME)
-        self._mirror_warned = False  # the missing rocksdict package logged once
+        self._rocketmq_auth = RocketMQAuthSync(self.auth, config_dir)
         self._initial_users = initial_users(self.config)
         cfg = self.config
         if cfg.authentication_enabled or cfg.authorization_enabled:
@@ -343,11 +336,7 @@ class BrokerController:
             state = self.acl.load()
             log.info("plain ACL on: %d accounts and %d global white addresses from %s",
                      len(state.accounts), len(state.global_white), self.acl.main_file)
-        if self.auth.load():
-            created = self._import_rocketmq_auth(replace=True) if self._rocketmq_auth_changed() else []
-        else:
-            created = self._import_rocketmq_auth()
-        self.auth.mirror = self._mirror_rocketmq_auth
+        created = self._rocketmq_auth.load()
         for user in self._initial_users:
             if user.username not in self.auth.users:
                 self.auth.create_user(user)
@@ -397,69 +386,6 @@ class BrokerController:
             self.timer_takeover = await take_over_timer_wheel(store, mark)
         except TakeoverRefused as exc:
             log.error("%s", exc)
-
-    def _rocketmq_auth_changed(self) -> bool:
-        """Whether RocketMQ changed its ACL 2.0 databases in this store since this broker last
-        wrote them (a RocketMQ broker ran on the store in between): they are taken over again."""
-        config_dir = self._store_config.config_dir
-        recorded = self.auth.mirror_digest
-        if recorded is None or not has_rocketmq_auth(config_dir):
-            return False
-        try:
-            changed = rocketmq_auth_digest(*read_rocketmq_auth_raw(config_dir)) != recorded
-        except RocketMQAuthUnreadable as exc:
-            log.error("ACL 2.0: RocketMQ's databases in %s are not read: %s", config_dir, exc)
-            return False
-        if changed:
-            log.warning("ACL 2.0: RocketMQ changed the users and ACLs in %s since this store was last "
-                        "open here: taking them over again", config_dir)
-        return changed
-
-    def _mirror_rocketmq_auth(self, auth: AuthMetadata) -> str | None:
-        """Write the users and ACLs into RocketMQ's databases (``config/users``, ``config/acls``)
-        so that a RocketMQ broker opening the store has them; their digest, or None (logged)."""
-        config_dir = self._store_config.config_dir
-        try:
-            return write_rocketmq_auth(config_dir, auth.users.values(), auth.acls.values())
-        except RocketMQAuthUnreadable as exc:
-            if has_rocketmq_auth(config_dir) or not self._mirror_warned:
-                log.warning("ACL 2.0: the users and ACLs are not written into RocketMQ's databases in "
-                            "%s (a RocketMQ broker opening this store would not have them): %s",
-                            config_dir, exc)
-                self._mirror_warned = True
-            return None
-
-    def _import_rocketmq_auth(self, replace: bool = False) -> list[str]:
-        """The users and ACLs a RocketMQ 5.3 broker left in this store's RocksDB databases
-        (``config/users``, ``config/acls``), for a store without Bolide's own file yet, or with
-        ``replace`` instead of the broker's own once they are read; the names of the users
-        created. Unreadable databases are logged with the fix (nothing changes then)."""
-        config_dir = self._store_config.config_dir
-        if not has_rocketmq_auth(config_dir):
-            return []
-        try:
-            users, acls = read_rocketmq_auth(config_dir)
-        except RocketMQAuthUnreadable as exc:
-            log.error("ACL 2.0: the users and ACLs RocketMQ left in %s are not taken over: %s",
-                      config_dir, exc)
-            return []
-        if replace:
-            self.auth.clear()
-        created = []
-        for user in users:
-            try:
-                self.auth.create_user(user)
-                created.append(user.username or "")
-            except AuthRefused as exc:
-                log.error("ACL 2.0: RocketMQ's user %s is not taken over: %s", user.username, exc)
-        for acl in acls:
-            try:
-                self.auth.put_acl(acl, None)
-            except AuthRefused as exc:
-                log.error("ACL 2.0: RocketMQ's ACL of %s is not taken over: %s", acl.subject, exc)
-        log.info("ACL 2.0: took over %d users and %d ACLs from RocketMQ's databases in %s",
-                 len(created), len(acls), config_dir)
-        return created
 
     def _migrate_plain_acl(self) -> list[str]:
         """Users and ACLs for the plain-ACL accounts that are no users yet (RocketMQ 5.3's

@@ -82,13 +82,14 @@ from bolide.protocol.headers import (
     ViewMessageRequestHeader,
 )
 from bolide.protocol.headers.admin import (
+    RESET_TO_END,
     GetConsumeStatsInBrokerHeader,
     QueryConsumeQueueRequestHeader,
     ResetOffsetRequestHeader,
 )
 from bolide.protocol.headers.base import Header
 
-LATEST = -1  # reset_offset_by_time's time for "past each queue's last message"
+LATEST = RESET_TO_END  # reset_offset_by_time's time for "past each queue's last message"
 TOOLS_GROUP = "TOOLS_CONSUMER"  # the group mqadmin's reads use (built into every broker)
 DEFAULT_TOPIC = "TBW102"
 

@@ -106,7 +106,7 @@ def test_a_broker_takes_them_over_once(tmp_path: Path, caplog: pytest.LogCapture
             assert sorted(s.broker.auth.users) == expect_users
             assert s.broker.auth.get_acl("User:rmq-app") is not None
 
-    caplog.set_level(logging.INFO, logger="bolide.broker.controller")
+    caplog.set_level(logging.INFO, logger="bolide.broker")
     asyncio.run(start(["rmq-app", "rmq-root"]))
     assert "took over 2 users and 1 ACLs" in caplog.text
     assert (root / "config" / "authMetadata.json").is_file()
@@ -179,7 +179,7 @@ def test_a_broker_writes_them_back_and_takes_rocketmqs_changes_over_again(
         "kvDataVersion": rocksdict.Options(raw_mode=True), "forbidden": rocksdict.Options(raw_mode=True)})
     db[b"rmq-later"] = json.dumps({**USERS["rmq-app"], "username": "rmq-later"}).encode()
     db.close()
-    caplog.set_level(logging.INFO, logger="bolide.broker.controller")
+    caplog.set_level(logging.INFO, logger="bolide.broker")
     assert asyncio.run(change()) == ["bolide-made", "rmq-app", "rmq-later"]
     assert "RocketMQ changed the users and ACLs" in caplog.text
 

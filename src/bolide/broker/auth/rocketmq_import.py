@@ -1,7 +1,7 @@
 """ACL 2.0 users and ACLs in RocketMQ 5.3's form: its Local*MetadataProvider keeps them in two
 RocksDB databases, ``config/users`` (user name -> the user as JSON) and ``config/acls``
 (``User:<name>`` -> the ACL as JSON), enums written as their codes. A Bolide broker that opens
-such a store takes them over (:meth:`BrokerController._load_config_files`): once when it has no
+such a store takes them over (:mod:`bolide.broker.auth.rocketmq_sync`): once when it has no
 ``config/authMetadata.json`` yet, and again when RocketMQ changed them after Bolide last wrote
 them. Bolide writes its users and ACLs back into them on every change
 (:func:`write_rocketmq_auth`), so RocketMQ opening the store finds them. RocksDB needs

@@ -12,13 +12,12 @@ from bolide.protocol.bodies.admin import ResetOffsetBody
 from bolide.protocol.bodies.client import MessageQueue
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
-from bolide.protocol.headers.admin import ResetOffsetRequestHeader
+from bolide.protocol.headers.admin import RESET_TO_END, ResetOffsetRequestHeader
 from bolide.remoting import Channel, RequestContext
 
 if TYPE_CHECKING:
     from bolide.broker.controller import BrokerController
 
-LATEST = -1  # a timestamp of -1 means "the end of each queue"
 
 
 class ResetOffsetProcessor:
@@ -63,7 +62,7 @@ class ResetOffsetProcessor:
             if committed is None:
                 return (f"THe consumer group <{header.group}> not exist: it has no offsets of "
                         f"{header.topic}; reset it with updateConsumerOffset instead")
-            if header.timestamp == LATEST:
+            if header.timestamp == RESET_TO_END:
                 target = store.get_max_offset_in_queue(header.topic, queue_id)
             else:
                 target = store.get_offset_in_queue_by_time(header.topic, queue_id, header.timestamp)

@@ -158,6 +158,9 @@ class ViewMessageRequestHeader(Header):
     topic: str | None = None
 
 
+RESET_TO_END = -1  # ResetOffsetRequestHeader.timestamp for "past each queue's last message"
+
+
 @header
 class ResetOffsetRequestHeader(Header):
     """INVOKE_BROKER_TO_RESET_OFFSET (222, mqadmin to broker) and RESET_CONSUMER_CLIENT_OFFSET
