@@ -310,7 +310,7 @@ class RocketMQProxy:
             "proxyMode": "cluster", **self.settings,
         }))
         cmd = ["java", "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *_COMMON_JVM,
-               *_JDK17_OPENS, f"-Duser.home={self.run_dir}",
+               *_JDK17_OPENS, f"-Duser.home={self.run_dir}", f"-Djava.io.tmpdir={self.run_dir}",
                f"-Drocketmq.home.dir={interop_dir() / 'rocketmq' / 'home'}",
                "-Drmq.logback.configurationFile=rmq.proxy.logback.xml",
                "-cp", classpath(PROXY), PROXY_MAIN, "-pc", str(conf), "-pm", "cluster"]
@@ -584,8 +584,9 @@ class RocketMQ:
     def _java(self, role: str, heap: list[str], main: str, extra_cp: str = "") -> list[str]:
         cp = f"{extra_cp}{os.pathsep}{self.classpath}" if extra_cp else self.classpath
         kind = role.split("-")[0]  # broker-<n> -> broker
-        cmd = ["java", *heap, *_COMMON_JVM,
-               f"-Duser.home={self._home(role)}", f"-Drocketmq.home.dir={self.rocketmq_home()}"]
+        # java.io.tmpdir: RocksDB unpacks its JNI library there and a killed JVM leaves it behind
+        cmd = ["java", *heap, *_COMMON_JVM, f"-Duser.home={self._home(role)}",
+               f"-Djava.io.tmpdir={self._home(role)}", f"-Drocketmq.home.dir={self.rocketmq_home()}"]
         if self.major >= 5:
             cmd.append(f"-Drmq.logback.configurationFile=rmq.{kind}.logback.xml")
         if kind == "tools":
