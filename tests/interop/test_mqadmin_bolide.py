@@ -302,8 +302,10 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
     def output(*command: str) -> str:
         return outputs[commands.index(list(command))]
 
-    groups = [r[1] for r in _rows(output("statsAll"), TOPIC)]
-    assert sorted(groups) == ["cg", "cg_offline", "cg_py"], log  # before cloneGroupOffset
+    stats = {r[1]: r for r in _rows(output("statsAll"), TOPIC)}
+    assert sorted(stats) == ["cg", "cg_offline", "cg_py"], log  # before cloneGroupOffset
+    # #InMsg24Hour and #OutMsg24Hour from VIEW_BROKER_STATS_DATA: cg_py took the 4 messages
+    assert stats["cg_py"][5:] == ["4", "4"] and stats["cg"][5:] == ["4", "0"], log
     assert output("checkMsgSendRT", "-t", TOPIC, "-a", "2", "-s", "64").count(" true ") == 2, log
     assert re.search(r"^brokerName\s+=\s+broker-a$", output("getBrokerConfig", "-b", broker_addr), re.M), log
     assert re.search(r"^groupName\s+=\s+cg$", output("getConsumerConfig", "-g", "cg"), re.M), log

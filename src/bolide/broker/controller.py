@@ -56,6 +56,7 @@ from bolide.broker.registration import BrokerRegistration
 from bolide.broker.request_modes import MessageRequestModes
 from bolide.broker.schedule import ScheduleService
 from bolide.broker.stats import BrokerStats
+from bolide.broker.stats_items import StatsItems
 from bolide.broker.subscription_groups import SubscriptionGroupManager
 from bolide.broker.timer_recall import TimerRecalls
 from bolide.broker.timer_takeover import TakeoverMark, TakeoverRefused, TakeoverReport, take_over_timer_wheel
@@ -153,6 +154,7 @@ class BrokerController:
         self.selectors = SelectorCache()  # compiled SQL92 subscriptions (enablePropertyFilter)
         self.clients.on_consumer.append(self.subscription_groups.find)
         self.stats = BrokerStats()
+        self.stats_items = StatsItems(self.config.broker_cluster_name)  # VIEW_BROKER_STATS_DATA
         self.queue_locks = QueueLocks(self.config.max_client_groups)
         self.housekeeping = ClientHousekeeping(self.clients, self.config.channel_expired_timeout_ms)
         self.loop_lag = LoopLagMonitor()

@@ -3,8 +3,9 @@
 Each command takes ``-n host:port`` (or NAMESRV_ADDR) and ``--output table|json``. The
 commands live in :mod:`~bolide.cli.admin_topics`, :mod:`~bolide.cli.admin_brokers`,
 :mod:`~bolide.cli.admin_groups`, :mod:`~bolide.cli.admin_consumers`,
-:mod:`~bolide.cli.admin_messages`, :mod:`~bolide.cli.admin_ha` and
-:mod:`~bolide.cli.admin_config`; docs/admin.md describes each with examples.
+:mod:`~bolide.cli.admin_messages`, :mod:`~bolide.cli.admin_ha`,
+:mod:`~bolide.cli.admin_config` and :mod:`~bolide.cli.admin_stats`; docs/admin.md describes each
+with examples.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from bolide.cli import (
     admin_groups,
     admin_ha,
     admin_messages,
+    admin_stats,
     admin_topics,
 )
 from bolide.cli.admin_common import connection_options
@@ -33,5 +35,5 @@ def admin() -> None:
 
 for _command in (*admin_topics.COMMANDS, *admin_brokers.COMMANDS, *admin_groups.COMMANDS,
                  *admin_consumers.COMMANDS, *admin_messages.COMMANDS, *admin_ha.COMMANDS,
-                 *admin_acl.COMMANDS, *admin_auth.COMMANDS, *admin_config.COMMANDS):
+                 *admin_acl.COMMANDS, *admin_auth.COMMANDS, *admin_config.COMMANDS, *admin_stats.COMMANDS):
     admin.add_command(_command)

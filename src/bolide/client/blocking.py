@@ -34,6 +34,7 @@ from bolide.client import push_consumer as _push
 from bolide.client import simple_consumer as _simple
 from bolide.client import transaction as _tx
 from bolide.client.admin_acl import AclVersion
+from bolide.client.admin_stats import TopicGroupStats
 from bolide.client.admin_types import GroupProgress, ResetPlan
 from bolide.client.errors import ClientStateError
 from bolide.client.filtering import MessageSelector
@@ -42,6 +43,7 @@ from bolide.client.selector import MessageQueueSelector
 from bolide.common.message import Message, MessageExt
 from bolide.protocol.bodies.admin import (
     BrokerClusterAclConfig,
+    BrokerStatsData,
     ConsumeMessageDirectlyResult,
     ConsumerConnection,
     ConsumerRunningInfo,
@@ -618,6 +620,12 @@ class Admin(_Blocking[_admin.Admin]):
 
     def add_write_perm(self, broker_name: str) -> dict[str, int]:
         return self._run(lambda c: c.add_write_perm(broker_name))
+
+    def broker_stats(self, broker_addr: str, name: str, key: str) -> BrokerStatsData | None:
+        return self._run(lambda c: c.broker_stats(broker_addr, name, key))
+
+    def stats_all(self, topic: str | None = None, *, active_only: bool = False) -> list[TopicGroupStats]:
+        return self._run(lambda c: c.stats_all(topic, active_only=active_only))
 
     def queues(self, topic: str) -> list[tuple[MessageQueue, str]]:
         return self._run(lambda c: c.queues(topic))

@@ -1,7 +1,7 @@
 """Broker statistics and connection lists for mqadmin (spec 3.7): GET_TOPIC_STATS_INFO (202),
 GET_CONSUME_STATS (208), GET_BROKER_CONSUME_STATS (317), GET_CONSUMER_CONNECTION_LIST (203),
-GET_PRODUCER_CONNECTION_LIST (204), GET_ALL_PRODUCER_INFO (328) and QUERY_TOPIC_CONSUME_BY_WHO
-(300)."""
+GET_PRODUCER_CONNECTION_LIST (204), GET_ALL_PRODUCER_INFO (328), QUERY_TOPIC_CONSUME_BY_WHO
+(300) and VIEW_BROKER_STATS_DATA (315)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import time
 from typing import TYPE_CHECKING
 
 from bolide.protocol.bodies.admin import (
+    BrokerStatsData,
+    BrokerStatsItem,
     Connection,
     ConsumerConnection,
     ConsumeStats,
@@ -51,7 +53,7 @@ class AdminStatsProcessor:
     CODES = (RequestCode.GET_TOPIC_STATS_INFO, RequestCode.GET_CONSUME_STATS,
              RequestCode.GET_BROKER_CONSUME_STATS, RequestCode.GET_CONSUMER_CONNECTION_LIST,
              RequestCode.GET_PRODUCER_CONNECTION_LIST, RequestCode.GET_ALL_PRODUCER_INFO,
-             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO)
+             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, RequestCode.VIEW_BROKER_STATS_DATA)
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
@@ -64,10 +66,24 @@ class AdminStatsProcessor:
             c.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connections,
             c.GET_ALL_PRODUCER_INFO: self.get_all_producer_info,
             c.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
+            c.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data,
         }
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         return self._handlers[request.code](request)
+
+    def view_broker_stats_data(self, request: RemotingCommand) -> RemotingCommand:
+        """A stats item's sum, rate and average per call over the last minute, hour and day
+        (``mqadmin statsAll``); SYSTEM_ERROR naming it when the broker has none such."""
+        header = request.read_header(h.ViewBrokerStatsDataRequestHeader)
+        windows = self.broker.stats_items.view(header.stats_name, header.stats_key)
+        if windows is None:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The stats <{header.stats_name}> <{header.stats_key}> not exist")
+        minute, hour, day = (BrokerStatsItem(sum=w.sum, tps=w.tps, avgpt=w.avgpt) for w in windows)
+        return request.make_response(
+            body=BrokerStatsData(stats_minute=minute, stats_hour=hour, stats_day=day).encode())
 
     def get_topic_stats(self, request: RemotingCommand) -> RemotingCommand:
         """Min and max offset and last store time of every write queue; 17 for an unknown topic."""

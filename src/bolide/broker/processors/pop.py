@@ -250,9 +250,10 @@ class PopProcessor:
             msg_offset_info=msg_offset_info(list(per_queue.items())),
         )
         self.broker.stats.on_get(len(records))
+        size = sum(len(r) for r in records)
+        self.broker.stats_items.on_get(header.consumer_group, header.topic, len(records), size)
         if self.broker.metrics is not None:
-            self.broker.metrics.on_get(header.topic, header.consumer_group, len(records),
-                                       sum(len(r) for r in records))
+            self.broker.metrics.on_get(header.topic, header.consumer_group, len(records), size)
         return request.make_response(ResponseCode.SUCCESS, "FOUND", answer, records)
 
     @staticmethod

@@ -188,6 +188,8 @@ class PullProcessor:
         found = code == ResponseCode.SUCCESS
         body = result.body if found else b""
         broker.stats.on_get(result.message_count if found else 0)
+        if found:
+            broker.stats_items.on_get(header.consumer_group, header.topic, result.message_count, len(body))
         if broker.metrics is not None:
             broker.metrics.on_pull(header.consumer_group, header.topic, header.queue_id,
                                    result.next_begin_offset)

@@ -70,6 +70,7 @@ class ReplyProcessor:
             code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
             if code == ResponseCode.SUCCESS:
                 self.broker.stats.on_put(result.msg_num)
+                self.broker.stats_items.on_put(header.topic, result.msg_num, result.wrote_bytes)
                 if pushed is None:
                     response.ext_fields.update(send_response_ext(
                         result.offset_msg_ids[0], queue_id, result.queue_offset))

@@ -16,7 +16,7 @@ from bolide.broker.transaction import is_half_message
 from bolide.common import properties as P
 from bolide.common.compiled import load
 from bolide.common.hosts import encode_host
-from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX, validate_topic
+from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX, TRANS_HALF_TOPIC, validate_topic
 from bolide.protocol.bodies.batch import batch_members
 from bolide.protocol.codes import RequestCode, ResponseCode, SerializeType
 from bolide.protocol.command import RemotingCommand
@@ -244,10 +244,13 @@ class SendProcessor:
                                        queue_id, flag=header.flag, sys_flag=header.sys_flag,
                                        born_timestamp=header.born_timestamp, born_host=born,
                                        reconsume_times=header.reconsume_times or 0, wait_store=False)
-        metrics = self.broker.metrics
-        if metrics is not None and result.ok:
-            metrics.on_put(topic, message_type(header.properties, half=half), result.msg_num,
-                           result.wrote_bytes)
+        if result.ok:
+            self.broker.stats_items.on_put(TRANS_HALF_TOPIC if half else topic, result.msg_num,
+                                           result.wrote_bytes)
+            metrics = self.broker.metrics
+            if metrics is not None:
+                metrics.on_put(topic, message_type(header.properties, half=half), result.msg_num,
+                               result.wrote_bytes)
         return result, queue_id, extra
 
     def _timer(self, topic: str, encoded: bytes) -> tuple[bytes, str | None]:

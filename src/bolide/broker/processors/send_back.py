@@ -64,4 +64,5 @@ class SendBackProcessor:
         if not result.ok:
             return request.make_response(ResponseCode.SYSTEM_ERROR,
                                          f"{result.status.value}: {result.remark}")
+        broker.stats_items.on_send_back(header.group, msg.properties.get(P.RETRY_TOPIC) or msg.topic)
         return request.make_response()

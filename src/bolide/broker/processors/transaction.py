@@ -69,6 +69,7 @@ class EndTransactionProcessor:
             if result.status not in _STORED:
                 return request.make_response(PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR),
                                              f"{result.status.value}: {result.remark}")
+            broker.stats_items.on_put(half.properties[P.REAL_TOPIC], 1, result.wrote_bytes)
         tx.delete_prepared(half)
         if broker.metrics is not None:
             broker.metrics.on_end_transaction(state == TRANSACTION_COMMIT_TYPE)

@@ -159,9 +159,10 @@ class GrpcConsumer:
                     pop.unwatch(topic, fut)
         if found:
             broker.stats.on_get(len(found))
+            # the records' stored size, as pulls and pops count them
+            size = sum(d.message.store_size for d in found if isinstance(d.message, MessageExt))
+            broker.stats_items.on_get(group, topic, len(found), size)
             if broker.metrics is not None:
-                # the records' stored size, as pulls and pops count them
-                size = sum(d.message.store_size for d in found if isinstance(d.message, MessageExt))
                 broker.metrics.on_get(topic, group, len(found), size)
         return [self._message(d, group) for d in found]
 

@@ -146,6 +146,7 @@ class GrpcProducer:
         if result.status not in _STORED:
             raise Refused(code, f"{result.status.value}: {result.remark}".rstrip(": "))
         broker.stats.on_put(1)
+        broker.stats_items.on_put(topic, 1, result.wrote_bytes)
         if broker.metrics is not None:
             broker.metrics.on_put(topic, _METRICS_TYPES.get(kind, "normal"), 1, result.wrote_bytes)
         message_id = props[P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX]

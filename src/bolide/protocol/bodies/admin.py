@@ -191,6 +191,24 @@ class ConsumeStatsList(Bean):
 
 
 @bean
+class BrokerStatsItem(Bean):
+    """One window of a stats item: the sum of its values, values per second, values per call."""
+
+    sum: int = 0
+    tps: float = 0.0
+    avgpt: float = 0.0
+
+
+@bean
+class BrokerStatsData(Bean):
+    """VIEW_BROKER_STATS_DATA (315) answer: a stats item over the last minute, hour and day."""
+
+    stats_minute: BrokerStatsItem = jfield(factory=BrokerStatsItem)
+    stats_hour: BrokerStatsItem = jfield(factory=BrokerStatsItem)
+    stats_day: BrokerStatsItem = jfield(factory=BrokerStatsItem)
+
+
+@bean
 class ProducerInfo(Bean):
     """One producer connection in a ProducerTableInfo."""
 

@@ -106,6 +106,15 @@ class GetConsumeStatsInBrokerHeader(Header):
 
 
 @header
+class ViewBrokerStatsDataRequestHeader(Header):
+    """VIEW_BROKER_STATS_DATA (315): one stats item, e.g. ``TOPIC_PUT_NUMS`` of a topic or
+    ``GROUP_GET_NUMS`` of ``topic@group``; the answer's body is BrokerStatsData."""
+
+    stats_name: str
+    stats_key: str
+
+
+@header
 class QueryConsumeQueueRequestHeader(Header):
     """QUERY_CONSUME_QUEUE (321): ``count`` entries of a ConsumeQueue from ``index``."""
 
