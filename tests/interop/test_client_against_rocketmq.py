@@ -449,6 +449,9 @@ def test_bolide_admin_commands(rmq: RocketMQ) -> None:
     until(lambda: admin("queryMsgByKey", "-t", "CliAdminTopic", "-k", "cli-key")["count"] == 1)
     printed = admin("printMsg", "-t", "CliAdminTopic")
     assert [m["body"] for m in printed["messages"]] == ["hello"]
+    # statsAll from the broker's statistics items (VIEW_BROKER_STATS_DATA), which RocketMQ samples
+    # every 10 s
+    until(lambda: [r["inMsg24Hour"] for r in admin("statsAll", "-t", "CliAdminTopic")] == [1])
 
     # the settings commands: RocketMQ too applies a change and writes it into its broker.conf
     addr = rmq.broker_addr
