@@ -452,6 +452,20 @@ def test_bolide_admin_commands(rmq: RocketMQ) -> None:
     # statsAll from the broker's statistics items (VIEW_BROKER_STATS_DATA), which RocketMQ samples
     # every 10 s
     until(lambda: [r["inMsg24Hour"] for r in admin("statsAll", "-t", "CliAdminTopic")] == [1])
+    # the checks that send, and the lookups by unique key, by queue and in the KV config
+    assert [(r["brokerName"], r["successCount"]) for r in admin("clusterRT", "-a", "2")] == [("broker-a", 2)]
+    assert [s["ok"] for s in admin("sendMsgStatus", "-b", "broker-a", "-c", "2")] == [True, True]
+    checked = admin("checkMsgSendRT", "-t", "CliAdminTopic", "-a", "2")
+    assert [s["queueId"] for s in checked["sends"]] == [0, 1]
+    shares = admin("allocateMQ", "-t", "CliAdminTopic", "-i", "a,b")["result"]
+    assert {c: [q["queueId"] for q in queues] for c, queues in shares.items()} == {"a": [0], "b": [1]}
+    assert admin("queryMsgByUniqueKey", "-i", sent["msgId"], "-t", "CliAdminTopic")["body"] == "hello"
+    by_queue = admin("printMsgByQueue", "-t", "CliAdminTopic", "-a", "broker-a", "-i", str(sent["queueId"]),
+                     "-f")
+    assert by_queue["tags"]["TagA"] == 1
+    admin("updateOrderConf", "-t", "CliAdminTopic", "-m", "put", "-v", "broker-a:2")
+    assert admin("updateOrderConf", "-t", "CliAdminTopic", "-m", "get")["orderConf"] == "broker-a:2"
+    admin("updateOrderConf", "-t", "CliAdminTopic", "-m", "delete")
 
     # the settings commands: RocketMQ too applies a change and writes it into its broker.conf
     addr = rmq.broker_addr

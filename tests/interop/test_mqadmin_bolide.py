@@ -174,6 +174,10 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                 ["deleteExpiredCommitLog", "-b", s.broker_addr],  # DELETE_EXPIRED_COMMITLOG
                 ["cleanExpiredCQ", "-b", s.broker_addr],  # CLEAN_EXPIRED_CONSUMEQUEUE
                 ["cleanUnusedTopic", "-c", "DefaultCluster"],  # CLEAN_UNUSED_TOPIC
+                ["updateOrderConf", "-t", TOPIC, "-m", "put", "-v", "broker-a:2"],
+                ["updateOrderConf", "-t", TOPIC, "-m", "get"],
+                ["allocateMQ", "-t", TOPIC, "-i", "a,b"],
+                ["printMsgByQueue", "-t", TOPIC, "-a", "broker-a", "-i", "0", "-p", "true", "-d", "true"],
             ] + ([["haStatus", "-b", s.broker_addr],  # GET_BROKER_HA_STATUS
                   ["setConsumeMode", "-b", s.broker_addr, "-t", TOPIC, "-g", "admin_group", "-m", "POP",
                    "-q", "1"]] if major5 else [])  # SET_MESSAGE_REQUEST_MODE
@@ -194,6 +198,7 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                      "reserved": s.broker.store.config.file_reserved_time_hours,
                      "saved": (tmp_path / "store" / "config" / "broker.properties").read_text(),
                      "ordered": s.namesrv.processor.config.order_message_enable,
+                     "order_conf": s.namesrv.processor.kv.get("ORDER_TOPIC_CONFIG", TOPIC),
                      "mode": s.broker.request_modes.get(TOPIC, "admin_group")}
             return s.broker_addr, local, commands, outputs, state
 
@@ -327,6 +332,12 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
     assert output("deleteExpiredCommitLog", "-b", broker_addr).strip() == "success", log
     assert output("cleanExpiredCQ", "-b", broker_addr).strip() == "success", log
     assert output("cleanUnusedTopic", "-c", "DefaultCluster").strip() == "success", log
+    # updateOrderConf (the NameServer's KV config), allocateMQ, printMsgByQueue (pulls of one queue)
+    assert "orderConf=[broker-a:2]" in output("updateOrderConf", "-t", TOPIC, "-m", "get"), log
+    assert state["order_conf"] == "broker-a:2", log
+    assert '"result":{' in output("allocateMQ", "-t", TOPIC, "-i", "a,b"), log
+    printed = output("printMsgByQueue", "-t", TOPIC, "-a", "broker-a", "-i", "0", "-p", "true", "-d", "true")
+    assert re.findall(r"BODY: (body-\d)", printed) == ["body-0", "body-2"], log
 
     # haStatus (GET_BROKER_HA_STATUS, 5.x): a master without slaves
     if version.startswith("5"):

@@ -4,8 +4,8 @@ Each command takes ``-n host:port`` (or NAMESRV_ADDR) and ``--output table|json`
 commands live in :mod:`~bolide.cli.admin_topics`, :mod:`~bolide.cli.admin_brokers`,
 :mod:`~bolide.cli.admin_groups`, :mod:`~bolide.cli.admin_consumers`,
 :mod:`~bolide.cli.admin_messages`, :mod:`~bolide.cli.admin_ha`,
-:mod:`~bolide.cli.admin_config` and :mod:`~bolide.cli.admin_stats`; docs/admin.md describes each
-with examples.
+:mod:`~bolide.cli.admin_config`, :mod:`~bolide.cli.admin_stats` and
+:mod:`~bolide.cli.admin_checks`; docs/admin.md describes each with examples.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from bolide.cli import (
     admin_acl,
     admin_auth,
     admin_brokers,
+    admin_checks,
     admin_config,
     admin_consumers,
     admin_groups,
@@ -35,5 +36,6 @@ def admin() -> None:
 
 for _command in (*admin_topics.COMMANDS, *admin_brokers.COMMANDS, *admin_groups.COMMANDS,
                  *admin_consumers.COMMANDS, *admin_messages.COMMANDS, *admin_ha.COMMANDS,
-                 *admin_acl.COMMANDS, *admin_auth.COMMANDS, *admin_config.COMMANDS, *admin_stats.COMMANDS):
+                 *admin_acl.COMMANDS, *admin_auth.COMMANDS, *admin_config.COMMANDS, *admin_stats.COMMANDS,
+                 *admin_checks.COMMANDS):
     admin.add_command(_command)

@@ -1,5 +1,5 @@
 """``bolide admin`` commands over the servers' settings: getBrokerConfig, updateBrokerConfig,
-getNamesrvConfig, updateNamesrvConfig, updateKvConfig, deleteKvConfig, and wipeWritePerm /
+getNamesrvConfig, updateNamesrvConfig, updateKvConfig, deleteKvConfig, updateOrderConf, and wipeWritePerm /
 addWritePerm (a broker's write permission on the NameServers, to take it out of service and
 back)."""
 
@@ -78,6 +78,38 @@ def update_kv_config(namesrv: str, output: str, namespace: str, key: str, value:
          note=f"{namespace}/{key}={value} set on {', '.join(addrs)}")
 
 
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+
+
+@click.command("updateOrderConf")
+@admin_options
+@click.option("-t", "--topic", required=True)
+@click.option("-m", "--method", required=True, type=click.Choice(["get", "put", "delete"]))
+@click.option("-v", "--order-conf",
+              help="With put: the topic's queues per broker, e.g. 'broker-a:4;broker-b:4'.")
+def update_order_conf(namesrv: str, output: str, topic: str, method: str, order_conf: str | None) -> None:
+    """A globally ordered topic's queue layout in the NameServers' KV config
+    (ORDER_TOPIC_CONFIG: 101 get, 100 put on each NameServer, 102 delete on each)."""
+    if method == "put" and not (order_conf or "").strip():
+        raise click.UsageError("give the order conf with -v, e.g. -v 'broker-a:4;broker-b:4'")
+
+    async def job(admin: Admin) -> tuple[str | None, list[str]]:
+        if method == "get":
+            return await admin.kv_config(ORDER_TOPIC_CONFIG, topic), []
+        if method == "put":
+            conf = (order_conf or "").strip()
+            return conf, await admin.update_kv_config(ORDER_TOPIC_CONFIG, topic, conf)
+        return None, await admin.delete_kv_config(ORDER_TOPIC_CONFIG, topic)
+
+    conf, addrs = with_admin(namesrv, job)
+    note = {"get": f"orderConf of {topic}: {conf}" if conf is not None else f"{topic} has no orderConf",
+            "put": f"orderConf of {topic} set to {conf} on {', '.join(addrs)}",
+            "delete": f"orderConf of {topic} deleted on {', '.join(addrs)}"}[method]
+    doc = {"topic": topic, "orderConf": conf} if method == "get" else {
+        "topic": topic, "orderConf": conf, "namesrvs": addrs}
+    emit(output, doc, note=note)
+
+
 @click.command("deleteKvConfig")
 @admin_options
 @NAMESPACE
@@ -115,5 +147,5 @@ def _perm_command(name: str, wipe: bool) -> click.Command:
 
 
 COMMANDS = (get_broker_config, update_broker_config, get_namesrv_config, update_namesrv_config,
-            update_kv_config, delete_kv_config, _perm_command("wipeWritePerm", wipe=True),
+            update_kv_config, delete_kv_config, update_order_conf, _perm_command("wipeWritePerm", wipe=True),
             _perm_command("addWritePerm", wipe=False))

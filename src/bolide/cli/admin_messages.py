@@ -1,8 +1,9 @@
-"""``bolide admin`` commands for messages: queryMsgById, queryMsgByKey, queryMsgByOffset,
-sendMessage, consumeMessage, printMsg."""
+"""``bolide admin`` commands for messages: queryMsgById, queryMsgByUniqueKey, queryMsgByKey,
+queryMsgByOffset, sendMessage, consumeMessage, printMsg, printMsgByQueue."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import click
@@ -59,16 +60,40 @@ def emit_messages(output: str, title: str, msgs: list[MessageExt], with_body: bo
          note=f"{len(msgs)} message(s)" if msgs or empty is None else empty)
 
 
+GROUP = click.option("-g", "--group", help="With -d: have this group's consumer consume the message again.")
+CLIENT_ID = click.option("-d", "--client-id",
+                         help="With -g: the consumer (client id, see consumerConnection).")
+
+
 @click.command("queryMsgById")
 @admin_options
 @click.option("-i", "--msg-id", required=True, help="Offset message id, or client id (UNIQ_KEY) with -t.")
 @click.option("-t", "--topic", help="Topic of a client message id.")
-@click.option("-g", "--group", help="With -d: have this group's consumer consume the message again.")
-@click.option("-d", "--client-id", help="With -g: the consumer (client id, see consumerConnection).")
+@GROUP
+@CLIENT_ID
 def query_msg_by_id(namesrv: str, output: str, msg_id: str, topic: str | None, group: str | None,
                     client_id: str | None) -> None:
     """A message by id: VIEW_MESSAGE_BY_ID (33), else QUERY_MESSAGE by unique key (12); with
     -g and -d also pushed to that consumer's listener (CONSUME_MESSAGE_DIRECTLY, 309)."""
+    show_message(namesrv, output, msg_id, topic, group, client_id)
+
+
+@click.command("queryMsgByUniqueKey")
+@admin_options
+@click.option("-i", "--msg-id", required=True, help="The message's client id (UNIQ_KEY, as a send returns).")
+@click.option("-t", "--topic", required=True)
+@GROUP
+@CLIENT_ID
+def query_msg_by_unique_key(namesrv: str, output: str, msg_id: str, topic: str, group: str | None,
+                            client_id: str | None) -> None:
+    """A message of a topic by its client id (QUERY_MESSAGE by unique key, 12); with -g and -d
+    also pushed to that consumer's listener (309)."""
+    show_message(namesrv, output, msg_id, topic, group, client_id)
+
+
+def show_message(namesrv: str, output: str, msg_id: str, topic: str | None, group: str | None,
+                 client_id: str | None) -> None:
+    """Print a message by id, and with ``group`` and ``client_id`` what that consumer made of it."""
     if (group is None) != (client_id is None):
         raise click.UsageError("give both -g GROUP and -d CLIENT_ID to push the message to a consumer")
 
@@ -228,4 +253,36 @@ def print_msg(namesrv: str, output: str, topic: str, sub_expression: str, begin:
     emit_messages(output, f"Messages of {topic}", msgs, with_body=print_body)
 
 
-COMMANDS = (query_msg_by_id, query_msg_by_key, query_msg_by_offset, send_message, consume_message, print_msg)
+@click.command("printMsgByQueue")
+@admin_options
+@click.option("-t", "--topic", required=True)
+@click.option("-a", "--broker-name", required=True, help="The queue's broker.")
+@click.option("-i", "--queue-id", required=True, type=click.IntRange(0))
+@click.option("-s", "--sub-expression", default="*", show_default=True, help="Tag expression.")
+@click.option("-b", "--begin", help="From the first message stored at or after this time.")
+@click.option("-e", "--end", help="Up to this time.")
+@click.option("-d", "--print-body", is_flag=True, help="Print the bodies too.")
+@click.option("-f", "--count-tags", is_flag=True, help="Count the messages per tag, most frequent first.")
+@click.option("--max", "max_count", default=100_000, show_default=True, type=click.IntRange(1))
+def print_msg_by_queue(namesrv: str, output: str, topic: str, broker_name: str, queue_id: int,
+                       sub_expression: str, begin: str | None, end: str | None, print_body: bool,
+                       count_tags: bool, max_count: int) -> None:
+    """The messages of one queue (in a time range), nothing committed; -f counts them per tag."""
+    async def job(admin: Admin) -> list[MessageExt]:
+        await pick_queue(admin, topic, broker_name, queue_id)  # a clear error for a queue it lacks
+        return await read_topic(admin, topic, broker=broker_name, queue_id=queue_id, offset=None,
+                                count=max_count, begin_ms=parse_time(begin) if begin else None,
+                                end_ms=parse_time(end) if end else None, expression=sub_expression)
+
+    msgs = with_admin(namesrv, job)
+    title = f"Messages of {topic} queue {queue_id} on {broker_name}"
+    if not count_tags:
+        emit_messages(output, title, msgs, with_body=print_body)
+        return
+    counts = Counter(m.tags or "" for m in msgs).most_common()
+    emit(output, {"count": len(msgs), "tags": dict(counts)},
+         table(f"Tags of {title}", ["tag", "messages"], counts), note=f"{len(msgs)} message(s)")
+
+
+COMMANDS = (query_msg_by_id, query_msg_by_unique_key, query_msg_by_key, query_msg_by_offset, send_message,
+            consume_message, print_msg, print_msg_by_queue)

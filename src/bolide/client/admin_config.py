@@ -8,11 +8,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from bolide.common.config_file import parse_properties
-from bolide.protocol import RequestCode
+from bolide.errors import RemotingError
+from bolide.protocol import RequestCode, ResponseCode
 from bolide.protocol.headers.namesrv import (
     AddWritePermOfBrokerRequestHeader,
     AddWritePermOfBrokerResponseHeader,
     DeleteKVConfigRequestHeader,
+    GetKVConfigRequestHeader,
+    GetKVConfigResponseHeader,
     PutKVConfigRequestHeader,
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
@@ -90,6 +93,25 @@ class ConfigAdminCalls:
         header = PutKVConfigRequestHeader(namespace=namespace, key=key, value=value)
         return list(await self._each_namesrv(RequestCode.PUT_KV_CONFIG, header,
                                              f"updateKvConfig {namespace}/{key}"))
+
+    async def kv_config(self, namespace: str, key: str) -> str | None:
+        """A key of the NameServers' KV config (GET_KV_CONFIG 101; the first NameServer that
+        answers), None when it has none (e.g. mqadmin updateOrderConf -m get)."""
+        header = GetKVConfigRequestHeader(namespace=namespace, key=key)
+        last: RemotingError | None = None
+        for addr in self.config.namesrv_addrs:
+            try:
+                response = await self._call(addr, RequestCode.GET_KV_CONFIG, header,
+                                            f"getKvConfig {namespace}/{key}",
+                                            ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+            except RemotingError as exc:
+                last = exc
+                continue
+            if response.code != ResponseCode.SUCCESS:
+                return None
+            return response.read_header(GetKVConfigResponseHeader).value
+        assert last is not None
+        raise last
 
     async def delete_kv_config(self, namespace: str, key: str) -> list[str]:
         """Delete a key of the NameServers' KV config (DELETE_KV_CONFIG 102, mqadmin

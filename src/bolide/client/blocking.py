@@ -603,6 +603,9 @@ class Admin(_Blocking[_admin.Admin]):
     def update_kv_config(self, namespace: str, key: str, value: str) -> list[str]:
         return self._run(lambda c: c.update_kv_config(namespace, key, value))
 
+    def kv_config(self, namespace: str, key: str) -> str | None:
+        return self._run(lambda c: c.kv_config(namespace, key))
+
     def delete_kv_config(self, namespace: str, key: str) -> list[str]:
         return self._run(lambda c: c.delete_kv_config(namespace, key))
 

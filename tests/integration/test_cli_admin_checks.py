@@ -1,0 +1,101 @@
+"""``bolide admin`` checks and lookups against an in-process NameServer + Broker: clusterRT,
+sendMsgStatus and checkMsgSendRT (timed sends), allocateMQ, updateOrderConf (the NameServer's
+ORDER_TOPIC_CONFIG), queryMsgByUniqueKey and printMsgByQueue."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from test_cli_admin import ServerThread, admin_json, admin_table, bolide
+
+from bolide.client import Message
+from bolide.client.blocking import Admin, Producer
+
+TOPIC = "ChecksTopic"
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+    st = ServerThread(tmp_path_factory.mktemp("checks") / "store")
+    st.thread.start()
+    assert st.ready.wait(30) and st.error is None, st.error
+    yield st
+    st.stop()
+
+
+@pytest.fixture
+def ns(servers: ServerThread) -> str:
+    assert servers.servers is not None
+    return servers.servers.namesrv_addr
+
+
+def test_timed_sends(ns: str, servers: ServerThread) -> None:
+    assert servers.servers is not None
+    broker = servers.servers.broker.config.broker_name
+    cluster = servers.servers.broker.config.broker_cluster_name
+    admin_json(ns, "updateTopic", "-t", TOPIC, "-r", "4", "-w", "4")
+
+    rows = admin_json(ns, "clusterRT", "-a", "3", "-s", "16")
+    assert [(r["cluster"], r["brokerName"], r["successCount"], r["failCount"]) for r in rows] == [
+        (cluster, broker, 3, 0)]
+    assert rows[0]["rtMs"] > 0
+    assert broker in admin_table(ns, "clusterRT", "-c", cluster, "-a", "2")
+    unknown = bolide("admin", "clusterRT", "-n", ns, "-c", "NoSuchCluster", ok=False)
+    assert unknown.exit_code != 0 and "NoSuchCluster" in unknown.output and cluster in unknown.output
+
+    sends = admin_json(ns, "sendMsgStatus", "-b", broker, "-c", "3", "-s", "32")
+    assert len(sends) == 3 and all(s["ok"] and s["status"] == "SEND_OK" for s in sends)
+    assert "mean round trip" in admin_table(ns, "sendMsgStatus", "-b", broker, "-c", "1")
+
+    check = admin_json(ns, "checkMsgSendRT", "-t", TOPIC, "-a", "8", "-s", "64")
+    assert [s["queueId"] for s in check["sends"]] == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert all(s["ok"] for s in check["sends"]) and check["averageRtMs"] > 0
+    assert "Avg RT" in admin_table(ns, "checkMsgSendRT", "-t", TOPIC, "-a", "2")
+    with Admin(ns) as admin:  # the sends were stored: 8 + 2 in the topic's queues
+        assert sum(o.max_offset for o in admin.topic_stats(TOPIC).values()) == 10
+
+
+def test_allocate_mq_and_order_conf(ns: str) -> None:
+    admin_json(ns, "updateTopic", "-t", "ChecksAlloc", "-r", "4", "-w", "4")
+    shares = admin_json(ns, "allocateMQ", "-t", "ChecksAlloc", "-i", "c3,c1,c2")["result"]
+    assert {cid: [q["queueId"] for q in queues] for cid, queues in shares.items()} == {
+        "c1": [0, 1], "c2": [2], "c3": [3]}
+    assert "c1" in admin_table(ns, "allocateMQ", "-t", "ChecksAlloc", "-i", "c1")
+
+    assert admin_json(ns, "updateOrderConf", "-t", "ChecksAlloc", "-m", "get")["orderConf"] is None
+    put = admin_json(ns, "updateOrderConf", "-t", "ChecksAlloc", "-m", "put", "-v", "broker-a:4")
+    assert put["namesrvs"] == [ns]
+    assert admin_json(ns, "updateOrderConf", "-t", "ChecksAlloc", "-m", "get")["orderConf"] == "broker-a:4"
+    with Admin(ns) as admin:
+        assert admin.kv_config("ORDER_TOPIC_CONFIG", "ChecksAlloc") == "broker-a:4"
+    admin_json(ns, "updateOrderConf", "-t", "ChecksAlloc", "-m", "delete")
+    assert "has no orderConf" in bolide("admin", "updateOrderConf", "-n", ns, "-t", "ChecksAlloc", "-m",
+                                        "get").stdout
+    missing = bolide("admin", "updateOrderConf", "-n", ns, "-t", "ChecksAlloc", "-m", "put", ok=False)
+    assert missing.exit_code != 0 and "-v" in missing.output
+
+
+def test_query_by_unique_key_and_print_by_queue(ns: str, servers: ServerThread) -> None:
+    assert servers.servers is not None
+    broker = servers.servers.broker.config.broker_name
+    admin_json(ns, "updateTopic", "-t", "ChecksMsgs", "-r", "2", "-w", "2")
+    with Producer(ns, group="checks-pg") as producer:
+        queues = producer.publish_queues("ChecksMsgs")
+        sent = [producer.send(Message("ChecksMsgs", b"m%d" % i, tags="A" if i % 3 else "B"), queue=queues[0])
+                for i in range(6)]
+    found = admin_json(ns, "queryMsgByUniqueKey", "-i", sent[2].msg_id, "-t", "ChecksMsgs")
+    assert found["body"] == "m2" and found["msgId"] == sent[2].msg_id
+    usage = bolide("admin", "queryMsgByUniqueKey", "-n", ns, "-i", sent[2].msg_id, ok=False)
+    assert usage.exit_code != 0 and "--topic" in usage.output
+
+    printed = admin_json(ns, "printMsgByQueue", "-t", "ChecksMsgs", "-a", broker, "-i", "0")
+    assert [m["queueOffset"] for m in printed["messages"]] == list(range(6))
+    only_b = admin_json(ns, "printMsgByQueue", "-t", "ChecksMsgs", "-a", broker, "-i", "0", "-s", "B")
+    assert only_b["count"] == 2
+    assert admin_json(ns, "printMsgByQueue", "-t", "ChecksMsgs", "-a", broker, "-i", "0", "-f")["tags"] == {
+        "A": 4, "B": 2}
+    assert admin_json(ns, "printMsgByQueue", "-t", "ChecksMsgs", "-a", broker, "-i", "1")["count"] == 0
+    wrong = bolide("admin", "printMsgByQueue", "-n", ns, "-t", "ChecksMsgs", "-a", broker, "-i", "7",
+                   ok=False)
+    assert wrong.exit_code != 0 and "no readable queue 7" in wrong.output
