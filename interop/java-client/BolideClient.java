@@ -1,4 +1,7 @@
 import java.nio.charset.StandardCharsets;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
@@ -6,7 +9,10 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 
+import org.apache.rocketmq.client.MQAdmin;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.exception.MQClientException;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
@@ -17,7 +23,9 @@ import org.apache.rocketmq.client.producer.TransactionMQProducer;
 import org.apache.rocketmq.client.producer.TransactionSendResult;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.client.trace.TraceView;
 import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.topic.TopicValidator;
 
 /**
  * A minimal official-client driver for interop tests (rocketmq-client 4.9.x API).
@@ -37,8 +45,14 @@ import org.apache.rocketmq.common.message.MessageExt;
  *       exits 0 once every unknown one was checked, 3 on timeout
  * </pre>
  * Only lines starting with "SEND\t" / "MSG\t" / "DONE" are the protocol; anything else is noise.
+ * With -Dbolide.trace=true the producer and consumer trace messages (enableMsgTrace) to
+ * RMQ_SYS_TRACE_TOPIC, and each waits before it shuts down until the broker serves the traces it
+ * sent (Pub, SubAfter) by message id: the Java client sends traces asynchronously and drops the
+ * ones still in flight at its shutdown.
  */
 public final class BolideClient {
+    private static final boolean TRACE = Boolean.getBoolean("bolide.trace");
+
     private BolideClient() {
     }
 
@@ -82,8 +96,42 @@ public final class BolideClient {
         return "bolide-" + role + "-" + ProcessHandle.current().pid() + "-" + System.nanoTime();
     }
 
+    /** With TRACE: wait until the broker serves a trace of TYPE for each id (30 s at most). */
+    private static void awaitTraces(MQAdmin client, Set<String> ids, String type) throws Exception {
+        if (!TRACE) {
+            return;
+        }
+        Set<String> missing = new HashSet<>(ids);
+        long deadline = System.currentTimeMillis() + 30_000;
+        while (!missing.isEmpty()) {
+            for (Iterator<String> it = missing.iterator(); it.hasNext(); ) {
+                String id = it.next();
+                List<MessageExt> traces;
+                try {
+                    traces = client.queryMessage(TopicValidator.RMQ_SYS_TRACE_TOPIC, id, 32, 0,
+                                                 System.currentTimeMillis() + 60_000).getMessageList();
+                } catch (MQClientException notYet) {
+                    continue;
+                }
+                for (MessageExt trace : traces) {
+                    if (TraceView.decodeFromTraceTransData(id, trace).stream()
+                            .anyMatch(v -> type.equals(v.getMsgType()))) {
+                        it.remove();
+                        break;
+                    }
+                }
+            }
+            if (!missing.isEmpty()) {
+                if (System.currentTimeMillis() > deadline) {
+                    throw new IllegalStateException("no " + type + " trace of " + missing);
+                }
+                Thread.sleep(200);
+            }
+        }
+    }
+
     private static void produce(String namesrv, String topic, int n) throws Exception {
-        DefaultMQProducer producer = new DefaultMQProducer("bolide_interop_pg");
+        DefaultMQProducer producer = new DefaultMQProducer("bolide_interop_pg", null, TRACE, null);
         producer.setNamesrvAddr(namesrv);
         producer.setInstanceName(instance("p"));
         producer.setSendMsgTimeout(5000);
@@ -92,16 +140,19 @@ public final class BolideClient {
         producer.setHeartbeatBrokerInterval(1000);
         producer.setVipChannelEnabled(false);
         producer.start();
+        Set<String> sentIds = new HashSet<>();
         try {
             for (int i = 0; i < n; i++) {
                 Message msg = new Message(topic, "tag" + (i % 3), "key-" + i + " k" + (i % 2),
                                           ("body-" + i).getBytes(StandardCharsets.UTF_8));
                 SendResult r = producer.send(msg);
+                sentIds.add(r.getMsgId());
                 System.out.println(String.join("\t", "SEND", String.valueOf(r.getSendStatus()), r.getMsgId(),
                         r.getMessageQueue().getBrokerName(), String.valueOf(r.getMessageQueue().getQueueId()),
                         String.valueOf(r.getQueueOffset())));
                 System.out.flush();
             }
+            awaitTraces(producer, sentIds, "Pub");
         } finally {
             producer.shutdown();
         }
@@ -113,7 +164,8 @@ public final class BolideClient {
             throws Exception {
         Set<String> seen = ConcurrentHashMap.newKeySet();
         CountDownLatch done = new CountDownLatch(1);
-        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(
+            group, null, new AllocateMessageQueueAveragely(), TRACE, null);
         consumer.setNamesrvAddr(namesrv);
         consumer.setInstanceName(instance("c"));
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
@@ -141,6 +193,9 @@ public final class BolideClient {
         boolean ok;
         try {
             ok = done.await(timeoutSec, TimeUnit.SECONDS);
+            if (ok) {
+                awaitTraces(consumer, seen, "SubAfter");
+            }
         } finally {
             consumer.shutdown();
         }

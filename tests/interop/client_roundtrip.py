@@ -96,12 +96,14 @@ def round_trip(client: list[str], tmp_path: Path, topic: str, group: str, consum
                env: dict[str, str] | None = None,
                before: Callable[[Servers, str], Awaitable[None]] | None = None,
                while_consuming: Callable[[Servers, str, str], Awaitable[None]] | None = None,
+               after: Callable[[Servers, list[Sent]], Awaitable[None]] | None = None,
                **server_options: Any) -> None:
     """Produce COUNT messages and consume them with ``client``; check both sides and the store.
     ``before(servers, topic)``, if given, runs once the servers are up (e.g. to create the topic).
     ``while_consuming(servers, topic, group)``, if given, runs once the consumer is started and before
-    anything is produced (so the consumer is still waiting for messages). ``server_options`` go
-    to :func:`running_servers` (e.g. ``tls=``)."""
+    anything is produced (so the consumer is still waiting for messages). ``after(servers,
+    sent)``, if given, runs once both clients exited, before the servers stop. ``server_options``
+    go to :func:`running_servers` (e.g. ``tls=``)."""
     store_dir = tmp_path / "store"
 
     async def main() -> tuple[list[Sent], list[Received]]:
@@ -127,6 +129,8 @@ def round_trip(client: list[str], tmp_path: Path, topic: str, group: str, consum
             else:
                 consumed = await run_driver(consume, tmp_path / "consume.log", env)
             received = [Received(f[1], f[2], f[3], int(f[4]), int(f[5]), f[6]) for f in consumed]
+            if after is not None:
+                await after(servers, sent)
             return sent, received
 
     sent, received = asyncio.run(main())

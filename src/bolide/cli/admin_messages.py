@@ -1,5 +1,5 @@
 """``bolide admin`` commands for messages: queryMsgById, queryMsgByUniqueKey, queryMsgByKey,
-queryMsgByOffset, sendMessage, consumeMessage, printMsg, printMsgByQueue."""
+queryMsgByOffset, queryMsgTraceById, sendMessage, consumeMessage, printMsg, printMsgByQueue."""
 
 from __future__ import annotations
 
@@ -19,12 +19,14 @@ from bolide.cli.admin_common import (
     with_admin,
 )
 from bolide.client.admin import Admin
+from bolide.client.admin_trace import TraceView
 from bolide.client.admin_types import body_text, message_dict
 from bolide.client.errors import ClientConfigError, MessageNotFoundError, MQBrokerError
 from bolide.client.producer import Producer
 from bolide.common.message import Message, MessageExt
 from bolide.protocol.bodies.admin import ConsumeMessageDirectlyResult
 from bolide.protocol.bodies.client import MessageQueue
+from bolide.protocol.trace import TRACE_TOPIC
 
 ADMIN_PRODUCER_GROUP = "bolide-admin-producer"
 
@@ -284,5 +286,29 @@ def print_msg_by_queue(namesrv: str, output: str, topic: str, broker_name: str, 
          table(f"Tags of {title}", ["tag", "messages"], counts), note=f"{len(msgs)} message(s)")
 
 
+@click.command("queryMsgTraceById")
+@admin_options
+@click.option("-i", "--msg-id", required=True, help="The message's client id (UNIQ_KEY, as a send returns).")
+@click.option("-t", "--trace-topic", default=TRACE_TOPIC, show_default=True,
+              help="The topic the clients write their traces to.")
+@click.option("--max-num", default=64, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--begin", help="Traces stored at or after this time (default: any).")
+@click.option("--end", help="Traces stored before this time (default: now).")
+def query_msg_trace_by_id(namesrv: str, output: str, msg_id: str, trace_topic: str, max_num: int,
+                          begin: str | None, end: str | None) -> None:
+    """A message's trace: who sent it and when, which groups consumed it, how long each took and
+    whether it succeeded (the trace messages of the trace topic indexed under its id, 105, 12)."""
+    views: list[TraceView] = with_admin(namesrv, lambda admin: admin.message_trace(
+        msg_id, trace_topic=trace_topic, max_num=max_num, begin_ms=parse_time(begin) if begin else 0,
+        end_ms=parse_time(end) if end else None))
+    rows = [[v.type, v.group, v.client_host, fmt_time(v.timestamp_ms), f"{v.cost_ms}ms", v.status]
+            for v in views]
+    emit(output, [v.to_dict() for v in views],
+         table(f"Trace of {msg_id}", ["type", "group", "clientHost", "time", "costTime", "status"], rows),
+         note=None if views else f"no trace of {msg_id} in {trace_topic}: were the producer and "
+                                 "consumers tracing (e.g. enableMsgTrace), and is the id the client id a "
+                                 "send returned?")
+
+
 COMMANDS = (query_msg_by_id, query_msg_by_unique_key, query_msg_by_key, query_msg_by_offset, send_message,
-            consume_message, print_msg, print_msg_by_queue)
+            consume_message, print_msg, print_msg_by_queue, query_msg_trace_by_id)

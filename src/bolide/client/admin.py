@@ -22,6 +22,7 @@ from bolide.client.admin_acl import AclAdminCalls
 from bolide.client.admin_auth import AuthAdminCalls
 from bolide.client.admin_config import ConfigAdminCalls
 from bolide.client.admin_stats import StatsAdminCalls
+from bolide.client.admin_trace import TraceAdminCalls
 from bolide.client.admin_types import GroupProgress, OffsetChange, QueueProgress, ResetPlan
 from bolide.client.api import request
 from bolide.client.config import ClientConfig, as_config
@@ -95,7 +96,7 @@ TOOLS_GROUP = "TOOLS_CONSUMER"  # the group mqadmin's reads use (built into ever
 DEFAULT_TOPIC = "TBW102"
 
 
-class Admin(AclAdminCalls, AuthAdminCalls, ConfigAdminCalls, StatsAdminCalls):
+class Admin(AclAdminCalls, AuthAdminCalls, ConfigAdminCalls, StatsAdminCalls, TraceAdminCalls):
     """Topics, groups, progress and message lookups; asyncio API (blocking twin in
     :mod:`bolide.client.blocking`)."""
 

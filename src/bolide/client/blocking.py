@@ -35,6 +35,7 @@ from bolide.client import simple_consumer as _simple
 from bolide.client import transaction as _tx
 from bolide.client.admin_acl import AclVersion
 from bolide.client.admin_stats import TopicGroupStats
+from bolide.client.admin_trace import TraceView
 from bolide.client.admin_types import GroupProgress, ResetPlan
 from bolide.client.errors import ClientStateError
 from bolide.client.filtering import MessageSelector
@@ -629,6 +630,9 @@ class Admin(_Blocking[_admin.Admin]):
 
     def stats_all(self, topic: str | None = None, *, active_only: bool = False) -> list[TopicGroupStats]:
         return self._run(lambda c: c.stats_all(topic, active_only=active_only))
+
+    def message_trace(self, msg_id: str, **kwargs: Any) -> list[TraceView]:
+        return self._run(lambda c: c.message_trace(msg_id, **kwargs))
 
     def queues(self, topic: str) -> list[tuple[MessageQueue, str]]:
         return self._run(lambda c: c.queues(topic))

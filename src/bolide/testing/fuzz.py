@@ -161,8 +161,8 @@ def _properties() -> TargetFn:
     def target(data: bytes) -> None:
         text = data.decode("latin-1")
         for dead in (False, True):
-            expected = send.stored_properties_pure(text, "c", dead=dead)
-            if send.stored_properties(text, "c", dead=dead) != expected:
+            expected = send.stored_properties_pure(text, send.broker_properties("c"), dead=dead)
+            if send.stored_properties(text, send.broker_properties("c"), dead=dead) != expected:
                 raise Mismatch(f"compiled property rewrite differs on {text!r} (dead={dead})")
 
     return target

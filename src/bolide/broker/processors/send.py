@@ -20,7 +20,12 @@ from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX, TRANS_HALF_TOPIC, vali
 from bolide.protocol.bodies.batch import batch_members
 from bolide.protocol.codes import RequestCode, ResponseCode, SerializeType
 from bolide.protocol.command import RemotingCommand
-from bolide.protocol.headers.send import decode_send_request_header, send_ok_frame, send_response_ext
+from bolide.protocol.headers.send import (
+    DEFAULT_REGION,
+    decode_send_request_header,
+    send_ok_frame,
+    send_response_ext,
+)
 from bolide.remoting import NOT_NOW, NotNow, RequestContext
 from bolide.store import PutStatus
 from bolide.store.results import PutMessageResult
@@ -45,27 +50,33 @@ PUT_STATUS_CODES = {
 _JSON = SerializeType.JSON
 _STORED = frozenset((ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
                      ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE))
-_DROPPED = ("WAIT\x01", "CLUSTER\x01")
+_DROPPED = ("WAIT\x01", "CLUSTER\x01", "MSG_REGION\x01", "TRACE_ON\x01")
 _DROPPED_DEAD = (*_DROPPED, "DELAY\x01")  # a dead letter is stored at once
 
 
 _properties_without = getattr(load("bolide.protocol._codec"), "properties_without", None)
 
 
-def stored_properties(header_properties: str | None, cluster: str, *, dead: bool = False) -> bytes:
-    """The send header's property string as the Java broker stores it: ``WAIT`` dropped,
-    ``CLUSTER`` set to this broker's cluster (spec 3.4 step 5), ``DELAY`` dropped from a
-    message redirected to a dead letter queue; the rest is not decoded."""
+def broker_properties(cluster: str, trace_on: bool = True) -> str:
+    """The pairs the broker adds to every message it stores, as RocketMQ 5's does: its region
+    (``MSG_REGION``, which consumers' trace hooks need to trace a message), ``TRACE_ON`` and
+    ``CLUSTER``."""
+    return f"MSG_REGION\x01{DEFAULT_REGION}\x02TRACE_ON\x01{'true' if trace_on else 'false'}\x02" \
+           f"CLUSTER\x01{cluster}\x02"
+
+
+def stored_properties(header_properties: str | None, added: str, *, dead: bool = False) -> bytes:
+    """The send header's property string as the Java broker stores it: ``WAIT`` dropped, the
+    broker's pairs (``added``, from :func:`broker_properties`) set (spec 3.4 step 5), ``DELAY``
+    dropped from a message redirected to a dead letter queue; the rest is not decoded."""
     if _properties_without is not None:  # the compiled twin (ASCII text; None otherwise)
-        out = _properties_without(header_properties or "", _DROPPED_DEAD if dead else _DROPPED,
-                                  f"CLUSTER\x01{cluster}\x02")
+        out = _properties_without(header_properties or "", _DROPPED_DEAD if dead else _DROPPED, added)
         if out is not None:
             return out
-    return stored_properties_pure(header_properties, cluster, dead=dead)
+    return stored_properties_pure(header_properties, added, dead=dead)
 
 
-def stored_properties_pure(header_properties: str | None, cluster: str, *,
-                           dead: bool = False) -> bytes:
+def stored_properties_pure(header_properties: str | None, added: str, *, dead: bool = False) -> bytes:
     """:func:`stored_properties` in Python (the fallback; tests compare the two)."""
     text = header_properties or ""
     for key in _DROPPED_DEAD if dead else _DROPPED:
@@ -73,7 +84,7 @@ def stored_properties_pure(header_properties: str | None, cluster: str, *,
             text = _without(text, key)
     if text and not text.endswith("\x02"):
         text += "\x02"
-    return f"{text}CLUSTER\x01{cluster}\x02".encode()
+    return f"{text}{added}".encode()
 
 
 def _without(text: str, key: str) -> str:
@@ -122,6 +133,7 @@ class SendProcessor:
         self.broker = broker
         # created once the store is open; SYNC_FLUSH and SYNC_MASTER sends wait
         self._sync_flush = broker.store.config.sync_flush or broker.sync_master is not None
+        self._added: dict[tuple[str, bool], str] = {}  # broker_properties by (cluster, traceOn)
 
     def process_now(self, ctx: RequestContext, request: RemotingCommand, *, frame: bool = False,
                     ) -> RemotingCommand | bytes | NotNow:
@@ -204,7 +216,11 @@ class SendProcessor:
                 ResponseCode.SYSTEM_ERROR,
                 f"request queueId[{queue_id}] is illegal, topic {topic} has "
                 f"{max(tc.read_queue_nums, tc.write_queue_nums)} queues")
-        cluster = self.broker.config.broker_cluster_name
+        config = self.broker.config
+        cluster = config.broker_cluster_name
+        added = self._added.get((cluster, config.trace_on))
+        if added is None:
+            added = self._added[(cluster, config.trace_on)] = broker_properties(cluster, config.trace_on)
         store = self.broker.store
         body = request.body_bytes()
         born = born_host(ctx.remote_address)
@@ -212,6 +228,7 @@ class SendProcessor:
             props = P.decode_properties(header.properties) if header.properties else {}
             props.pop(P.WAIT_STORE_MSG_OK, None)
             props[P.CLUSTER] = cluster
+            props["MSG_REGION"], props["TRACE_ON"] = DEFAULT_REGION, "true" if config.trace_on else "false"
             batch_props = P.encode_properties(props)
             result = store.try_put_batch_body(topic, body, batch_props, queue_id,
                                               born_timestamp=header.born_timestamp,
@@ -226,14 +243,14 @@ class SendProcessor:
                                              f"the broker[{self.broker.config.broker_ip1}] sending "
                                              "transaction message is forbidden")
             result = self.broker.transactions.put_half(
-                topic, queue_id, body, stored_properties(header.properties, cluster),
+                topic, queue_id, body, stored_properties(header.properties, added),
                 flag=header.flag, sys_flag=header.sys_flag, born_timestamp=header.born_timestamp,
                 born_host=born, reconsume_times=header.reconsume_times or 0)
             # the UNIQ_KEY, as RocketMQ answers it: RocketMQ 5's proxy ends the transaction by it
             uniq = P.decode_properties(header.properties or "").get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             extra = {"transactionId": uniq} if uniq else None
         else:
-            encoded = stored_properties(header.properties, cluster, dead=dead)
+            encoded = stored_properties(header.properties, added, dead=dead)
             if b"TIMER_" in encoded and not dead:  # maybe a timer message (RocketMQ 5)
                 try:
                     encoded, recall = self._timer(topic, encoded)

@@ -34,6 +34,7 @@ from bolide.common.message import MessageExt
 from bolide.common.recall_handle import RecallError
 from bolide.common.sysflag import TRANSACTION_PREPARED_TYPE
 from bolide.common.topic import DLQ_GROUP_TOPIC_PREFIX, TRANS_HALF_TOPIC
+from bolide.protocol.headers.send import DEFAULT_REGION
 from bolide.protocol.v5 import messaging_pb2 as pb
 from bolide.store import PutStatus
 from bolide.store.results import PutMessageResult
@@ -111,6 +112,7 @@ class GrpcProducer:
         group = props.get(SHARDING_KEY)
         queue_id = (zlib.crc32(group.encode()) if group is not None else next(self._round_robin)) % writable
         props[P.CLUSTER] = broker.config.broker_cluster_name
+        props["MSG_REGION"], props["TRACE_ON"] = DEFAULT_REGION, "true" if broker.config.trace_on else "false"
         born_ts = int(props.get("BORN_TIMESTAMP") or time.time() * 1000)
         if P.TIMER_DELIVER_MS in props:
             props = self._timer(props)

@@ -128,11 +128,14 @@ class SendMessageResponseHeader(Header):
     trace_on: bool | None = True
 
 
+DEFAULT_REGION = "DefaultRegion"  # RocketMQ's regionId, answered in MSG_REGION and stored with each message
+
+
 def send_response_ext(msg_id: str, queue_id: int, queue_offset: int) -> dict[str, str]:
     """``SendMessageResponseHeader(msg_id, queue_id, queue_offset).to_ext_fields()`` without
     the header object: the extFields of every successful send's response (the hot path)."""
     return {"msgId": msg_id, "queueId": int.__repr__(queue_id),
-            "queueOffset": int.__repr__(queue_offset), "MSG_REGION": "DefaultRegion",
+            "queueOffset": int.__repr__(queue_offset), "MSG_REGION": DEFAULT_REGION,
             "TRACE_ON": "true"}
 
 
