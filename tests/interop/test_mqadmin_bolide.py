@@ -7,7 +7,8 @@ consumer, whose report mqadmin parses), queryMsgById -g -d (CONSUME_MESSAGE_DIRE
 brokerConsumeStats, producer, queryCq, sendMsgStatus, the three exports, statsAll,
 checkMsgSendRT, the config getters and setters (updateBrokerConfig written into the broker's
 config file), KV config, cloneGroupOffset, write permissions,
-updateTopicPerm, deleteExpiredCommitLog, cleanExpiredCQ and cleanUnusedTopic.
+updateTopicPerm, deleteExpiredCommitLog, cleanExpiredCQ, cleanUnusedTopic, updateOrderConf,
+allocateMQ, printMsgByQueue and queryMsgTraceById (of a trace Bolide encoded).
 
 The servers run on this process's event loop while mqadmin is a JVM subprocess, so each batch
 runs in a thread (``asyncio.to_thread``). A raw RemotingClient heartbeats as consumer group
@@ -37,6 +38,7 @@ from bolide.protocol.headers import (
     SendMessageRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from bolide.protocol.trace import PUB, TRACE_TOPIC, TraceBean, TraceContext, encode_trace_context
 from bolide.remoting import RemotingClient
 from bolide.testing.rocketmq import RocketMQ, RocketMQUnavailable, parse_query_by_key, parse_topic_status
 from bolide.testing.servers import Servers, running_servers
@@ -81,6 +83,17 @@ async def _prepare(s: Servers, client: RemotingClient) -> str:
         await _invoke(client, s.broker_addr, RequestCode.UPDATE_CONSUMER_OFFSET,
                       UpdateConsumerOffsetRequestHeader(consumer_group="cg", topic=TOPIC, queue_id=qid,
                                                         commit_offset=offset))
+    # a trace of message 0 as Bolide encodes it, for mqadmin queryMsgTraceById to decode
+    await _invoke(client, s.broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, CreateTopicRequestHeader(
+        topic=TRACE_TOPIC, default_topic="TBW102", read_queue_nums=1, write_queue_nums=1, perm=6))
+    trace, keys = encode_trace_context(TraceContext(
+        PUB, int(time.time() * 1000), "DefaultRegion", "pg", cost_ms=3,
+        beans=[TraceBean(UNIQ.format(0), TOPIC, "", "key-0 common", s.broker_addr, 6)]))
+    header = SendMessageRequestHeader(producer_group="trace_pg", topic=TRACE_TOPIC, default_topic="TBW102",
+                                      default_topic_queue_nums=1, queue_id=0, sys_flag=0,
+                                      born_timestamp=int(time.time() * 1000), flag=0,
+                                      properties=f"KEYS\x01{' '.join(keys)}\x02")
+    await _invoke(client, s.broker_addr, RequestCode.SEND_MESSAGE_V2, header.to_v2(), trace.encode())
     assert await asyncio.to_thread(s.broker.store.wait_dispatched, 10.0)
     return (await client.get_channel(s.broker_addr)).local_address
 
@@ -178,6 +191,7 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                 ["updateOrderConf", "-t", TOPIC, "-m", "get"],
                 ["allocateMQ", "-t", TOPIC, "-i", "a,b"],
                 ["printMsgByQueue", "-t", TOPIC, "-a", "broker-a", "-i", "0", "-p", "true", "-d", "true"],
+                ["queryMsgTraceById", "-i", UNIQ.format(0)],
             ] + ([["haStatus", "-b", s.broker_addr],  # GET_BROKER_HA_STATUS
                   ["setConsumeMode", "-b", s.broker_addr, "-t", TOPIC, "-g", "admin_group", "-m", "POP",
                    "-q", "1"]] if major5 else [])  # SET_MESSAGE_REQUEST_MODE
@@ -210,9 +224,9 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
     (row,) = _rows(outputs[0], "DefaultCluster")
     assert row[1:5] == ["broker-a", "0", broker_addr, "V4_9_8"], log
     (row,) = _rows(outputs[1], "DefaultCluster")
-    assert int(row[2]) + int(row[4]) == COUNT, log  # puts yesterday + today (midnight-proof)
+    assert int(row[2]) + int(row[4]) == COUNT + 1, log  # puts yesterday + today; +1: the trace
     status = _fields(outputs[2])
-    assert status["brokerVersionDesc"] == "V4_9_8" and status["msgPutTotalTodayNow"] == str(COUNT), log
+    assert status["brokerVersionDesc"] == "V4_9_8" and status["msgPutTotalTodayNow"] == str(COUNT + 1), log
     assert status["commitLogMaxOffset"] == str(state["max_phy"]), log
 
     # topics
@@ -338,6 +352,10 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
     assert '"result":{' in output("allocateMQ", "-t", TOPIC, "-i", "a,b"), log
     printed = output("printMsgByQueue", "-t", TOPIC, "-a", "broker-a", "-i", "0", "-p", "true", "-d", "true")
     assert re.findall(r"BODY: (body-\d)", printed) == ["body-0", "body-2"], log
+    # queryMsgTraceById decodes the trace Bolide encoded (bolide.protocol.trace)
+    [pub] = [line.split() for line in output("queryMsgTraceById", "-i", UNIQ.format(0)).splitlines()
+             if line.startswith("Pub")]
+    assert (pub[1], pub[-2], pub[-1]) == ("pg", "3ms", "success"), log
 
     # haStatus (GET_BROKER_HA_STATUS, 5.x): a master without slaves
     if version.startswith("5"):
