@@ -32,7 +32,9 @@ class ClientConfig:
     client's AclClientRPCHook does. ``use_tls`` connects to NameServers and brokers over TLS
     (servers with ``tls.server.mode`` permissive or enforcing), checking their certificate
     against ``tls_ca_file`` when given, else not checking it (the Java client's default test
-    mode).
+    mode). ``enable_trace`` makes producers and push consumers write message traces to
+    ``trace_topic`` (default ``RMQ_SYS_TRACE_TOPIC``), as the Java client's ``enableTrace``
+    (:mod:`bolide.client.tracing`).
     """
 
     namesrv_addr: str
@@ -46,6 +48,8 @@ class ClientConfig:
     security_token: str | None = dataclasses.field(default=None, repr=False)
     use_tls: bool = False
     tls_ca_file: str | None = None
+    enable_trace: bool = False
+    trace_topic: str | None = None
 
     def __post_init__(self) -> None:
         if not self.namesrv_addrs:

@@ -41,6 +41,7 @@ from bolide.client.request_reply import PendingReplies, is_reply
 from bolide.client.results import SendResult, SendStatus
 from bolide.client.route import TopicRoute
 from bolide.client.selector import MessageQueueSelector
+from bolide.client.tracing import TraceDispatcher
 from bolide.common import properties as P
 from bolide.common import sysflag
 from bolide.common.compression import CompressionType, compress_body
@@ -94,6 +95,7 @@ class Producer:
         self._start_lock: asyncio.Lock | None = None
         self._replies: PendingReplies | None = None  # made by the first request
         self._requested: set[str] = set()  # topics requests went to
+        self._tracer = TraceDispatcher(self.config, group, "PRODUCE") if self.config.enable_trace else None
 
     @property
     def client_id(self) -> str:
@@ -108,7 +110,10 @@ class Producer:
         return self
 
     async def close(self) -> None:
-        """Unregister from the brokers and close every connection."""
+        """Send the message traces still waiting (with ``enable_trace``), unregister from the
+        brokers and close every connection."""
+        if self._tracer is not None:
+            await self._tracer.close()
         await self._instance.close(producer_group=self.group)
 
     async def __aenter__(self) -> Producer:
@@ -145,8 +150,13 @@ class Producer:
         def attempt(mq: MessageQueue, remaining_ms: int) -> Awaitable[SendResult]:
             return self._send_one(route, mq, body, sys_flag, props, msg, remaining_ms)
 
-        return await self._with_retries(route, fixed, attempt, started, timeout_ms,
-                                        f"sending to topic {msg.topic!r}")
+        result = await self._with_retries(route, fixed, attempt, started, timeout_ms,
+                                          f"sending to topic {msg.topic!r}")
+        if self._tracer is not None:
+            cost_ms = int((asyncio.get_running_loop().time() - started) * 1000)
+            self._tracer.on_send(msg, result, int(time.time() * 1000) - cost_ms, cost_ms,
+                                 store_host=self._addr(route, result.queue))
+        return result
 
     async def recall_message(self, topic: str, recall_handle: str, *, timeout_ms: int | None = None) -> str:
         """Recall a timer message before it is due (RocketMQ 5's ``recallMessage``):

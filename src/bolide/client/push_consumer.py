@@ -47,6 +47,7 @@ from bolide.client.process_queue import MIB, ProcessQueue
 from bolide.client.producer import Producer
 from bolide.client.pulling import pull, restore_retry_topic
 from bolide.client.results import ConsumeFrom, ConsumeStatus, MessageModel, PullStatus
+from bolide.client.tracing import TraceDispatcher
 from bolide.common import properties as P
 from bolide.common.compression import decompress_message
 from bolide.common.message import Message, MessageExt
@@ -128,6 +129,7 @@ class PushConsumer(ConsumerBase):
             raise ClientConfigError(f"pull_timeout_ms ({pull_timeout_ms}) must exceed suspend_ms "
                                     f"({suspend_ms}), or held pulls time out on the client")
         self.listener = listener
+        self._tracer = TraceDispatcher(self.config, group, "CONSUME") if self.config.enable_trace else None
         self.consume_concurrency = consume_concurrency
         self.consume_batch_max_size = consume_batch_max_size
         self.pull_batch_size = pull_batch_size
@@ -209,6 +211,8 @@ class PushConsumer(ConsumerBase):
             await self._orderly.unlock(locked)
         if self._inner_producer is not None:
             await self._inner_producer.close()
+        if self._tracer is not None:
+            await self._tracer.close()
         await self._instance.close(consumer_group=self.group)
 
     async def __aenter__(self) -> PushConsumer:
@@ -415,11 +419,15 @@ class PushConsumer(ConsumerBase):
             task.add_done_callback(self._consume_tasks.discard)
 
     async def _call_listener(self, msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus:
+        tracer = self._tracer
+        traced = tracer.before_consume(msgs) if tracer is not None else None
         began = time.monotonic()
         status = await self._listener_status(msgs, ctx)
         ok = status is ConsumeStatus.CONSUME_SUCCESS
-        self.stats.consumed(ctx.queue.topic, (time.monotonic() - began) * 1000,
-                            len(msgs) if ok else 0, 0 if ok else len(msgs))
+        spent_ms = (time.monotonic() - began) * 1000
+        self.stats.consumed(ctx.queue.topic, spent_ms, len(msgs) if ok else 0, 0 if ok else len(msgs))
+        if tracer is not None and traced is not None:
+            tracer.after_consume(traced, ok, spent_ms, len(msgs))
         return status
 
     async def _run_listener(self, msgs: list[MessageExt], ctx: ConsumeContext) -> Any:

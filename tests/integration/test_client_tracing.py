@@ -1,0 +1,127 @@
+"""Message traces of Bolide's own producer and push consumer (``enable_trace``) against an
+in-process NameServer + Broker with the trace topic: each send's Pub and each consumption's
+SubBefore / SubAfter reach RMQ_SYS_TRACE_TOPIC, keyed by message id, and the Admin reads them
+back; closing a client sends the traces still waiting; a custom trace topic; a client without
+tracing writes none."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from bolide.client import ClientConfig, ConsumeFrom, Message, Producer, PushConsumer, tracing
+from bolide.client.admin import Admin
+from bolide.client.admin_trace import TraceView
+from bolide.client.results import SendResult, SendStatus
+from bolide.client.tracing import TraceDispatcher
+from bolide.protocol.bodies.client import MessageQueue
+from bolide.protocol.trace import TRACE_TOPIC, decode_trace_data
+from bolide.testing.servers import Servers, running_servers
+
+TOPIC, GROUP = "TracedTopic", "traced-cg"
+
+
+async def _trace_of(admin: Admin, msg_id: str, types: set[str], trace_topic: str = TRACE_TOPIC,
+                    ) -> list[TraceView]:
+    """The message's trace once it has steps of every type in ``types`` (the index is built as
+    the broker dispatches)."""
+    async with asyncio.timeout(20):
+        while True:
+            views = await admin.message_trace(msg_id, trace_topic=trace_topic)
+            if {v.type for v in views} >= types:
+                return views
+            await asyncio.sleep(0.05)
+
+
+async def _create(s: Servers, *topics: str) -> None:
+    async with Admin(s.namesrv_addr) as admin:
+        for topic in topics:
+            await admin.create_topic(topic, read_queue_nums=2, write_queue_nums=2)
+
+
+def test_producer_and_push_consumer_trace_their_messages(tmp_path: Path) -> None:
+    asyncio.run(_producer_and_push_consumer(tmp_path))
+
+
+async def _producer_and_push_consumer(tmp_path: Path) -> None:
+    async with running_servers(tmp_path / "store", trace_topic_enable=True) as s:
+        await _create(s, TOPIC)
+        config = ClientConfig(s.namesrv_addr, enable_trace=True)
+        async with Producer(config, group="traced-pg") as producer:
+            sent = [await producer.send(Message(TOPIC, b"m%d" % i, tags="T", keys=[f"k{i}", "all"]))
+                    for i in range(3)]
+            delayed = await producer.send(Message(TOPIC, b"later", properties={"DELAY": "1"}))
+        # closing sent the traces: no FLUSH_S to wait for
+        got: list[str] = []
+        done = asyncio.Event()
+
+        def listener(msgs: list[object], ctx: object) -> None:
+            got.extend(m.msg_id for m in msgs)  # type: ignore[attr-defined]
+            if len(got) >= 4:
+                done.set()
+
+        consumer = PushConsumer(config, GROUP, listener=listener, consume_from=ConsumeFrom.FIRST_OFFSET,
+                                rebalance_interval_ms=200)
+        consumer.subscribe(TOPIC)
+        await consumer.start()
+        try:
+            await asyncio.wait_for(done.wait(), 30)
+        finally:
+            await consumer.close()
+
+        async with Admin(s.namesrv_addr) as admin:
+            views = await _trace_of(admin, sent[1].msg_id, {"Pub", "SubAfter"})
+            [pub] = [v for v in views if v.type == "Pub"]
+            assert (pub.group, pub.status, pub.topic, pub.tags, pub.keys) == (
+                "traced-pg", "success", TOPIC, "T", "k1 all")
+            assert pub.offset_msg_id == sent[1].offset_msg_id and pub.store_host == s.broker_addr
+            assert pub.msg_type == "Normal_Msg"
+            subs = [v for v in views if v.type == "SubAfter"]
+            assert [(v.group, v.status) for v in subs] == [(GROUP, "success")]
+            late = await _trace_of(admin, delayed.msg_id, {"Pub"})
+            assert late[0].msg_type == "Delay_Msg"
+            # the raw trace messages also hold the SubBefore contexts, and are keyed by the keys
+            raw = await admin.query_by_key(TRACE_TOPIC, "k1")
+            contexts = [c for m in raw for c in decode_trace_data(m.body.decode())]
+            assert {c.type for c in contexts} >= {"Pub", "SubBefore", "SubAfter"}
+            assert all(c.group.startswith("traced-") for c in contexts)
+
+
+def test_a_custom_trace_topic_and_no_traces_without_tracing(tmp_path: Path) -> None:
+    asyncio.run(_custom_topic(tmp_path))
+
+
+async def _custom_topic(tmp_path: Path) -> None:
+    async with running_servers(tmp_path / "store", auto_create_topic_enable=True) as s:
+        await _create(s, TOPIC, "MyTraces")
+        traced = ClientConfig(s.namesrv_addr, enable_trace=True, trace_topic="MyTraces")
+        async with Producer(traced, group="custom-pg") as producer:
+            one = await producer.send(Message(TOPIC, b"x"))
+        async with Producer(ClientConfig(s.namesrv_addr), group="plain-pg") as producer:
+            plain = await producer.send(Message(TOPIC, b"y"))
+        async with Admin(s.namesrv_addr) as admin:
+            views = await _trace_of(admin, one.msg_id, {"Pub"}, trace_topic="MyTraces")
+            assert [v.group for v in views] == ["custom-pg"]
+            assert s.broker.topics.get(TRACE_TOPIC) is None  # nothing went to the default one
+            assert await admin.message_trace(plain.msg_id, trace_topic="MyTraces") == []
+
+
+def test_a_full_dispatcher_drops_and_counts(tmp_path: Path) -> None:
+    asyncio.run(_full_dispatcher(tmp_path))
+
+
+async def _full_dispatcher(tmp_path: Path) -> None:
+    async with running_servers(tmp_path / "store", trace_topic_enable=True) as s:
+        config = ClientConfig(s.namesrv_addr, enable_trace=True)
+        dispatcher = TraceDispatcher(config, "g", "PRODUCE")
+        msg = Message(TOPIC, b"x")
+        result = SendResult(SendStatus.SEND_OK, "ID", "OFF", MessageQueue(TOPIC, "b", 0), 0)
+        for _ in range(tracing.MAX_PENDING + 5):
+            dispatcher.on_send(msg, result, 1, 1, store_host="h")
+        await dispatcher.close()
+        assert dispatcher.dropped >= 5 and dispatcher.failed == 0
+        dispatcher.on_send(msg, result, 1, 1, store_host="h")  # after close: dropped, not sent
+        assert dispatcher.dropped >= 6
+        async with Admin(s.namesrv_addr) as admin:
+            stats = await admin.topic_stats(TRACE_TOPIC)
+        assert sum(o.max_offset for o in stats.values()) >= 1  # the kept ones went out
