@@ -94,12 +94,13 @@ def _cli_trace(ns: str, msg_id: str) -> list[dict[str, object]]:
     return json.loads(result.stdout)  # type: ignore[no-any-return]
 
 
-def test_java_clients_trace_messages_through_bolide(tmp_path: Path) -> None:
-    """enableMsgTrace: the Java 5.3.3 producer and push consumer send their traces to
+@pytest.mark.parametrize("version", ["4.9.7", "5.3.3"])
+def test_java_clients_trace_messages_through_bolide(tmp_path: Path, version: str) -> None:
+    """enableMsgTrace: the Java producer and push consumer send their traces to
     RMQ_SYS_TRACE_TOPIC (traceTopicEnable=true on the broker); ``Admin.message_trace`` and
     ``bolide admin queryMsgTraceById`` read them back by message id."""
     try:
-        java = java_client_command("5.3.3", home=tmp_path / "jclient", jvm_options=["-Dbolide.trace=true"])
+        java = java_client_command(version, home=tmp_path / "jclient", jvm_options=["-Dbolide.trace=true"])
     except RocketMQUnavailable as exc:
         unavailable(f"real RocketMQ unavailable: {exc}")
     round_trip(java, tmp_path, TRACE_TOPIC, TRACE_GROUP, consume_timeout_sec=60, after=_traced,
