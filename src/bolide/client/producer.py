@@ -54,7 +54,7 @@ from bolide.protocol import RequestCode, ResponseCode
 from bolide.protocol.bodies.batch import encode_batch_body
 from bolide.protocol.bodies.client import MessageQueue
 from bolide.protocol.headers import SendMessageRequestHeaderV2
-from bolide.protocol.headers.send import RecallMessageRequestHeader
+from bolide.protocol.headers.send import DEFAULT_REGION, RecallMessageRequestHeader
 
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 _STATUS = {
@@ -406,4 +406,4 @@ class Producer:
                                 f"queueOffset {ext.get('queueOffset')!r}: not integers") from None
         queue = MessageQueue(mq.topic, mq.broker_name, queue_id)
         return SendResult(status, msg_id, ext.get("msgId", ""), queue, queue_offset,
-                          ext.get("MSG_REGION", "DefaultRegion"), ext.get("recallHandle"))
+                          ext.get(P.MSG_REGION, DEFAULT_REGION), ext.get("recallHandle"))

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from bolide.client.results import SendResult, SendStatus
 from bolide.common import properties as P
 from bolide.common.message import Message, MessageExt
+from bolide.protocol.headers.send import DEFAULT_REGION
 from bolide.protocol.trace import (
     PUB,
     SUB_AFTER,
@@ -45,7 +46,6 @@ BATCH = 20  # contexts that make a batch go at once
 FLUSH_S = 1.0  # the longest a context waits for its batch
 MAX_PENDING = 2048
 MAX_TRACE_BYTES = 118_000  # trace data per trace message (RocketMQ: 128,000 less a margin)
-DEFAULT_REGION = "DefaultRegion"
 NORMAL, HALF, DELAY = 0, 1, 3  # RocketMQ's MessageType ordinals
 _DELAY_KEYS = (P.DELAY_TIME_LEVEL, P.TIMER_DELIVER_MS, P.TIMER_DELAY_MS, P.TIMER_DELAY_SEC)
 SUCCESS_CODE, FAILED_CODE = 0, 4  # RocketMQ's ConsumeReturnType ordinals
@@ -94,10 +94,10 @@ class TraceDispatcher:
         needs, or None when no message of it is traced (``TRACE_ON=false``)."""
         beans = [TraceBean(m.msg_id or m.offset_msg_id, m.topic, m.tags or "", _keys(m),
                            retry_times=m.reconsume_times)
-                 for m in msgs if m.properties.get("TRACE_ON") != "false" and m.topic != self.trace_topic]
+                 for m in msgs if m.properties.get(P.TRACE_SWITCH) != "false" and m.topic != self.trace_topic]
         if not beans:
             return None
-        region = next((m.properties["MSG_REGION"] for m in msgs if "MSG_REGION" in m.properties),
+        region = next((m.properties[P.MSG_REGION] for m in msgs if P.MSG_REGION in m.properties),
                       DEFAULT_REGION)
         ctx = TraceContext(SUB_BEFORE, int(time.time() * 1000), region, self.group,
                            request_id=uuid.uuid4().hex.upper(), beans=beans)

@@ -20,6 +20,8 @@ RECONSUME_TIME = "RECONSUME_TIME"
 UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
 MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
 CLUSTER = "CLUSTER"
+MSG_REGION = "MSG_REGION"  # the broker's region, stamped on every stored message
+TRACE_SWITCH = "TRACE_ON"  # the broker's traceOn, stamped on every stored message
 # request-reply (DefaultMQProducer.request)
 CORRELATION_ID = "CORRELATION_ID"
 REPLY_TO_CLIENT = "REPLY_TO_CLIENT"

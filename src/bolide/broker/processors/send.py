@@ -228,7 +228,8 @@ class SendProcessor:
             props = P.decode_properties(header.properties) if header.properties else {}
             props.pop(P.WAIT_STORE_MSG_OK, None)
             props[P.CLUSTER] = cluster
-            props["MSG_REGION"], props["TRACE_ON"] = DEFAULT_REGION, "true" if config.trace_on else "false"
+            props[P.MSG_REGION] = DEFAULT_REGION
+            props[P.TRACE_SWITCH] = "true" if config.trace_on else "false"
             batch_props = P.encode_properties(props)
             result = store.try_put_batch_body(topic, body, batch_props, queue_id,
                                               born_timestamp=header.born_timestamp,

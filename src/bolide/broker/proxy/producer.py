@@ -112,7 +112,8 @@ class GrpcProducer:
         group = props.get(SHARDING_KEY)
         queue_id = (zlib.crc32(group.encode()) if group is not None else next(self._round_robin)) % writable
         props[P.CLUSTER] = broker.config.broker_cluster_name
-        props["MSG_REGION"], props["TRACE_ON"] = DEFAULT_REGION, "true" if broker.config.trace_on else "false"
+        props[P.MSG_REGION] = DEFAULT_REGION
+        props[P.TRACE_SWITCH] = "true" if broker.config.trace_on else "false"
         born_ts = int(props.get("BORN_TIMESTAMP") or time.time() * 1000)
         if P.TIMER_DELIVER_MS in props:
             props = self._timer(props)
