@@ -31,17 +31,21 @@ from bolide.broker.persistence import ConfigPersister
 from bolide.broker.pop import PopService
 from bolide.broker.processors.acl_admin import AclAdminProcessor
 from bolide.broker.processors.admin import AdminProcessor
+from bolide.broker.processors.admin_lists import AdminListProcessor
 from bolide.broker.processors.admin_stats import AdminStatsProcessor
 from bolide.broker.processors.assignment import AssignmentProcessor
 from bolide.broker.processors.auth_admin import AuthAdminProcessor
 from bolide.broker.processors.consumer import ConsumerProcessor
 from bolide.broker.processors.consumer_relay import ConsumerRelayProcessor
+from bolide.broker.processors.consumer_status import ConsumerStatusProcessor
+from bolide.broker.processors.group_admin import GroupAdminProcessor
 from bolide.broker.processors.ha_admin import HAAdminProcessor
 from bolide.broker.processors.lock import LockProcessor
 from bolide.broker.processors.pop import PopProcessor
 from bolide.broker.processors.pull import PullProcessor
 from bolide.broker.processors.query import QueryProcessor
 from bolide.broker.processors.queue_cleanup import QueueCleanupProcessor
+from bolide.broker.processors.read_mode import ReadModeProcessor
 from bolide.broker.processors.recall import RecallProcessor
 from bolide.broker.processors.reply import ReplyProcessor
 from bolide.broker.processors.reset_offset import ResetOffsetProcessor
@@ -268,7 +272,8 @@ class BrokerController:
                           HAAdminProcessor(self), ConsumerRelayProcessor(self),
                           AclAdminProcessor(self), AuthAdminProcessor(self), QueueCleanupProcessor(self),
                           ReplyProcessor(self), RecallProcessor(self), PopProcessor(self),
-                          AssignmentProcessor(self)):
+                          AssignmentProcessor(self), AdminListProcessor(self), GroupAdminProcessor(self),
+                          ConsumerStatusProcessor(self), ReadModeProcessor(self)):
             for code in processor.CODES:
                 self.server.register(code, processor)
         if self.config.grpc_server_port >= 0 and self.role is BrokerRole.SLAVE:

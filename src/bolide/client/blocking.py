@@ -34,6 +34,7 @@ from bolide.client import push_consumer as _push
 from bolide.client import simple_consumer as _simple
 from bolide.client import transaction as _tx
 from bolide.client.admin_acl import AclVersion
+from bolide.client.admin_lists import GroupEntry
 from bolide.client.admin_stats import TopicGroupStats
 from bolide.client.admin_trace import TraceView
 from bolide.client.admin_types import GroupProgress, ResetPlan
@@ -55,7 +56,7 @@ from bolide.protocol.bodies.admin import (
     TopicOffset,
 )
 from bolide.protocol.bodies.auth import AclInfo, UserInfo
-from bolide.protocol.bodies.broker import SubscriptionGroupConfig
+from bolide.protocol.bodies.broker import SubscriptionGroupConfig, TopicConfig
 from bolide.protocol.bodies.client import MessageQueue
 from bolide.protocol.bodies.ha import HARuntimeInfo
 from bolide.protocol.bodies.route import ClusterInfo, TopicRouteData
@@ -618,6 +619,12 @@ class Admin(_Blocking[_admin.Admin]):
 
     def clone_group_offset(self, source: str, dest: str, topic: str) -> dict[MessageQueue, int]:
         return self._run(lambda c: c.clone_group_offset(source, dest, topic))
+
+    def create_topic_list(self, topics: Sequence[TopicConfig], **kwargs: Any) -> list[str]:
+        return self._run(lambda c: c.create_topic_list(topics, **kwargs))
+
+    def create_subscription_group_list(self, groups: Sequence[GroupEntry], **kwargs: Any) -> list[str]:
+        return self._run(lambda c: c.create_subscription_group_list(groups, **kwargs))
 
     def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
         return self._run(lambda c: c.wipe_write_perm(broker_name))

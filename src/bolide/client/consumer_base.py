@@ -22,13 +22,14 @@ from bolide.client.results import ConsumeFrom, MessageModel
 from bolide.client.running_info import base_properties, stacks_text
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
 from bolide.protocol.allocate import AllocateStrategy, allocate_averagely
-from bolide.protocol.bodies.admin import ConsumerRunningInfo, ProcessQueueInfo
+from bolide.protocol.bodies.admin import ConsumerRunningInfo, GetConsumerStatusBody, ProcessQueueInfo
 from bolide.protocol.bodies.client import EXPRESSION_TAG, ConsumerData, MessageQueue, SubscriptionData
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers.admin import (
     ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
 )
 from bolide.remoting import RequestContext
 
@@ -82,6 +83,7 @@ class ConsumerBase:
         self._stop: asyncio.Event | None = None  # set when closing: the pull loops end
         self._instance.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_running_info)
         self._instance.register_processor(RequestCode.CONSUME_MESSAGE_DIRECTLY, self._on_consume_directly)
+        self._instance.register_processor(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, self._on_status)
 
     async def _begin_close(self) -> bool:
         """The first steps of ``close()``: end the pull loops and stop the timers; False when
@@ -187,6 +189,15 @@ class ConsumerBase:
                 ResponseCode.SYSTEM_ERROR,
                 f"The Consumer Group <{header.consumer_group}> not exist in this consumer")
         return request.make_response(body=self.running_info(header.jstack_enable).encode())
+
+    async def _on_status(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_STATUS_FROM_CLIENT (221, ``mqadmin getConsumerStatus`` through the
+        broker): this consumer's offsets of the topic's queues (none for another group)."""
+        header = request.read_header(GetConsumerStatusRequestHeader)
+        table = {mq: offset for mq, offset in self.offsets.table.items()
+                 if mq.topic == header.topic} if header.group == self.group else {}
+        body = GetConsumerStatusBody(message_queue_table=dict(sorted(table.items())))
+        return request.make_response(body=body.encode())
 
     async def _on_consume_directly(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """CONSUME_MESSAGE_DIRECTLY (309): only push consumers have a listener to run; others

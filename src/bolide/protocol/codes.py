@@ -72,6 +72,7 @@ class RequestCode(IntEnum):
     QUERY_CONSUMER_OFFSET = 14
     UPDATE_CONSUMER_OFFSET = 15
     UPDATE_AND_CREATE_TOPIC = 17
+    UPDATE_AND_CREATE_TOPIC_LIST = 18  # 5.x: mqadmin updateTopicList
     GET_ALL_TOPIC_CONFIG = 21
     GET_TOPIC_CONFIG_LIST = 22
     GET_TOPIC_NAME_LIST = 23
@@ -127,6 +128,7 @@ class RequestCode(IntEnum):
     INVOKE_BROKER_TO_RESET_OFFSET = 222
     INVOKE_BROKER_TO_GET_CONSUMER_STATUS = 223
     GET_TOPICS_BY_CLUSTER = 224
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST = 225  # 5.x: mqadmin updateSubGroupList
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     QUERY_CONSUME_TIME_SPAN = 303
     GET_SYSTEM_TOPIC_LIST_FROM_NS = 304
@@ -153,13 +155,17 @@ class RequestCode(IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    QUERY_TOPICS_BY_CONSUMER = 343  # 5.x
+    QUERY_SUBSCRIPTION_BY_CONSUMER = 345  # 5.x
     GET_TOPIC_CONFIG = 351  # 5.x: mqadmin topicStatus/consumerProgress look for static topics
+    GET_SUBSCRIPTIONGROUP_CONFIG = 352  # 5.x: one group's SubscriptionGroupConfig
     LITE_PULL_MESSAGE = 361  # 5.x
     RECALL_MESSAGE = 370  # 5.x: recall a timer message before it is due
     QUERY_ASSIGNMENT = 400  # 5.x: the broker allocates a push consumer's queues (and picks pop)
     SET_MESSAGE_REQUEST_MODE = 401  # 5.x: mqadmin setConsumeMode (PULL or POP per topic and group)
     GET_ALL_MESSAGE_REQUEST_MODE = 402  # 5.x: a slave copies its master's modes
     BROKER_HEARTBEAT = 904  # 5.x
+    SET_COMMITLOG_READ_MODE = 2004  # 5.x: the CommitLog's read-ahead (madvise NORMAL or RANDOM)
     AUTH_CREATE_USER = 3001  # 5.3: ACL 2.0 users (mqadmin createUser ... listUser)
     AUTH_UPDATE_USER = 3002
     AUTH_DELETE_USER = 3003

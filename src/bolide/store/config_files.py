@@ -173,6 +173,15 @@ class ConsumerOffsetManager(JsonConfigFile):
         with self._lock:
             return dict(self._table.get(topic + TOPIC_GROUP_SEPARATOR + group, {}))
 
+    def clone(self, src_group: str, dest_group: str, topic: str) -> dict[int, int]:
+        """Give ``dest_group`` the offsets ``src_group`` has on ``topic`` (replacing those it had
+        there); returns them, empty (and nothing changed) when ``src_group`` has none."""
+        with self._lock:
+            offsets = dict(self._table.get(topic + TOPIC_GROUP_SEPARATOR + src_group, {}))
+            if offsets:
+                self._table[topic + TOPIC_GROUP_SEPARATOR + dest_group] = dict(offsets)
+            return offsets
+
     def remove(self, group: str, topic: str) -> bool:
         """Forget ``group``'s offsets on ``topic``; True if there were any."""
         with self._lock:

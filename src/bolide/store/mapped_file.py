@@ -92,6 +92,12 @@ class MappedFile:
             os.close(fd)
             raise
 
+    def advise(self, advice: int) -> None:
+        """``madvise`` the whole mapping (``mmap.MADV_NORMAL`` read-ahead, ``MADV_RANDOM`` none);
+        a segment unmapped meanwhile, or a kernel refusing the advice, is left as it is."""
+        with contextlib.suppress(ValueError, OSError):
+            self.mm.madvise(advice)
+
     @property
     def is_full(self) -> bool:
         return self.wrote_position >= self.file_size

@@ -93,6 +93,7 @@ class MappedFileQueue:
         self.prefault = prefault  # files made here (no allocator): prefaulted when created
         self.files: list[MappedFile] = []
         self.flushed_where = 0
+        self.read_advice: int | None = None  # madvise of every segment (set_read_advice)
         # Held while the list changes: the writer appends, retention drops the head. Readers
         # never lock: they read ``files`` once and use that list.
         self._change = threading.Lock()
@@ -165,9 +166,17 @@ class MappedFileQueue:
             mf = MappedFile.create(path, self.file_size)
             if self.prefault:  # the GIL is released while the kernel brings the pages in
                 mf.prefault()
+        if self.read_advice is not None:
+            mf.advise(self.read_advice)
         with self._change:
             self.files.append(mf)
         return mf
+
+    def set_read_advice(self, advice: int) -> None:
+        """``madvise`` every segment with ``advice``, and the segments made from now on."""
+        self.read_advice = advice
+        for mf in self.files:  # the list is replaced, never changed in place, when segments go
+            mf.advise(advice)
 
     # -- durability ---------------------------------------------------------------------
     def flush(self, least_pages: int = 0) -> bool:

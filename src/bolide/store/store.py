@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import logging
+import mmap
 import os
 import threading
 import time
@@ -1190,6 +1191,19 @@ class MessageStore:
         self._require_open()
         assert self._clean_service is not None
         self._clean_service.delete_expired_now()
+
+    def set_commit_log_read_ahead(self, enabled: bool) -> None:
+        """Whether the kernel reads ahead in the CommitLog's mapped segments (RocketMQ's
+        dataReadAheadEnable, set by SET_COMMITLOG_READ_MODE): ``madvise`` MADV_NORMAL when
+        enabled, MADV_RANDOM (no read-ahead: random reads of old messages fetch only their
+        pages) when not; segments mapped later get the same."""
+        self._require_open()
+        self.commit_log.files.set_read_advice(mmap.MADV_NORMAL if enabled else mmap.MADV_RANDOM)
+
+    @property
+    def commit_log_read_ahead(self) -> bool:
+        """False once :meth:`set_commit_log_read_ahead` turned read-ahead off."""
+        return self.commit_log.files.read_advice != mmap.MADV_RANDOM
 
     def clean_expired_queues(self, topics: Callable[[str], bool] | None = None,
                              ) -> list[tuple[str, int]]:

@@ -15,12 +15,14 @@ SUB = 8
 
 RETRY_PREFIX = "%RETRY%"
 
-# The codes only an account with ``admin: true`` may send: RocketMQ's five, and the ACL
-# changes and the read of every account's secret, which RocketMQ lets any account send (so
-# that an account could make itself admin).
+# The codes only an account with ``admin: true`` may send: RocketMQ's five, RocketMQ 5's list
+# forms of the two creations, and the ACL changes and the read of every account's secret,
+# which RocketMQ lets any account send (so that an account could make itself admin).
 ADMIN_CODES = frozenset({RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDATE_BROKER_CONFIG,
                          RequestCode.DELETE_TOPIC_IN_BROKER,
                          RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                         RequestCode.UPDATE_AND_CREATE_TOPIC_LIST,
+                         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST,
                          RequestCode.DELETE_SUBSCRIPTIONGROUP,
                          RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, RequestCode.DELETE_ACL_CONFIG,
                          RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,

@@ -10,13 +10,13 @@ import enum
 import time
 from typing import TYPE_CHECKING, Any
 
+from bolide.broker.admin_create import CreateRefused, checked_group, checked_topic
 from bolide.broker.config import BrokerConfig
 from bolide.broker.runtime_info import runtime_info
-from bolide.broker.topic_attributes import TopicAttributeError, apply_changes
 from bolide.broker.topic_config import SYSTEM_TOPICS
 from bolide.common.config_file import known_values, parse_properties, update_properties_file
-from bolide.common.topic import reply_topic, validate_queue_nums, validate_topic
-from bolide.errors import BolideError
+from bolide.common.topic import reply_topic
+from bolide.errors import BolideError, ProtocolError
 from bolide.protocol import fastjson
 from bolide.protocol.bodies.admin import KVTable, TopicList
 from bolide.protocol.bodies.broker import DataVersion, TopicConfig
@@ -31,7 +31,6 @@ from bolide.protocol.headers.admin import (
 from bolide.remoting import RequestContext
 from bolide.store.config import RUNTIME_KEYS as STORE_RUNTIME_KEYS
 from bolide.store.config import StoreConfig
-from bolide.store.topic_config import SubscriptionGroupConfig
 
 if TYPE_CHECKING:
     from bolide.broker.controller import BrokerController
@@ -106,20 +105,15 @@ class AdminProcessor:
     # -- topics -------------------------------------------------------------------------------
     def update_and_create_topic(self, request: RemotingCommand) -> RemotingCommand:
         header = request.read_header(CreateTopicRequestHeader)
-        why = self._refuse_topic(header.topic) or validate_queue_nums(header.read_queue_nums,
-                                                                      header.write_queue_nums)
-        if why is not None:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, why)
-        old = self.broker.topics.get(header.topic)
+        wanted = TopicConfig(topic_name=header.topic, read_queue_nums=header.read_queue_nums,
+                             write_queue_nums=header.write_queue_nums, perm=header.perm,
+                             topic_filter_type=header.topic_filter_type,
+                             topic_sys_flag=header.topic_sys_flag or 0, order=header.order)
         try:
-            attributes = apply_changes(old.attributes if old is not None else None, header.attributes)
-        except TopicAttributeError as exc:
+            tc = checked_topic(self.broker.topics, wanted, header.attributes)
+        except CreateRefused as exc:
             return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc))
-        self.broker.topics.update(TopicConfig(
-            topic_name=header.topic, read_queue_nums=header.read_queue_nums,
-            write_queue_nums=header.write_queue_nums, perm=header.perm,
-            topic_filter_type=header.topic_filter_type, topic_sys_flag=header.topic_sys_flag or 0,
-            order=header.order, attributes=attributes))
+        self.broker.topics.update(tc)
         return request.make_response()
 
     def get_all_topic_config(self, request: RemotingCommand) -> RemotingCommand:
@@ -150,13 +144,6 @@ class AdminProcessor:
         CommitLog files in its next runs whatever deleteWhen says (answered at once)."""
         self.broker.store.delete_expired_files_now()
         return request.make_response()
-
-    @staticmethod
-    def _refuse_topic(topic: str) -> str | None:
-        why = validate_topic(topic)
-        if why is None and topic in SYSTEM_TOPICS:
-            why = f"The topic[{topic}] is conflict with system topic."
-        return why
 
     # -- broker configuration -------------------------------------------------------------------
     def get_broker_config(self, request: RemotingCommand) -> RemotingCommand:
@@ -230,14 +217,12 @@ class AdminProcessor:
     def update_subscription_group(self, request: RemotingCommand) -> RemotingCommand:
         """Create or replace a group from a SubscriptionGroupConfig body (5.x fields kept)."""
         try:
-            obj = fastjson.loads(request.body_bytes())
-            config = SubscriptionGroupConfig.from_json_obj(obj)
-        except BolideError as exc:
+            config = checked_group(fastjson.loads(request.body_bytes()), "the body")
+        except ProtocolError as exc:
             return request.make_response(ResponseCode.SYSTEM_ERROR,
                                          f"the body is not a SubscriptionGroupConfig: {exc}")
-        if not config.group_name:
-            return request.make_response(ResponseCode.SYSTEM_ERROR,
-                                         "the SubscriptionGroupConfig has no groupName: set it")
+        except CreateRefused as exc:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc))
         self.broker.subscription_groups.update(config)
         return request.make_response()
 

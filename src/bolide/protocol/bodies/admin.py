@@ -8,6 +8,7 @@ parses the key as a string holding that object, which ``encode(standard=True)`` 
 from __future__ import annotations
 
 from bolide.protocol.bodies.bean import Bean, bean, jfield
+from bolide.protocol.bodies.broker import SubscriptionGroupConfig, TopicConfig
 from bolide.protocol.bodies.client import MessageQueue, SubscriptionData
 from bolide.protocol.codes import DEFAULT_VERSION
 
@@ -271,3 +272,60 @@ class BrokerClusterAclConfig(Bean):
 
     global_white_addrs: list[str] = jfield(factory=list)
     plain_access_configs: list[PlainAccessConfig] = jfield(factory=list)
+
+
+@bean
+class CreateTopicListRequestBody(Bean):
+    """UPDATE_AND_CREATE_TOPIC_LIST (18, 5.x) body: the topics to create or update."""
+
+    topic_config_list: list[TopicConfig] = jfield(factory=list)
+
+
+@bean
+class SubscriptionGroupList(Bean):
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (225, 5.x) body: the groups to create or update."""
+
+    group_config_list: list[SubscriptionGroupConfig] = jfield(factory=list)
+
+
+@bean
+class QuerySubscriptionResponseBody(Bean):
+    """QUERY_SUBSCRIPTION_BY_CONSUMER (345) answer: the group's online subscription of the
+    topic (none when no consumer of the group subscribes to it)."""
+
+    subscription_data: SubscriptionData | None = None
+    group: str | None = None
+    topic: str | None = None
+
+
+@bean
+class QueueTimeSpan(Bean):
+    """One queue in a QueryConsumeTimeSpanBody: store times (ms) of its first and last message
+    and of the group's last consumed one, and how long the next unconsumed one has waited.
+    The ``...Str`` fields are Java's getters (``yyyy-MM-dd#HH:mm:ss:SSS``, local time)."""
+
+    message_queue: MessageQueue | None = None
+    min_time_stamp: int = 0
+    max_time_stamp: int = 0
+    consume_time_stamp: int = 0
+    delay_time: int = 0
+    min_time_stamp_str: str | None = None
+    max_time_stamp_str: str | None = None
+    consume_time_stamp_str: str | None = None
+
+
+@bean
+class QueryConsumeTimeSpanBody(Bean):
+    """QUERY_CONSUME_TIME_SPAN (303) answer: one QueueTimeSpan per write queue."""
+
+    consume_time_span_set: list[QueueTimeSpan] = jfield(factory=list)
+
+
+@bean
+class GetConsumerStatusBody(Bean):
+    """GET_CONSUMER_STATUS_FROM_CLIENT (221) answer of one consumer (``messageQueueTable``: its
+    offsets of the topic's queues) and INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223) answer
+    (``consumerTable``: those tables by client id)."""
+
+    message_queue_table: dict[MessageQueue, int] = jfield(factory=dict)
+    consumer_table: dict[str, dict[MessageQueue, int]] = jfield(factory=dict)

@@ -224,3 +224,56 @@ class GetBrokerAclConfigResponseHeader(Header):
     broker_addr: str
     cluster_name: str
     all_acl_file_version: str | None = None
+
+
+@header
+class CloneGroupOffsetRequestHeader(Header):
+    """CLONE_GROUP_OFFSET (314): copy ``srcGroup``'s committed offsets of ``topic`` (of every
+    topic it has offsets on when blank) to ``destGroup``; ``offline`` copies even topics the
+    source group's online consumers do not subscribe to."""
+
+    src_group: str
+    dest_group: str
+    topic: str | None = None
+    offline: bool = False
+
+
+@header
+class QueryConsumeTimeSpanRequestHeader(Header):
+    """QUERY_CONSUME_TIME_SPAN (303); the answer's body is a QueryConsumeTimeSpanBody."""
+
+    topic: str
+    group: str
+
+
+@header
+class QueryTopicsByConsumerRequestHeader(Header):
+    """QUERY_TOPICS_BY_CONSUMER (343, 5.x); the answer's body is a TopicList."""
+
+    group: str
+
+
+@header
+class QuerySubscriptionByConsumerRequestHeader(Header):
+    """QUERY_SUBSCRIPTION_BY_CONSUMER (345, 5.x); the answer's body is a
+    QuerySubscriptionResponseBody."""
+
+    group: str
+    topic: str | None = None
+
+
+@header
+class GetSubscriptionGroupConfigRequestHeader(Header):
+    """GET_SUBSCRIPTIONGROUP_CONFIG (352, 5.x); the answer's body is the SubscriptionGroupConfig."""
+
+    group: str
+
+
+@header
+class GetConsumerStatusRequestHeader(Header):
+    """INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223; ``clientAddr``, a client id, asks that consumer
+    only) and GET_CONSUMER_STATUS_FROM_CLIENT (221, what the broker asks each consumer)."""
+
+    topic: str
+    group: str
+    client_addr: str | None = None

@@ -1,0 +1,135 @@
+"""The batch calls of :class:`~bolide.client.admin.Admin` (mqadmin updateTopicList and
+updateSubGroupList): many topics or consumer groups in one request per broker
+(UPDATE_AND_CREATE_TOPIC_LIST 18, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST 225, RocketMQ 5).
+A broker without them (RocketMQ 4.9) gets one UPDATE_AND_CREATE_TOPIC (17) or
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) per entry instead.
+
+:func:`read_topic_list` and :func:`read_group_list` read mqadmin's ``-f`` files: a JSON array
+of TopicConfig or SubscriptionGroupConfig objects."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bolide.client.errors import ClientConfigError
+from bolide.errors import BolideError
+from bolide.protocol import RequestCode, ResponseCode, fastjson
+from bolide.protocol.bodies.admin import CreateTopicListRequestBody
+from bolide.protocol.bodies.broker import SubscriptionGroupConfig, TopicConfig
+from bolide.protocol.headers.admin import CreateTopicRequestHeader
+
+if TYPE_CHECKING:
+    from bolide.protocol import RemotingCommand
+    from bolide.protocol.headers.base import Header
+
+DEFAULT_TOPIC = "TBW102"
+GroupEntry = SubscriptionGroupConfig | Mapping[str, Any]
+
+
+def _json_array(path: str | Path, what: str) -> list[Any]:
+    try:
+        text = Path(path).read_bytes()
+    except OSError as exc:
+        raise ClientConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        entries = fastjson.loads(text)
+    except BolideError as exc:
+        raise ClientConfigError(f"{path} is not JSON: {exc}") from None
+    if not isinstance(entries, list):
+        raise ClientConfigError(f"{path} holds no JSON array: write [{{...}}, ...], one {what} each")
+    return entries
+
+
+def read_topic_list(path: str | Path) -> list[TopicConfig]:
+    """The TopicConfigs of a JSON array file; ClientConfigError naming a bad entry."""
+    topics = []
+    for i, entry in enumerate(_json_array(path, "TopicConfig")):
+        try:
+            tc = TopicConfig.from_json_obj(entry, f"{path}[{i}]")
+        except BolideError as exc:
+            raise ClientConfigError(f"{exc}: fix that entry") from None
+        if not tc.topic_name:
+            raise ClientConfigError(f"{path}[{i}] has no topicName: set it")
+        topics.append(tc)
+    return topics
+
+
+def read_group_list(path: str | Path) -> list[dict[str, Any]]:
+    """The SubscriptionGroupConfig objects of a JSON array file, as written (fields Bolide does
+    not know are passed on to the broker); ClientConfigError naming a bad entry."""
+    groups = []
+    for i, entry in enumerate(_json_array(path, "SubscriptionGroupConfig")):
+        try:
+            config = SubscriptionGroupConfig.from_json_obj(entry, f"{path}[{i}]")
+        except BolideError as exc:
+            raise ClientConfigError(f"{exc}: fix that entry") from None
+        if not config.group_name:
+            raise ClientConfigError(f"{path}[{i}] has no groupName: set it")
+        groups.append(dict(entry))
+    return groups
+
+
+def _group_obj(entry: GroupEntry) -> dict[str, Any]:
+    return entry.to_json_obj() if isinstance(entry, SubscriptionGroupConfig) else dict(entry)
+
+
+def _attributes_text(attributes: dict[str, str] | None) -> str | None:
+    """A TopicConfig's ``{"+key": "value", "-key": ""}`` as UPDATE_AND_CREATE_TOPIC's string."""
+    if not attributes:
+        return None
+    return ",".join(key if key.startswith("-") else f"{key}={value}" for key, value in attributes.items())
+
+
+class ListAdminCalls:
+    """Mixed into Admin: needs its ``_call`` and ``_targets``."""
+
+    if TYPE_CHECKING:
+        async def _call(self, addr: str, code: int, header: Header | None, what: str,
+                        body: bytes = b"", ok: tuple[int, ...] = ...) -> RemotingCommand: ...
+
+        async def _targets(self, broker_addr: str | None, cluster: str | None) -> list[str]: ...
+
+    async def create_topic_list(self, topics: Sequence[TopicConfig], *, broker_addr: str | None = None,
+                                cluster: str | None = None) -> list[str]:
+        """Create or update every topic of ``topics`` on the target masters (mqadmin
+        updateTopicList); returns their addresses. A broker refusing an entry raises
+        MQBrokerError naming it, and then has changed none of them. RocketMQ 5 ``attributes``
+        are changes: ``{"+message.type": "NORMAL"}``."""
+        body = CreateTopicListRequestBody(topic_config_list=list(topics)).encode()
+        addrs = await self._targets(broker_addr, cluster)
+        what = f"updateTopicList of {len(topics)} topics"
+        for addr in addrs:
+            answer = await self._call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, None, what, body=body,
+                                      ok=(ResponseCode.SUCCESS, ResponseCode.REQUEST_CODE_NOT_SUPPORTED))
+            if answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:  # RocketMQ 4.9
+                for tc in topics:
+                    header = CreateTopicRequestHeader(
+                        topic=tc.topic_name, default_topic=DEFAULT_TOPIC, read_queue_nums=tc.read_queue_nums,
+                        write_queue_nums=tc.write_queue_nums, perm=tc.perm,
+                        topic_filter_type=tc.topic_filter_type, topic_sys_flag=tc.topic_sys_flag,
+                        order=tc.order, attributes=_attributes_text(tc.attributes))
+                    await self._call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header,
+                                     f"updateTopic {tc.topic_name!r}")
+        return addrs
+
+    async def create_subscription_group_list(self, groups: Sequence[GroupEntry], *,
+                                             broker_addr: str | None = None,
+                                             cluster: str | None = None) -> list[str]:
+        """Create or update every consumer group of ``groups`` (SubscriptionGroupConfigs, or
+        their JSON objects to pass on fields Bolide does not model) on the target masters
+        (mqadmin updateSubGroupList); returns their addresses."""
+        objs = [_group_obj(g) for g in groups]
+        body = fastjson.dumps({"groupConfigList": objs})
+        addrs = await self._targets(broker_addr, cluster)
+        what = f"updateSubGroupList of {len(objs)} groups"
+        for addr in addrs:
+            answer = await self._call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST, None, what,
+                                      body=body,
+                                      ok=(ResponseCode.SUCCESS, ResponseCode.REQUEST_CODE_NOT_SUPPORTED))
+            if answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:  # RocketMQ 4.9
+                for obj in objs:
+                    await self._call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None,
+                                     f"updateSubGroup {obj.get('groupName')!r}", body=fastjson.dumps(obj))
+        return addrs
