@@ -215,3 +215,45 @@ def test_get_consumer_config_and_topic_cluster_list(servers: ServerThread) -> No
     assert admin_json(ns, "topicClusterList", "-t", "ClusterT") == {"topic": "ClusterT",
                                                                    "clusters": ["DefaultCluster"]}
     assert "DefaultCluster" in admin_table(ns, "topicClusterList", "-t", "ClusterT")
+
+
+def test_update_topic_list_and_sub_group_list_from_files(servers: ServerThread, tmp_path: Path) -> None:
+    assert servers.servers is not None
+    s = servers.servers
+    ns, addr = s.namesrv_addr, s.broker_addr
+    topics = tmp_path / "topics.json"
+    topics.write_text('[{"topicName": "FileT1", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6},'
+                      ' {"topicName": "FileT2", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6,'
+                      '  "attributes": {"+message.type": "FIFO"}}]')
+    doc = admin_json(ns, "updateTopicList", "-f", str(topics))
+    assert doc["brokers"] == [addr] and [t["topicName"] for t in doc["topics"]] == ["FileT1", "FileT2"]
+    t1, t2 = s.broker.topics.get("FileT1"), s.broker.topics.get("FileT2")
+    assert t1 is not None and (t1.read_queue_nums, t1.write_queue_nums) == (2, 2)
+    assert t2 is not None and t2.attributes == {"message.type": "FIFO"}
+    assert "FileT1" in admin_table(ns, "updateTopicList", "-f", str(topics), "-b", addr)
+
+    groups = tmp_path / "groups.json"
+    groups.write_text('[{"groupName": "file-g1", "retryMaxTimes": 4}, {"groupName": "file-g2",'
+                      ' "consumeBroadcastEnable": false, "consumeTimeoutMinute": 30}]')
+    doc = admin_json(ns, "updateSubGroupList", "-f", str(groups), "-c", "DefaultCluster")
+    assert doc["brokers"] == [addr] and [g["groupName"] for g in doc["groups"]] == ["file-g1", "file-g2"]
+    g1, g2 = s.broker.subscription_groups.get("file-g1"), s.broker.subscription_groups.get("file-g2")
+    assert g1 is not None and g1.retry_max_times == 4
+    assert g2 is not None and g2.consume_broadcast_enable is False and g2.extra["consumeTimeoutMinute"] == 30
+
+    # bad files: the entry is named, nothing is sent; a broker's refusal names the topic
+    bad = tmp_path / "bad.json"
+    for text, named in (('{"topicName": "X"}', "no JSON array"), ('[{"topicName": "X"}, {"perm": 6}]',
+                                                                  "bad.json[1] has no topicName"),
+                        ('[{"topicName": "X", "readQueueNums": "two"}]', "bad.json[0].readQueueNums"),
+                        ("[{", "is not JSON")):
+        bad.write_text(text)
+        result = bolide("admin", "updateTopicList", "-n", ns, "-f", str(bad), ok=False)
+        assert result.exit_code != 0 and named in result.output, (text, result.output)
+    bad.write_text('[{"groupName": "ok-g"}, {"retryMaxTimes": 1}]')
+    result = bolide("admin", "updateSubGroupList", "-n", ns, "-f", str(bad), ok=False)
+    assert result.exit_code != 0 and "bad.json[1] has no groupName" in result.output
+    bad.write_text('[{"topicName": "bad topic!"}]')
+    result = bolide("admin", "updateTopicList", "-n", ns, "-f", str(bad), ok=False)
+    assert result.exit_code != 0 and "topicConfigList[0] (bad topic!)" in result.output
+    assert s.broker.topics.get("X") is None and s.broker.subscription_groups.get("ok-g") is None

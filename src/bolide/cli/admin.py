@@ -4,8 +4,8 @@ Each command takes ``-n host:port`` (or NAMESRV_ADDR) and ``--output table|json`
 commands live in :mod:`~bolide.cli.admin_topics`, :mod:`~bolide.cli.admin_brokers`,
 :mod:`~bolide.cli.admin_groups`, :mod:`~bolide.cli.admin_consumers`,
 :mod:`~bolide.cli.admin_messages`, :mod:`~bolide.cli.admin_ha`,
-:mod:`~bolide.cli.admin_config`, :mod:`~bolide.cli.admin_stats` and
-:mod:`~bolide.cli.admin_checks`; docs/admin.md describes each with examples.
+:mod:`~bolide.cli.admin_config`, :mod:`~bolide.cli.admin_stats`, :mod:`~bolide.cli.admin_checks`
+and :mod:`~bolide.cli.admin_lists`; docs/admin.md describes each with examples.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from bolide.cli import (
     admin_consumers,
     admin_groups,
     admin_ha,
+    admin_lists,
     admin_messages,
     admin_stats,
     admin_topics,
@@ -37,5 +38,5 @@ def admin() -> None:
 for _command in (*admin_topics.COMMANDS, *admin_brokers.COMMANDS, *admin_groups.COMMANDS,
                  *admin_consumers.COMMANDS, *admin_messages.COMMANDS, *admin_ha.COMMANDS,
                  *admin_acl.COMMANDS, *admin_auth.COMMANDS, *admin_config.COMMANDS, *admin_stats.COMMANDS,
-                 *admin_checks.COMMANDS):
+                 *admin_checks.COMMANDS, *admin_lists.COMMANDS):
     admin.add_command(_command)
