@@ -402,7 +402,7 @@ def test_admin_route_progress_and_query_by_key(rmq: RocketMQ) -> None:
     run(test)
 
 
-def test_bolide_admin_commands(rmq: RocketMQ) -> None:
+def test_bolide_admin_commands(rmq: RocketMQ, tmp_path: Path) -> None:
     """``bolide admin`` (mqadmin's commands by name) against the real NameServer and broker."""
 
     ns = rmq.namesrv_addr
@@ -484,6 +484,18 @@ def test_bolide_admin_commands(rmq: RocketMQ) -> None:
     admin("updateKvConfig", "-s", "ORDER_TOPIC_CONFIG", "-k", "CliAdminTopic", "-v", "broker-a:2")
     admin("deleteKvConfig", "-s", "ORDER_TOPIC_CONFIG", "-k", "CliAdminTopic")
     assert admin("deleteExpiredCommitLog", "-b", addr)["brokers"] == [addr]
+
+    # updateTopicList / updateSubGroupList: one request on 5.x, one per entry on 4.9.7
+    topics, groups = tmp_path / "topics.json", tmp_path / "groups.json"
+    topics.write_text('[{"topicName": "CliListA", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6},'
+                      ' {"topicName": "CliListB", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6}]')
+    groups.write_text('[{"groupName": "cli-list-g1", "retryMaxTimes": 7}, {"groupName": "cli-list-g2"}]')
+    assert admin("updateTopicList", "-f", str(topics), "-b", addr)["brokers"] == [addr]
+    until(lambda: {"CliListA", "CliListB"} <= set(admin("topicList")["topics"]))
+    assert admin("topicRoute", "-t", "CliListA")["queueDatas"][0]["writeQueueNums"] == 2
+    assert admin("updateSubGroupList", "-f", str(groups))["brokers"] == [addr]
+    assert admin("getConsumerConfig", "-g", "cli-list-g1")[addr]["retryMaxTimes"] == 7
+    assert admin("getConsumerConfig", "-g", "cli-list-g2")[addr]["groupName"] == "cli-list-g2"
 
 
 def test_bolide_admin_group_commands(rmq: RocketMQ) -> None:

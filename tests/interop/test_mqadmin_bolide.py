@@ -149,6 +149,10 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
             rmq.namesrv_port = s.namesrv.port  # mqadmin asks Bolide's NameServer
             first = s.broker.store.get_message("g", TOPIC, 0, 0, 1).messages[0]
             by_id = ["queryMsgById", "-i", first.offset_msg_id] + (["-t", TOPIC] if major5 else [])
+            topic_list, group_list = tmp_path / "topics.json", tmp_path / "groups.json"  # 5.x files
+            topic_list.write_text('[{"topicName":"MqadminListA","readQueueNums":2,"writeQueueNums":2,"perm":6},'
+                                  '{"topicName":"MqadminListB","readQueueNums":1,"writeQueueNums":1,"perm":4}]')
+            group_list.write_text('[{"groupName":"list_g1","retryMaxTimes":7},{"groupName":"list_g2"}]')
             commands = [
                 ["clusterList"], ["clusterList", "-m"], ["brokerStatus", "-b", s.broker_addr],
                 ["topicList"], ["topicList", "-c"], ["topicRoute", "-t", TOPIC], ["topicStatus", "-t", TOPIC],
@@ -194,7 +198,10 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                 ["queryMsgTraceById", "-i", UNIQ.format(0)],
             ] + ([["haStatus", "-b", s.broker_addr],  # GET_BROKER_HA_STATUS
                   ["setConsumeMode", "-b", s.broker_addr, "-t", TOPIC, "-g", "admin_group", "-m", "POP",
-                   "-q", "1"]] if major5 else [])  # SET_MESSAGE_REQUEST_MODE
+                   "-q", "1"],  # SET_MESSAGE_REQUEST_MODE
+                  ["updateTopicList", "-b", s.broker_addr, "-f", str(topic_list)],  # 18
+                  ["updateSubGroupList", "-b", s.broker_addr, "-f", str(group_list)],  # 225
+                  ] if major5 else [])
             before, max_phy = len(seen), s.broker.store.max_phy_offset
             outputs = await asyncio.to_thread(rmq.mqadmin_batch, commands)
             await py.close()
@@ -213,7 +220,9 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                      "saved": (tmp_path / "store" / "config" / "broker.properties").read_text(),
                      "ordered": s.namesrv.processor.config.order_message_enable,
                      "order_conf": s.namesrv.processor.kv.get("ORDER_TOPIC_CONFIG", TOPIC),
-                     "mode": s.broker.request_modes.get(TOPIC, "admin_group")}
+                     "mode": s.broker.request_modes.get(TOPIC, "admin_group"),
+                     "listed": [s.broker.topics.get(t) for t in ("MqadminListA", "MqadminListB")],
+                     "list_groups": [s.broker.subscription_groups.get(g) for g in ("list_g1", "list_g2")]}
             return s.broker_addr, local, commands, outputs, state
 
     broker_addr, local, commands, outputs, state = asyncio.run(main())
@@ -367,3 +376,13 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                                                "admin_group", "-m", "POP", "-q", "1"), log
         mode = state["mode"]
         assert mode is not None and (mode.mode, mode.pop_share_queue_num) == ("POP", 1), log
+        # updateTopicList / updateSubGroupList -f (5.x): one request each, every entry created
+        listed = output("updateTopicList", "-b", broker_addr, "-f", str(tmp_path / "topics.json"))
+        assert f"submit batch of topic config to {broker_addr} success" in listed, log
+        a, b = state["listed"]  # type: ignore[misc]
+        assert (a.read_queue_nums, a.write_queue_nums, a.perm) == (2, 2, 6), log
+        assert (b.read_queue_nums, b.write_queue_nums, b.perm) == (1, 1, 4), log
+        listed = output("updateSubGroupList", "-b", broker_addr, "-f", str(tmp_path / "groups.json"))
+        assert f"to {broker_addr} success" in listed, log
+        g1, g2 = state["list_groups"]  # type: ignore[misc]
+        assert g1.retry_max_times == 7 and g2.retry_max_times == 16, log
