@@ -20,6 +20,7 @@ from bolide.client import (
     Producer,
 )
 from bolide.errors import ConfigError
+from bolide.protocol.bodies.broker import SubscriptionGroupConfig, TopicConfig
 from bolide.store import StoreConfig
 from bolide.testing.servers import Servers
 from conftest import run_with_servers, send_then_push_consume
@@ -74,6 +75,11 @@ def test_requests_are_checked_against_the_accounts(tmp_path: Path) -> None:
         async with Admin(ClientConfig(ns, **READER)) as reader:
             with pytest.raises(MQBrokerError, match="Need admin permission for request code=17"):
                 await reader.create_topic("AclOther")
+            # RocketMQ 5's list forms of the creations too
+            with pytest.raises(MQBrokerError, match="Need admin permission for request code=18"):
+                await reader.create_topic_list([TopicConfig(topic_name="AclOther")])
+            with pytest.raises(MQBrokerError, match="Need admin permission for request code=225"):
+                await reader.create_subscription_group_list([SubscriptionGroupConfig(group_name="acl-g")])
             # unlike RocketMQ, changing ACL and reading the secrets need admin too
             with pytest.raises(MQBrokerError, match="Need admin permission for request code=50"):
                 await reader.update_acl_account("acl-reader", "acl-reader-secret", admin=True)
