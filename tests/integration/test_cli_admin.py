@@ -5,6 +5,7 @@ the group's consumer online (handed to it by the broker)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -56,13 +57,22 @@ class ServerThread:
         self.thread.join(30)
 
 
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    st = ServerThread(tmp_path_factory.mktemp("admin") / "store")
+@contextlib.contextmanager
+def started(store_dir: Any, **broker_options: Any) -> Iterator[ServerThread]:
+    """A ServerThread on ``store_dir``, up until the block ends."""
+    st = ServerThread(store_dir, **broker_options)
     st.thread.start()
     assert st.ready.wait(30) and st.error is None, st.error
-    yield st
-    st.stop()
+    try:
+        yield st
+    finally:
+        st.stop()
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+    with started(tmp_path_factory.mktemp("admin") / "store") as st:
+        yield st
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from test_cli_admin import ServerThread, admin_json, admin_table, bolide
+from test_cli_admin import ServerThread, admin_json, admin_table, bolide, started
 
 from bolide.client import Message
 from bolide.client.blocking import Admin, Producer
@@ -17,11 +17,8 @@ TOPIC = "ChecksTopic"
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    st = ServerThread(tmp_path_factory.mktemp("checks") / "store")
-    st.thread.start()
-    assert st.ready.wait(30) and st.error is None, st.error
-    yield st
-    st.stop()
+    with started(tmp_path_factory.mktemp("checks") / "store") as st:
+        yield st
 
 
 @pytest.fixture
@@ -84,6 +81,7 @@ def test_query_by_unique_key_and_print_by_queue(ns: str, servers: ServerThread) 
         queues = producer.publish_queues("ChecksMsgs")
         sent = [producer.send(Message("ChecksMsgs", b"m%d" % i, tags="A" if i % 3 else "B"), queue=queues[0])
                 for i in range(6)]
+    assert servers.servers.broker.store.wait_dispatched(10.0)  # the index is built as messages dispatch
     found = admin_json(ns, "queryMsgByUniqueKey", "-i", sent[2].msg_id, "-t", "ChecksMsgs")
     assert found["body"] == "m2" and found["msgId"] == sent[2].msg_id
     usage = bolide("admin", "queryMsgByUniqueKey", "-n", ns, "-i", sent[2].msg_id, ok=False)

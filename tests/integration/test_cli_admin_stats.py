@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_cli_admin import ServerThread, admin_json, admin_table, wait_for
+from test_cli_admin import ServerThread, admin_json, admin_table, started, wait_for
 
 from bolide.client import ConsumeFrom, Message
 from bolide.client.blocking import Admin, Producer, PullConsumer
@@ -31,11 +31,8 @@ async def _ask(addr: str, request: RemotingCommand) -> RemotingCommand:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    st = ServerThread(tmp_path_factory.mktemp("stats") / "store")
-    st.thread.start()
-    assert st.ready.wait(30) and st.error is None, st.error
-    yield st
-    st.stop()
+    with started(tmp_path_factory.mktemp("stats") / "store") as st:
+        yield st
 
 
 def test_sends_and_pulls_are_counted_and_stats_all_adds_them_up(servers: ServerThread) -> None:

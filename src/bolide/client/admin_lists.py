@@ -42,33 +42,31 @@ def _json_array(path: str | Path, what: str) -> list[Any]:
     return entries
 
 
-def read_topic_list(path: str | Path) -> list[TopicConfig]:
-    """The TopicConfigs of a JSON array file; ClientConfigError naming a bad entry."""
-    topics = []
-    for i, entry in enumerate(_json_array(path, "TopicConfig")):
+def _entries(path: str | Path, cls: type[TopicConfig] | type[SubscriptionGroupConfig],
+             name_key: str) -> list[tuple[Any, Any]]:
+    """Each entry of a JSON array file with the ``cls`` it parses as; ClientConfigError naming
+    the entry that does not, or that has no ``name_key``."""
+    out = []
+    for i, entry in enumerate(_json_array(path, cls.__name__)):
         try:
-            tc = TopicConfig.from_json_obj(entry, f"{path}[{i}]")
+            parsed = cls.from_json_obj(entry, f"{path}[{i}]")
         except BolideError as exc:
             raise ClientConfigError(f"{exc}: fix that entry") from None
-        if not tc.topic_name:
-            raise ClientConfigError(f"{path}[{i}] has no topicName: set it")
-        topics.append(tc)
-    return topics
+        if not entry.get(name_key):
+            raise ClientConfigError(f"{path}[{i}] has no {name_key}: set it")
+        out.append((entry, parsed))
+    return out
+
+
+def read_topic_list(path: str | Path) -> list[TopicConfig]:
+    """The TopicConfigs of a JSON array file; ClientConfigError naming a bad entry."""
+    return [tc for _, tc in _entries(path, TopicConfig, "topicName")]
 
 
 def read_group_list(path: str | Path) -> list[dict[str, Any]]:
     """The SubscriptionGroupConfig objects of a JSON array file, as written (fields Bolide does
     not know are passed on to the broker); ClientConfigError naming a bad entry."""
-    groups = []
-    for i, entry in enumerate(_json_array(path, "SubscriptionGroupConfig")):
-        try:
-            config = SubscriptionGroupConfig.from_json_obj(entry, f"{path}[{i}]")
-        except BolideError as exc:
-            raise ClientConfigError(f"{exc}: fix that entry") from None
-        if not config.group_name:
-            raise ClientConfigError(f"{path}[{i}] has no groupName: set it")
-        groups.append(dict(entry))
-    return groups
+    return [dict(entry) for entry, _ in _entries(path, SubscriptionGroupConfig, "groupName")]
 
 
 def _group_obj(entry: GroupEntry) -> dict[str, Any]:

@@ -4,16 +4,9 @@ window, snapshots taken as items are updated, the names and keys RocketMQ asks b
 from __future__ import annotations
 
 import pytest
+from test_broker_stats_and_clients import Clock
 
 from bolide.broker.stats_items import StatsItems
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_burst_shows_in_every_window_then_leaves_the_minute_and_the_hour() -> None:
