@@ -69,10 +69,16 @@ def started(store_dir: Any, **broker_options: Any) -> Iterator[ServerThread]:
         st.stop()
 
 
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    with started(tmp_path_factory.mktemp("admin") / "store") as st:
-        yield st
+def servers_fixture(name: str) -> Any:
+    """A module-scoped ``servers`` fixture: a ServerThread on a fresh store named ``name``."""
+    @pytest.fixture(scope="module")
+    def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+        with started(tmp_path_factory.mktemp(name) / "store") as st:
+            yield st
+    return servers
+
+
+servers = servers_fixture("admin")
 
 
 @pytest.fixture

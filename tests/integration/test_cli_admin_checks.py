@@ -4,10 +4,8 @@ ORDER_TOPIC_CONFIG), queryMsgByUniqueKey and printMsgByQueue."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from test_cli_admin import ServerThread, admin_json, admin_table, bolide, started
+from test_cli_admin import ServerThread, admin_json, admin_table, bolide, servers_fixture
 
 from bolide.client import Message
 from bolide.client.blocking import Admin, Producer
@@ -15,10 +13,7 @@ from bolide.client.blocking import Admin, Producer
 TOPIC = "ChecksTopic"
 
 
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    with started(tmp_path_factory.mktemp("checks") / "store") as st:
-        yield st
+servers = servers_fixture("checks")
 
 
 @pytest.fixture

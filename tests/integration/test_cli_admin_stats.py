@@ -4,11 +4,10 @@ in-process NameServer + Broker: sends, pulls and send-backs are counted per topi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_cli_admin import ServerThread, admin_json, admin_table, started, wait_for
+from test_cli_admin import ServerThread, admin_json, admin_table, servers_fixture, wait_for
 
 from bolide.client import ConsumeFrom, Message
 from bolide.client.blocking import Admin, Producer, PullConsumer
@@ -29,10 +28,7 @@ async def _ask(addr: str, request: RemotingCommand) -> RemotingCommand:
         await client.close()
 
 
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    with started(tmp_path_factory.mktemp("stats") / "store") as st:
-        yield st
+servers = servers_fixture("stats")
 
 
 def test_sends_and_pulls_are_counted_and_stats_all_adds_them_up(servers: ServerThread) -> None:
