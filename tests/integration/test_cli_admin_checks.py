@@ -1,6 +1,6 @@
 """``bolide admin`` checks and lookups against an in-process NameServer + Broker: clusterRT,
 sendMsgStatus and checkMsgSendRT (timed sends), allocateMQ, updateOrderConf (the NameServer's
-ORDER_TOPIC_CONFIG), queryMsgByUniqueKey and printMsgByQueue."""
+ORDER_TOPIC_CONFIG), queryMsgByUniqueKey, printMsgByQueue and setCommitLogReadAheadMode."""
 
 from __future__ import annotations
 
@@ -92,3 +92,15 @@ def test_query_by_unique_key_and_print_by_queue(ns: str, servers: ServerThread) 
     wrong = bolide("admin", "printMsgByQueue", "-n", ns, "-t", "ChecksMsgs", "-a", broker, "-i", "7",
                    ok=False)
     assert wrong.exit_code != 0 and "no readable queue 7" in wrong.output
+
+
+def test_set_commit_log_read_ahead_mode(ns: str, servers: ServerThread) -> None:
+    assert servers.servers is not None
+    addr, store = servers.servers.broker_addr, servers.servers.broker.store
+    doc = admin_json(ns, "setCommitLogReadAheadMode", "-b", addr, "-m", "1")
+    assert doc["mode"] == 1 and "success" in doc["brokers"][addr]
+    assert store.commit_log_read_ahead is False
+    admin_json(ns, "setCommitLogReadAheadMode", "-m", "0")  # every master
+    assert store.commit_log_read_ahead is True
+    wrong = bolide("admin", "setCommitLogReadAheadMode", "-n", ns, "-m", "2", ok=False)
+    assert wrong.exit_code != 0 and "'2' is not one of '0', '1'" in wrong.output

@@ -466,6 +466,10 @@ def test_bolide_admin_commands(rmq: RocketMQ, tmp_path: Path) -> None:
     admin("updateOrderConf", "-t", "CliAdminTopic", "-m", "put", "-v", "broker-a:2")
     assert admin("updateOrderConf", "-t", "CliAdminTopic", "-m", "get")["orderConf"] == "broker-a:2"
     admin("updateOrderConf", "-t", "CliAdminTopic", "-m", "delete")
+    if rmq.major >= 5:  # SET_COMMITLOG_READ_MODE is RocketMQ 5's
+        answer = admin("setCommitLogReadAheadMode", "-b", rmq.broker_addr, "-m", "1")["brokers"]
+        assert "success" in answer[rmq.broker_addr], answer
+        admin("setCommitLogReadAheadMode", "-b", rmq.broker_addr, "-m", "0")
 
     # the settings commands: RocketMQ too applies a change and writes it into its broker.conf
     addr = rmq.broker_addr

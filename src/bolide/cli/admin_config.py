@@ -110,6 +110,22 @@ def update_order_conf(namesrv: str, output: str, topic: str, method: str, order_
     emit(output, doc, note=note)
 
 
+@click.command("setCommitLogReadAheadMode")
+@admin_options
+@target_options
+@click.option("-m", "--mode", required=True, type=click.Choice(["0", "1"]),
+              help="0: the kernel reads ahead (the default); 1: random reads, only the pages asked for.")
+def set_commit_log_read_ahead_mode(namesrv: str, output: str, broker_addr: str | None, cluster: str | None,
+                                   mode: str) -> None:
+    """Read-ahead in the brokers' CommitLog files, on or off (2004): off suits consumers that
+    read old messages here and there, whose read-ahead would fill the page cache with pages
+    nobody reads."""
+    answers: dict[str, str] = with_admin(namesrv, lambda admin: admin.set_commit_log_read_ahead(
+        int(mode), broker_addr=broker_addr, cluster=cluster))
+    emit(output, {"mode": int(mode), "brokers": answers},
+         table("setCommitLogReadAheadMode", ["broker", "answer"], sorted(answers.items())))
+
+
 @click.command("deleteKvConfig")
 @admin_options
 @NAMESPACE
@@ -147,5 +163,6 @@ def _perm_command(name: str, wipe: bool) -> click.Command:
 
 
 COMMANDS = (get_broker_config, update_broker_config, get_namesrv_config, update_namesrv_config,
-            update_kv_config, delete_kv_config, update_order_conf, _perm_command("wipeWritePerm", wipe=True),
+            update_kv_config, delete_kv_config, update_order_conf, set_commit_log_read_ahead_mode,
+            _perm_command("wipeWritePerm", wipe=True),
             _perm_command("addWritePerm", wipe=False))

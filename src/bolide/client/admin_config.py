@@ -1,6 +1,7 @@
 """The configuration calls of :class:`~bolide.client.admin.Admin` (mqadmin getBrokerConfig,
 updateBrokerConfig, getNamesrvConfig, updateNamesrvConfig, updateKvConfig, deleteKvConfig,
-wipeWritePerm, addWritePerm), against Bolide's servers or Apache RocketMQ's."""
+wipeWritePerm, addWritePerm, setCommitLogReadAheadMode), against Bolide's servers or Apache
+RocketMQ's."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING
 from bolide.common.config_file import parse_properties
 from bolide.errors import RemotingError
 from bolide.protocol import RequestCode, ResponseCode
+from bolide.protocol.headers.admin import SetCommitLogReadModeRequestHeader
 from bolide.protocol.headers.namesrv import (
     AddWritePermOfBrokerRequestHeader,
     AddWritePermOfBrokerResponseHeader,
@@ -119,6 +121,21 @@ class ConfigAdminCalls:
         header = DeleteKVConfigRequestHeader(namespace=namespace, key=key)
         return list(await self._each_namesrv(RequestCode.DELETE_KV_CONFIG, header,
                                              f"deleteKvConfig {namespace}/{key}"))
+
+    async def set_commit_log_read_ahead(self, mode: int, *, broker_addr: str | None = None,
+                                        cluster: str | None = None) -> dict[str, str]:
+        """Turn the kernel's read-ahead in the brokers' CommitLog files on (``mode`` 0) or off
+        (1: random reads of old messages fetch only their pages) (SET_COMMITLOG_READ_MODE 2004,
+        mqadmin setCommitLogReadAheadMode); each broker's answer by address."""
+        if mode not in (0, 1):
+            raise ValueError(f"read-ahead mode {mode}: give 0 (read ahead, the default) or 1 (random reads)")
+        out = {}
+        for addr in await self._targets(broker_addr, cluster):
+            response = await self._call(addr, RequestCode.SET_COMMITLOG_READ_MODE,
+                                        SetCommitLogReadModeRequestHeader(read_ahead_mode=mode),
+                                        "setCommitLogReadAheadMode")
+            out[addr] = response.remark or ""
+        return out
 
     async def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
         """Have every NameServer route no sends to ``broker_name`` (WIPE_WRITE_PERM_OF_BROKER

@@ -115,6 +115,15 @@ class ViewBrokerStatsDataRequestHeader(Header):
 
 
 @header
+class SetCommitLogReadModeRequestHeader(Header):
+    """SET_COMMITLOG_READ_MODE (2004, RocketMQ 5): an extFields key that is no field of a Java
+    header, ``READ_AHEAD_MODE`` 0 (read-ahead, MADV_NORMAL) or 1 (random reads, MADV_RANDOM)."""
+
+    WIRE_NAMES: ClassVar[dict[str, str]] = {"read_ahead_mode": "READ_AHEAD_MODE"}
+    read_ahead_mode: int
+
+
+@header
 class QueryConsumeQueueRequestHeader(Header):
     """QUERY_CONSUME_QUEUE (321): ``count`` entries of a ConsumeQueue from ``index``."""
 
