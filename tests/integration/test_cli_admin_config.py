@@ -7,6 +7,7 @@ are written into its config file, comments and other lines kept, so the next sta
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -257,3 +258,33 @@ def test_update_topic_list_and_sub_group_list_from_files(servers: ServerThread, 
     result = bolide("admin", "updateTopicList", "-n", ns, "-f", str(bad), ok=False)
     assert result.exit_code != 0 and "topicConfigList[0] (bad topic!)" in result.output
     assert s.broker.topics.get("X") is None and s.broker.subscription_groups.get("ok-g") is None
+
+
+def test_export_metadata(servers: ServerThread, tmp_path: Path) -> None:
+    """exportMetadata writes the topics and groups of applications as mqadmin does (no system
+    topics or predefined groups; retry and dead letter topics with -s)."""
+    assert servers.servers is not None
+    s = servers.servers
+    ns, addr = s.namesrv_addr, s.broker_addr
+    admin_json(ns, "updateTopic", "-t", "ExportT", "-r", "3", "-w", "2")
+    admin_json(ns, "updateSubGroup", "-g", "export-g", "-r", "7")
+    admin_json(ns, "updateTopic", "-t", "%RETRY%export-g", "-r", "1", "-w", "1")
+    out = tmp_path / "export"
+    doc = admin_json(ns, "exportMetadata", "-c", "DefaultCluster", "-f", str(out))
+    assert doc["file"] == str(out / "metadata.json") and doc["topics"] >= 1 and doc["groups"] >= 1
+    written = json.loads((out / "metadata.json").read_text())
+    topic = written["topicConfigTable"]["ExportT"]
+    assert (topic["readQueueNums"], topic["writeQueueNums"], topic["perm"]) == (3, 2, 6)
+    assert written["subscriptionGroupTable"]["export-g"]["retryMaxTimes"] == 7
+    assert written["exportTime"] > 0
+    assert not {"TBW102", "SCHEDULE_TOPIC_XXXX", "%RETRY%export-g"} & set(written["topicConfigTable"])
+    assert not {"TOOLS_CONSUMER", "CID_SYS_RMQ_TRANS"} & set(written["subscriptionGroupTable"])
+
+    admin_json(ns, "exportMetadata", "-b", addr, "-f", str(out), "-t", "-s")
+    topics_only = json.loads((out / "topic.json").read_text())
+    assert set(topics_only) == {"topicConfigTable", "exportTime"}
+    assert "%RETRY%export-g" in topics_only["topicConfigTable"]
+    admin_json(ns, "exportMetadata", "-f", str(out), "-g")
+    assert "export-g" in json.loads((out / "subscriptionGroup.json").read_text())["subscriptionGroupTable"]
+    both = bolide("admin", "exportMetadata", "-n", ns, "-t", "-g", "-f", str(out), ok=False)
+    assert both.exit_code != 0 and "not both" in both.output

@@ -466,6 +466,11 @@ def test_bolide_admin_commands(rmq: RocketMQ, tmp_path: Path) -> None:
     admin("updateOrderConf", "-t", "CliAdminTopic", "-m", "put", "-v", "broker-a:2")
     assert admin("updateOrderConf", "-t", "CliAdminTopic", "-m", "get")["orderConf"] == "broker-a:2"
     admin("updateOrderConf", "-t", "CliAdminTopic", "-m", "delete")
+    exported = admin("exportMetadata", "-c", "DefaultCluster", "-f", str(tmp_path / "export"))
+    metadata = json.loads(Path(exported["file"]).read_text())
+    assert metadata["topicConfigTable"]["CliAdminTopic"]["writeQueueNums"] == 2, metadata
+    assert "TBW102" not in metadata["topicConfigTable"] and "TOOLS_CONSUMER" not in metadata[
+        "subscriptionGroupTable"], metadata
     if rmq.major >= 5:  # SET_COMMITLOG_READ_MODE is RocketMQ 5's
         answer = admin("setCommitLogReadAheadMode", "-b", rmq.broker_addr, "-m", "1")["brokers"]
         assert "success" in answer[rmq.broker_addr], answer

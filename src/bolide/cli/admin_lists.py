@@ -1,13 +1,18 @@
 """``bolide admin`` batch commands with mqadmin's file formats: updateTopicList (a JSON array of
-TopicConfig) and updateSubGroupList (a JSON array of SubscriptionGroupConfig)."""
+TopicConfig), updateSubGroupList (a JSON array of SubscriptionGroupConfig) and exportMetadata
+(the topics and groups of applications, as mqadmin writes them)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import click
 
-from bolide.cli.admin_common import admin_options, emit, table, with_admin
+from bolide.cli.admin_common import admin_options, emit, table, target_options, with_admin
 from bolide.client.admin_lists import read_group_list, read_topic_list
 from bolide.client.errors import ClientConfigError
+from bolide.common.fastjson import dumps_pretty
 
 FILE = click.Path(exists=True, dir_okay=False)
 
@@ -59,4 +64,38 @@ def update_sub_group_list(namesrv: str, output: str, path: str, broker_addr: str
          note=None if groups else f"{path} lists no group: nothing was sent")
 
 
-COMMANDS = (update_topic_list, update_sub_group_list)
+@click.command("exportMetadata")
+@admin_options
+@target_options
+@click.option("-f", "--file-path", default="/tmp/rocketmq/export", show_default=True,
+              type=click.Path(file_okay=False), help="The directory to write the file in.")
+@click.option("-t", "--topic", "topics_only", is_flag=True, help="Only the topics (topic.json).")
+@click.option("-g", "--sub-group", "groups_only", is_flag=True,
+              help="Only the consumer groups (subscriptionGroup.json).")
+@click.option("-s", "--special-topic", is_flag=True, help="Also the retry and dead letter topics.")
+def export_metadata(namesrv: str, output: str, broker_addr: str | None, cluster: str | None,
+                    file_path: str, topics_only: bool, groups_only: bool, special_topic: bool) -> None:
+    """The topics and consumer groups of applications on the brokers, into metadata.json (as
+    mqadmin exportMetadata writes it: a topic's queues summed over its brokers), to keep or to
+    create again elsewhere (21, 305, 201 per master)."""
+    if topics_only and groups_only:
+        raise click.UsageError("give -t or -g, not both (neither: both in metadata.json)")
+    doc: dict[str, Any] = with_admin(namesrv, lambda admin: admin.export_metadata(
+        broker_addr=broker_addr, cluster=cluster, special=special_topic))
+    name = "metadata.json"
+    if topics_only:
+        doc.pop("subscriptionGroupTable")
+        name = "topic.json"
+    elif groups_only:
+        doc.pop("topicConfigTable")
+        name = "subscriptionGroup.json"
+    path = Path(file_path) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(dumps_pretty(doc))
+    counts = {"topics": len(doc.get("topicConfigTable", {})),
+              "groups": len(doc.get("subscriptionGroupTable", {}))}
+    emit(output, {"file": str(path), **counts},
+         note=f"export {path} success: {counts['topics']} topics, {counts['groups']} consumer groups")
+
+
+COMMANDS = (export_metadata, update_topic_list, update_sub_group_list)

@@ -1,5 +1,6 @@
 """The batch calls of :class:`~bolide.client.admin.Admin` (mqadmin updateTopicList and
-updateSubGroupList): many topics or consumer groups in one request per broker
+updateSubGroupList, and exportMetadata, their inverse): many topics or consumer groups in one
+request per broker
 (UPDATE_AND_CREATE_TOPIC_LIST 18, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST 225, RocketMQ 5).
 A broker without them (RocketMQ 4.9) gets one UPDATE_AND_CREATE_TOPIC (17) or
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) per entry instead.
@@ -9,15 +10,29 @@ of TopicConfig or SubscriptionGroupConfig objects."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bolide.client.errors import ClientConfigError
+from bolide.common.topic import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    PREDEFINED_GROUPS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SYSTEM_GROUP_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
+)
 from bolide.errors import BolideError
 from bolide.protocol import RequestCode, ResponseCode, fastjson
-from bolide.protocol.bodies.admin import CreateTopicListRequestBody
-from bolide.protocol.bodies.broker import SubscriptionGroupConfig, TopicConfig
+from bolide.protocol.bodies.admin import CreateTopicListRequestBody, TopicList
+from bolide.protocol.bodies.broker import (
+    SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+)
+from bolide.protocol.bodies.route import PERM_PRIORITY
 from bolide.protocol.headers.admin import CreateTopicRequestHeader
 
 if TYPE_CHECKING:
@@ -131,3 +146,51 @@ class ListAdminCalls:
                     await self._call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None,
                                      f"updateSubGroup {obj.get('groupName')!r}", body=fastjson.dumps(obj))
         return addrs
+
+    async def user_topics(self, broker_addr: str, *, special: bool = False) -> dict[str, TopicConfig]:
+        """A broker's topics of applications, as mqadmin's getUserTopicConfig picks them: not
+        its system topics (those it lists by GET_SYSTEM_TOPIC_LIST_FROM_BROKER 305, and
+        ``rmq_sys_``), retry and dead letter topics only with ``special`` (GET_ALL_TOPIC_CONFIG 21)."""
+        response = await self._call(broker_addr, RequestCode.GET_ALL_TOPIC_CONFIG, None,
+                                    "GET_ALL_TOPIC_CONFIG")
+        table = TopicConfigSerializeWrapper.decode(response.body_bytes()).topic_config_table
+        answer = await self._call(broker_addr, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, None,
+                                  "GET_SYSTEM_TOPIC_LIST_FROM_BROKER")
+        system = set(TopicList.decode(answer.body_bytes()).topic_list)
+        return {name: tc for name, tc in table.items()
+                if name not in system and not name.startswith(SYSTEM_TOPIC_PREFIX)
+                and (special or not name.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)))
+                and 0 <= tc.perm < PERM_PRIORITY}
+
+    async def user_subscription_groups(self, broker_addr: str) -> dict[str, SubscriptionGroupConfig]:
+        """A broker's consumer groups of applications: not RocketMQ's predefined groups nor
+        ``CID_RMQ_SYS_`` ones (GET_ALL_SUBSCRIPTIONGROUP_CONFIG 201, as mqadmin's
+        getUserSubscriptionGroup)."""
+        response = await self._call(broker_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, None,
+                                    "GET_ALL_SUBSCRIPTIONGROUP_CONFIG")
+        table = SubscriptionGroupWrapper.decode(response.body_bytes()).subscription_group_table
+        return {name: g for name, g in table.items()
+                if name not in PREDEFINED_GROUPS and not name.startswith(SYSTEM_GROUP_PREFIX)}
+
+    async def export_metadata(self, *, broker_addr: str | None = None, cluster: str | None = None,
+                              special: bool = False) -> dict[str, Any]:
+        """mqadmin exportMetadata: the topics and consumer groups of applications on one
+        broker, or on the masters of ``cluster`` (every master when neither is given), a topic's
+        queue counts (a group's retry queues) summed over the brokers that have it, and the
+        time of the export:
+        ``{"topicConfigTable": {...}, "subscriptionGroupTable": {...}, "exportTime": ms}``."""
+        topics: dict[str, TopicConfig] = {}
+        groups: dict[str, SubscriptionGroupConfig] = {}
+        for addr in await self._targets(broker_addr, cluster):
+            for name, tc in (await self.user_topics(addr, special=special)).items():
+                if (seen := topics.get(name)) is not None:
+                    tc.read_queue_nums += seen.read_queue_nums
+                    tc.write_queue_nums += seen.write_queue_nums
+                topics[name] = tc
+            for name, group in (await self.user_subscription_groups(addr)).items():
+                if (known := groups.get(name)) is not None:
+                    group.retry_queue_nums += known.retry_queue_nums
+                groups[name] = group
+        return {"topicConfigTable": {n: tc.to_json_obj() for n, tc in sorted(topics.items())},
+                "subscriptionGroupTable": {n: g.to_json_obj() for n, g in sorted(groups.items())},
+                "exportTime": int(time.time() * 1000)}

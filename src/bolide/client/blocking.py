@@ -608,6 +608,15 @@ class Admin(_Blocking[_admin.Admin]):
     def set_commit_log_read_ahead(self, mode: int, **kwargs: Any) -> dict[str, str]:
         return self._run(lambda c: c.set_commit_log_read_ahead(mode, **kwargs))
 
+    def user_topics(self, broker_addr: str, *, special: bool = False) -> dict[str, TopicConfig]:
+        return self._run(lambda c: c.user_topics(broker_addr, special=special))
+
+    def user_subscription_groups(self, broker_addr: str) -> dict[str, SubscriptionGroupConfig]:
+        return self._run(lambda c: c.user_subscription_groups(broker_addr))
+
+    def export_metadata(self, **kwargs: Any) -> dict[str, Any]:
+        return self._run(lambda c: c.export_metadata(**kwargs))
+
     def kv_config(self, namespace: str, key: str) -> str | None:
         return self._run(lambda c: c.kv_config(namespace, key))
 

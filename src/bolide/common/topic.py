@@ -14,6 +14,14 @@ TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TIMER_TOPIC = "rmq_sys_wheel_timer"  # RocketMQ 5's timer messages wait here (queue 0)
 REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"  # RocketMQ 5's system topics (TopicValidator.isSystemTopic)
+SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"  # RocketMQ's system consumer groups (MixAll.isSysConsumerGroup)
+# RocketMQ's MixAll.PREDEFINE_GROUP_SET: groups of the servers and tools, not of applications
+PREDEFINED_GROUPS = frozenset({
+    "DEFAULT_CONSUMER", "DEFAULT_PRODUCER", "TOOLS_CONSUMER", "SCHEDULE_CONSUMER", "FILTERSRV_CONSUMER",
+    "__MONITOR_CONSUMER", "CLIENT_INNER_PRODUCER", "SELF_TEST_P_GROUP", "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_ONSAPI_PULL",
+    "CID_SYS_RMQ_TRANS"})
 
 
 def reply_topic(cluster: str) -> str:
