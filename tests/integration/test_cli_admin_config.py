@@ -288,3 +288,16 @@ def test_export_metadata(servers: ServerThread, tmp_path: Path) -> None:
     assert "export-g" in json.loads((out / "subscriptionGroup.json").read_text())["subscriptionGroupTable"]
     both = bolide("admin", "exportMetadata", "-n", ns, "-t", "-g", "-f", str(out), ok=False)
     assert both.exit_code != 0 and "not both" in both.output
+
+
+def test_export_configs(servers: ServerThread, tmp_path: Path) -> None:
+    assert servers.servers is not None
+    ns = servers.servers.namesrv_addr
+    doc = admin_json(ns, "exportConfigs", "-c", "DefaultCluster", "-f", str(tmp_path))
+    assert (doc["namesrvSize"], doc["masterBrokerSize"], doc["slaveBrokerSize"]) == (1, 1, 0)
+    written = json.loads((tmp_path / "configs.json").read_text())
+    broker = written["brokerConfigs"]["broker-a"]
+    assert broker["brokerClusterName"] == "DefaultCluster" and broker["fileReservedTime"] == "72"
+    assert "listenPort" not in broker  # only the keys mqadmin exports
+    unknown = bolide("admin", "exportConfigs", "-n", ns, "-c", "Nope", "-f", str(tmp_path), ok=False)
+    assert unknown.exit_code != 0 and "DefaultCluster" in unknown.output

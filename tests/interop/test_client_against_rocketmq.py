@@ -471,6 +471,10 @@ def test_bolide_admin_commands(rmq: RocketMQ, tmp_path: Path) -> None:
     assert metadata["topicConfigTable"]["CliAdminTopic"]["writeQueueNums"] == 2, metadata
     assert "TBW102" not in metadata["topicConfigTable"] and "TOOLS_CONSUMER" not in metadata[
         "subscriptionGroupTable"], metadata
+    configs = admin("exportConfigs", "-c", "DefaultCluster", "-f", str(tmp_path / "export"))
+    assert configs["masterBrokerSize"] == 1, configs
+    written = json.loads((tmp_path / "export" / "configs.json").read_text())
+    assert written["brokerConfigs"]["broker-a"]["brokerClusterName"] == "DefaultCluster", written
     if rmq.major >= 5:  # SET_COMMITLOG_READ_MODE is RocketMQ 5's
         answer = admin("setCommitLogReadAheadMode", "-b", rmq.broker_addr, "-m", "1")["brokers"]
         assert "success" in answer[rmq.broker_addr], answer

@@ -6,11 +6,13 @@ RocketMQ's."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from bolide.client.errors import ClientConfigError
 from bolide.common.config_file import parse_properties
 from bolide.errors import RemotingError
 from bolide.protocol import RequestCode, ResponseCode
+from bolide.protocol.bodies.route import MASTER_ID
 from bolide.protocol.headers.admin import SetCommitLogReadModeRequestHeader
 from bolide.protocol.headers.namesrv import (
     AddWritePermOfBrokerRequestHeader,
@@ -26,6 +28,7 @@ from bolide.protocol.headers.namesrv import (
 if TYPE_CHECKING:
     from bolide.client.config import ClientConfig
     from bolide.protocol import RemotingCommand
+    from bolide.protocol.bodies.route import ClusterInfo
     from bolide.protocol.headers.base import Header
 
 
@@ -42,6 +45,13 @@ def properties_body(changes: Mapping[str, object]) -> bytes:
     return "".join(lines).encode("utf-8")
 
 
+# the broker settings mqadmin exportConfigs writes
+EXPORTED_BROKER_KEYS = ("brokerClusterName", "brokerId", "brokerName", "brokerRole", "fileReservedTime",
+                        "filterServerNums", "flushDiskType", "maxMessageSize", "messageDelayLevel",
+                        "msgTraceTopicName", "slaveReadEnable", "traceOn", "traceTopicEnable", "useTLS",
+                        "autoCreateTopicEnable", "autoCreateSubscriptionGroup")
+
+
 class ConfigAdminCalls:
     """Mixed into Admin: needs its ``config``, ``_call`` and ``_targets``."""
 
@@ -52,6 +62,8 @@ class ConfigAdminCalls:
                         body: bytes = b"", ok: tuple[int, ...] = ...) -> RemotingCommand: ...
 
         async def _targets(self, broker_addr: str | None, cluster: str | None) -> list[str]: ...
+
+        async def cluster_info(self) -> ClusterInfo: ...
 
     async def _each_namesrv(self, code: int, header: Header | None, what: str,
                             body: bytes = b"") -> dict[str, RemotingCommand]:
@@ -121,6 +133,29 @@ class ConfigAdminCalls:
         header = DeleteKVConfigRequestHeader(namespace=namespace, key=key)
         return list(await self._each_namesrv(RequestCode.DELETE_KV_CONFIG, header,
                                              f"deleteKvConfig {namespace}/{key}"))
+
+    async def export_configs(self, cluster: str) -> dict[str, Any]:
+        """mqadmin exportConfigs: the main settings of each broker group of ``cluster`` (its
+        master's, by broker name: the keys of :data:`EXPORTED_BROKER_KEYS` it has) and the
+        cluster's size (NameServers given, masters, slaves)."""
+        info = await self.cluster_info()
+        if cluster not in info.cluster_addr_table:
+            known = ", ".join(sorted(info.cluster_addr_table)) or "none"
+            raise ClientConfigError(f"cluster {cluster!r} is unknown to the NameServer (known: {known})")
+        configs: dict[str, dict[str, str]] = {}
+        masters = slaves = 0
+        for name in sorted(info.cluster_addr_table[cluster]):
+            addrs = info.broker_addr_table[name].broker_addrs if name in info.broker_addr_table else {}
+            if MASTER_ID not in addrs:
+                continue
+            masters += 1
+            slaves += len(addrs) - 1
+            settings = await self.broker_config(addrs[MASTER_ID])
+            configs[settings.get("brokerName", name)] = {k: settings[k] for k in EXPORTED_BROKER_KEYS
+                                                         if k in settings}
+        return {"brokerConfigs": configs,
+                "clusterScale": {"namesrvSize": len(self.config.namesrv_addrs), "masterBrokerSize": masters,
+                                 "slaveBrokerSize": slaves}}
 
     async def set_commit_log_read_ahead(self, mode: int, *, broker_addr: str | None = None,
                                         cluster: str | None = None) -> dict[str, str]:

@@ -605,6 +605,9 @@ class Admin(_Blocking[_admin.Admin]):
     def update_kv_config(self, namespace: str, key: str, value: str) -> list[str]:
         return self._run(lambda c: c.update_kv_config(namespace, key, value))
 
+    def export_configs(self, cluster: str) -> dict[str, Any]:
+        return self._run(lambda c: c.export_configs(cluster))
+
     def set_commit_log_read_ahead(self, mode: int, **kwargs: Any) -> dict[str, str]:
         return self._run(lambda c: c.set_commit_log_read_ahead(mode, **kwargs))
 
