@@ -1,7 +1,8 @@
 """The official Apache RocketMQ Java client (rocketmq-client 4.9.7 and 5.3.3, unmodified) against Bolide:
 a DefaultMQProducer sends messages with tags and keys through an auto-created topic, then a
 DefaultMQPushConsumer (clustering, CONSUME_FROM_FIRST_OFFSET) receives every one of them; also
-over TLS (``-Dtls.enable=true``) against servers that enforce it.
+over TLS (``-Dtls.enable=true``) against servers that enforce it, and with message traces
+(``enableMsgTrace``), which Bolide's Admin reads back.
 
 The client is ``interop/java-client/BolideClient.java``, run as a separate JVM against an
 in-process NameServer + Broker on free ports. Needs java, javac and mvn (the jars come from Maven
