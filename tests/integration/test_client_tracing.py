@@ -9,7 +9,16 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from bolide.client import ClientConfig, ConsumeFrom, Message, Producer, PushConsumer, tracing
+from bolide.client import (
+    ClientConfig,
+    ConsumeFrom,
+    LocalTransactionState,
+    Message,
+    Producer,
+    PushConsumer,
+    TransactionProducer,
+    tracing,
+)
 from bolide.client.admin import Admin
 from bolide.client.admin_trace import TraceView
 from bolide.client.results import SendResult, SendStatus
@@ -125,3 +134,39 @@ async def _full_dispatcher(tmp_path: Path) -> None:
         async with Admin(s.namesrv_addr) as admin:
             stats = await admin.topic_stats(TRACE_TOPIC)
         assert sum(o.max_offset for o in stats.values()) >= 1  # the kept ones went out
+
+
+def test_transactional_producer_traces_half_sends_and_their_ends(tmp_path: Path) -> None:
+    asyncio.run(_transactions(tmp_path))
+
+
+async def _transactions(tmp_path: Path) -> None:
+    async with running_servers(tmp_path / "store", trace_topic_enable=True, transaction_timeout_ms=300,
+                               transaction_check_interval_ms=200) as s:
+        await _create(s, "TracedTx")
+        config = ClientConfig(s.namesrv_addr, enable_trace=True)
+        checked = asyncio.Event()
+
+        def check(msg: object) -> LocalTransactionState:
+            checked.set()
+            return LocalTransactionState.ROLLBACK
+
+        async with TransactionProducer(config, "traced-tx-pg", check_listener=check) as producer:
+            now = await producer.send_message_in_transaction(
+                Message("TracedTx", b"now", keys="tx-1"), lambda m, a: LocalTransactionState.COMMIT)
+            later = await producer.send_message_in_transaction(
+                Message("TracedTx", b"later"), lambda m, a: LocalTransactionState.UNKNOWN)
+            await asyncio.wait_for(checked.wait(), 20)  # the broker asked, the listener rolled back
+        async with Admin(s.namesrv_addr) as admin:
+            views = await _trace_of(admin, now.msg_id, {"Pub", "EndTransaction"})
+            pub = next(v for v in views if v.type == "Pub")
+            end = next(v for v in views if v.type == "EndTransaction")
+            assert (pub.msg_type, pub.group, end.transaction_state, end.keys) == (
+                "Trans_Msg_Half", "traced-tx-pg", "COMMIT_MESSAGE", "tx-1")
+            ends = [v for v in await _trace_of(admin, later.msg_id, {"EndTransaction"})
+                    if v.type == "EndTransaction"]
+            assert [v.transaction_state for v in ends][-1] == "ROLLBACK_MESSAGE"  # after UNKNOW
+            raw = await admin.query_by_key(TRACE_TOPIC, later.msg_id)
+            checks = [c for m in raw for c in decode_trace_data(m.body.decode())
+                      if c.type == "EndTransaction" and c.beans[0].from_transaction_check]
+            assert checks and checks[0].beans[0].transaction_state == "ROLLBACK_MESSAGE"

@@ -1,6 +1,7 @@
 """Message traces written by Bolide's producers and push consumers (``ClientConfig(...,
-enable_trace=True)``), as RocketMQ's clients write them: a ``Pub`` context per stored send, a
-``SubBefore`` and a ``SubAfter`` per batch handed to a listener, sent in batches to the trace
+enable_trace=True)``), as RocketMQ's clients write them: a ``Pub`` context per stored send, an
+``EndTransaction`` per transaction a transactional producer ends (at once or when the broker
+checks), a ``SubBefore`` and a ``SubAfter`` per batch handed to a listener, sent in batches to the trace
 topic (``RMQ_SYS_TRACE_TOPIC``, or ``trace_topic``) by an inner producer of group
 ``_INNER_TRACE_PRODUCER-<group>-<PRODUCE|CONSUME>``, each trace message keyed by the traced
 messages' ids and keys so that ``queryMsgTraceById`` finds it.
@@ -27,6 +28,7 @@ from bolide.common import properties as P
 from bolide.common.message import Message, MessageExt
 from bolide.protocol.headers.send import DEFAULT_REGION
 from bolide.protocol.trace import (
+    END_TRANSACTION,
     PUB,
     SUB_AFTER,
     SUB_BEFORE,
@@ -46,7 +48,7 @@ BATCH = 20  # contexts that make a batch go at once
 FLUSH_S = 1.0  # the longest a context waits for its batch
 MAX_PENDING = 2048
 MAX_TRACE_BYTES = 118_000  # trace data per trace message (RocketMQ: 128,000 less a margin)
-NORMAL, HALF, DELAY = 0, 1, 3  # RocketMQ's MessageType ordinals
+NORMAL, HALF, COMMIT, DELAY = 0, 1, 2, 3  # RocketMQ's MessageType ordinals
 _DELAY_KEYS = (P.DELAY_TIME_LEVEL, P.TIMER_DELIVER_MS, P.TIMER_DELAY_MS, P.TIMER_DELAY_SEC)
 SUCCESS_CODE, FAILED_CODE = 0, 4  # RocketMQ's ConsumeReturnType ordinals
 
@@ -56,7 +58,10 @@ def _keys(msg: Message) -> str:
 
 
 def message_type(msg: Message) -> int:
-    """RocketMQ's MessageType of a plain send: delayed (a level or a timer) or normal."""
+    """RocketMQ's MessageType of a send: a transaction's half message, delayed (a level or a
+    timer) or normal."""
+    if msg.properties.get(P.TRANSACTION_PREPARED) == "true":
+        return HALF
     return DELAY if any(k in msg.properties for k in _DELAY_KEYS) else NORMAL
 
 
@@ -88,6 +93,15 @@ class TraceDispatcher:
         self._append(TraceContext(PUB, started_ms, result.region_id or DEFAULT_REGION, self.group,
                                   cost_ms=cost_ms, success=result.status is SendStatus.SEND_OK,
                                   beans=[bean]))
+
+    def on_end_transaction(self, msg: Message, msg_id: str, state: str, *, region: str | None,
+                           store_host: str, from_check: bool) -> None:
+        """A transaction's end was sent for half message ``msg_id`` (an EndTransaction
+        context; ``state`` is RocketMQ's name: COMMIT_MESSAGE, ROLLBACK_MESSAGE or UNKNOW)."""
+        bean = TraceBean(msg_id, msg.topic, msg.tags or "", _keys(msg), store_host, msg_type=COMMIT,
+                         transaction_id=msg_id, transaction_state=state, from_transaction_check=from_check)
+        self._append(TraceContext(END_TRANSACTION, int(time.time() * 1000), region or DEFAULT_REGION,
+                                  self.group, beans=[bean]))
 
     def before_consume(self, msgs: Sequence[MessageExt]) -> TraceContext | None:
         """A batch is handed to the listener (a SubBefore context); what :meth:`after_consume`

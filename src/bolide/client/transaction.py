@@ -66,6 +66,15 @@ class LocalTransactionState(enum.Enum):
     ROLLBACK = 12
     UNKNOWN = 0
 
+    @property
+    def java_name(self) -> str:
+        """The name of Java's LocalTransactionState (in message traces)."""
+        return _JAVA_NAMES[self]
+
+
+_JAVA_NAMES = {LocalTransactionState.COMMIT: "COMMIT_MESSAGE",
+               LocalTransactionState.ROLLBACK: "ROLLBACK_MESSAGE", LocalTransactionState.UNKNOWN: "UNKNOW"}
+
 
 @dataclass(frozen=True, slots=True)
 class TransactionSendResult(SendResult):
@@ -189,6 +198,10 @@ class TransactionProducer(Producer):
         except BolideError as exc:
             log.warning("END_TRANSACTION of %s to %s failed (%s); the broker will check it",
                         sent.msg_id, addr, exc)
+            return
+        if self._tracer is not None:
+            self._tracer.on_end_transaction(msg, sent.msg_id, state.java_name, region=sent.region_id,
+                                            store_host=addr, from_check=False)
 
     @staticmethod
     def transaction_result(sent: SendResult, state: LocalTransactionState) -> TransactionSendResult:
@@ -249,6 +262,11 @@ class TransactionProducer(Producer):
             self.checks_answered += 1
         except BolideError as exc:
             log.info("the answer to a transaction check could not be sent to %s: %s", ctx.remote_address, exc)
+            return None
+        if self._tracer is not None:
+            self._tracer.on_end_transaction(msg, uniq, state.java_name,
+                                            region=msg.properties.get(P.MSG_REGION),
+                                            store_host=ctx.remote_address, from_check=True)
         return None
 
 
