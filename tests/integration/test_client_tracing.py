@@ -1,8 +1,8 @@
-"""Message traces of Bolide's own producer and push consumer (``enable_trace``) against an
-in-process NameServer + Broker with the trace topic: each send's Pub and each consumption's
-SubBefore / SubAfter reach RMQ_SYS_TRACE_TOPIC, keyed by message id, and the Admin reads them
-back; closing a client sends the traces still waiting; a custom trace topic; a client without
-tracing writes none."""
+"""Message traces of Bolide's own clients (``enable_trace``) against an in-process NameServer +
+Broker with the trace topic: each send's Pub, each transaction's EndTransaction and each
+consumption's SubBefore / SubAfter (a pull consumer's polls too) reach RMQ_SYS_TRACE_TOPIC,
+keyed by message id, and the Admin reads them back; closing a client sends the traces still
+waiting; a custom trace topic; a client without tracing writes none."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from bolide.client import (
     LocalTransactionState,
     Message,
     Producer,
+    PullConsumer,
     PushConsumer,
     TransactionProducer,
     tracing,
@@ -170,3 +171,26 @@ async def _transactions(tmp_path: Path) -> None:
             checks = [c for m in raw for c in decode_trace_data(m.body.decode())
                       if c.type == "EndTransaction" and c.beans[0].from_transaction_check]
             assert checks and checks[0].beans[0].transaction_state == "ROLLBACK_MESSAGE"
+
+
+def test_a_pull_consumer_traces_what_it_polls(tmp_path: Path) -> None:
+    asyncio.run(_pull_consumer(tmp_path))
+
+
+async def _pull_consumer(tmp_path: Path) -> None:
+    async with running_servers(tmp_path / "store", trace_topic_enable=True) as s:
+        await _create(s, "PolledTopic")
+        async with Producer(s.namesrv_addr, group="polled-pg") as producer:  # no traces of its own
+            sent = await producer.send(Message("PolledTopic", b"p", keys="polled-1"))
+        consumer = PullConsumer(ClientConfig(s.namesrv_addr, enable_trace=True), "polled-cg",
+                                consume_from=ConsumeFrom.FIRST_OFFSET)
+        consumer.subscribe("PolledTopic")
+        async with consumer:
+            got: list[object] = []
+            async with asyncio.timeout(20):
+                while not got:
+                    got = await consumer.poll(timeout_ms=500)
+        async with Admin(s.namesrv_addr) as admin:
+            views = await _trace_of(admin, sent.msg_id, {"SubAfter"})
+        assert [(v.type, v.group, v.status, v.keys) for v in views] == [
+            ("SubAfter", "polled-cg", "success", "polled-1")]

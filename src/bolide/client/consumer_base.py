@@ -20,6 +20,7 @@ from bolide.client.instance import ClientInstance
 from bolide.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
 from bolide.client.results import ConsumeFrom, MessageModel
 from bolide.client.running_info import base_properties, stacks_text
+from bolide.client.tracing import TraceDispatcher
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
 from bolide.protocol.allocate import AllocateStrategy, allocate_averagely
 from bolide.protocol.bodies.admin import ConsumerRunningInfo, GetConsumerStatusBody, ProcessQueueInfo
@@ -78,6 +79,8 @@ class ConsumerBase:
             LocalOffsetStore(offset_store_dir, group) if message_model is MessageModel.BROADCASTING
             else RemoteOffsetStore(self._instance, group))
         self.stats = ConsumerStats()
+        # message traces (enable_trace): push consumers and pull consumers' polls write them
+        self._tracer = TraceDispatcher(self.config, group, "CONSUME") if self.config.enable_trace else None
         self.started = False
         self.start_timestamp_ms = 0
         self._stop: asyncio.Event | None = None  # set when closing: the pull loops end

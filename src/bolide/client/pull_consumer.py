@@ -178,6 +178,8 @@ class PullConsumer(ConsumerBase):
                 await self.commit()
             except BolideError as exc:  # closing goes on: the positions were at-least-once
                 log.warning("committing the offsets of group %s at close failed: %s", self.group, exc)
+        if self._tracer is not None:
+            await self._tracer.close()
         await self._instance.close(consumer_group=self.group)
 
     async def __aenter__(self) -> PullConsumer:
@@ -306,6 +308,8 @@ class PullConsumer(ConsumerBase):
             st.last_poll_ms = int(time.time() * 1000)
             st.space.set()
             st.consumed = next_offset
+            if self._tracer is not None and (traced := self._tracer.before_consume(msgs)) is not None:
+                self._tracer.after_consume(traced, True, 0.0, len(msgs))  # as Java's lite pull: at once
             return msgs
 
     async def seek(self, mq: MessageQueue, offset: int) -> None:

@@ -47,7 +47,6 @@ from bolide.client.process_queue import MIB, ProcessQueue
 from bolide.client.producer import Producer
 from bolide.client.pulling import pull, restore_retry_topic
 from bolide.client.results import ConsumeFrom, ConsumeStatus, MessageModel, PullStatus
-from bolide.client.tracing import TraceDispatcher
 from bolide.common import properties as P
 from bolide.common.compression import decompress_message
 from bolide.common.message import Message, MessageExt
@@ -129,7 +128,6 @@ class PushConsumer(ConsumerBase):
             raise ClientConfigError(f"pull_timeout_ms ({pull_timeout_ms}) must exceed suspend_ms "
                                     f"({suspend_ms}), or held pulls time out on the client")
         self.listener = listener
-        self._tracer = TraceDispatcher(self.config, group, "CONSUME") if self.config.enable_trace else None
         self.consume_concurrency = consume_concurrency
         self.consume_batch_max_size = consume_batch_max_size
         self.pull_batch_size = pull_batch_size
