@@ -231,8 +231,6 @@ def _specs(case: Case, plan: Plan, server: ServerProcess, pull_ends: list[int]) 
     return [replace(base, worker=w) for w in range(plan.producers)]
 
 
-_END_GRACE_S = 0.5  # a worker's figures this close to the window's end are on time
-
 def _receive(pipe: Connection, proc: Any, timeout_s: float, expect: str) -> Any:
     deadline = time.monotonic() + timeout_s
     while not pipe.poll(0.1):
@@ -246,19 +244,14 @@ def _receive(pipe: Connection, proc: Any, timeout_s: float, expect: str) -> Any:
     return value
 
 
-def _check(server: ServerProcess, pipes: list[Connection], procs: list[Any], done: dict[int, Any],
-           end: float) -> None:
-    """Raise at once when the server died or a worker reported an error mid-case. A worker
-    whose figures came (at the window's end, which it reaches on its own clock while this loop
-    may still be reading the broker's memory) has them kept in ``done``; before the end, it
-    stopped early."""
+def _check(server: ServerProcess, pipes: list[Connection], procs: list[Any]) -> None:
+    """Raise at once when the server died or a worker reported an error mid-case."""
     if not server.alive():
         raise click.ClickException(f"the server died during the case:\n{server.log_tail()}")
-    for i, (pipe, proc) in enumerate(zip(pipes, procs, strict=True)):
-        if i not in done and (pipe.poll(0) or not proc.is_alive()):
-            done[i] = _receive(pipe, proc, 1.0, "done")  # raises what a failed worker reported
-            if time.monotonic() < end - _END_GRACE_S:
-                raise click.ClickException(f"load worker {proc.name} stopped before the end")
+    for pipe, proc in zip(pipes, procs, strict=True):
+        if pipe.poll(0) or not proc.is_alive():
+            _receive(pipe, proc, 1.0, "done")  # a worker is done early only when it failed
+            raise click.ClickException(f"load worker {proc.name} stopped before the end")
 
 
 def start_workers(specs: list[LoadSpec], procs: list[Any], pipes: list[Connection]) -> None:
@@ -305,17 +298,16 @@ def _run_load(specs: list[LoadSpec], server: ServerProcess) -> tuple[list[dict[s
         cpu0 = server.cpu_seconds()
         lag0 = run(_loop_lag(server.broker_addr))
         anon = 0.0
-        done: dict[int, Any] = {}
         while (now := time.monotonic()) < end:
             anon = max(anon, server.memory().get("RssAnon", 0.0))
-            _check(server, pipes, procs, done, end)
+            _check(server, pipes, procs)
             time.sleep(min(0.1, end - now))
         cpu1 = server.cpu_seconds()
         lag1 = run(_loop_lag(server.broker_addr))
         mem = server.memory()
         anon = max(anon, mem.get("RssAnon", 0.0))
-        results = [done[i] if i in done else _receive(pipe, proc, specs[0].duration_s + 60, "done")
-                   for i, (pipe, proc) in enumerate(zip(pipes, procs, strict=True))]
+        results = [_receive(pipe, proc, specs[0].duration_s + 60, "done")
+                   for pipe, proc in zip(pipes, procs, strict=True)]
         for proc in procs:
             proc.join(10)
     except click.ClickException:
