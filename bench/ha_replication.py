@@ -292,8 +292,7 @@ async def send_phase(watch: Watch, plan: Plan) -> dict[str, Any]:
         tick = start
         while time.monotonic() < end:
             samples.append(await watch.sample())
-            if time.monotonic() < end:  # a worker done before the end has failed
-                _check(master, pipes, procs)
+            _check(master, pipes, procs, end)
             if not slave.alive():
                 raise BenchError(f"the slave died during the load:\n{slave.log_tail()}")
             tick += SAMPLE_S

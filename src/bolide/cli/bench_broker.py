@@ -244,10 +244,18 @@ def _receive(pipe: Connection, proc: Any, timeout_s: float, expect: str) -> Any:
     return value
 
 
-def _check(server: ServerProcess, pipes: list[Connection], procs: list[Any]) -> None:
-    """Raise at once when the server died or a worker reported an error mid-case."""
+_END_GRACE_S = 0.5  # a worker done this close to the window's end is on time
+
+
+def _check(server: ServerProcess, pipes: list[Connection], procs: list[Any], end: float) -> None:
+    """Raise at once when the server died or a worker reported an error before the window's
+    ``end``. A worker reaches the end on its own and reports its figures, which may come while
+    the caller is still busy (reading the broker's memory); near the end, those stay in the
+    pipe for the caller to collect."""
     if not server.alive():
         raise click.ClickException(f"the server died during the case:\n{server.log_tail()}")
+    if time.monotonic() >= end - _END_GRACE_S:
+        return
     for pipe, proc in zip(pipes, procs, strict=True):
         if pipe.poll(0) or not proc.is_alive():
             _receive(pipe, proc, 1.0, "done")  # a worker is done early only when it failed
@@ -300,7 +308,7 @@ def _run_load(specs: list[LoadSpec], server: ServerProcess) -> tuple[list[dict[s
         anon = 0.0
         while (now := time.monotonic()) < end:
             anon = max(anon, server.memory().get("RssAnon", 0.0))
-            _check(server, pipes, procs)
+            _check(server, pipes, procs, end)
             time.sleep(min(0.1, end - now))
         cpu1 = server.cpu_seconds()
         lag1 = run(_loop_lag(server.broker_addr))
