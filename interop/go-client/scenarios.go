@@ -40,6 +40,8 @@
 //	    N Producer.Request calls one after the other ("go-ask-I"), each waiting up to TIMEOUT
 //	    seconds for the reply: REPLY body topic correlationId. (Go's consumer.CreateReplyMessage
 //	    of this version leaves the reply's body empty, so Go cannot answer requests.)
+//	trace NAMESRV TOPIC GROUP N TIMEOUT
+//	    a producer and a push consumer WithTrace; see traces.go.
 package main
 
 import (
@@ -80,6 +82,8 @@ func runScenario(args []string) {
 		code = acl(args[1], args[2], args[3], atoi(args[4]), args[5], args[6], seconds(args[7]))
 	case len(args) == 5 && args[0] == "request":
 		code = request(args[1], args[2], atoi(args[3]), seconds(args[4]))
+	case len(args) == 6 && args[0] == "trace":
+		code = trace(args[1], args[2], args[3], atoi(args[4]), seconds(args[5]))
 	default:
 		return
 	}

@@ -2,13 +2,13 @@
 beyond the plain round trip, mirroring ``test_java_scenarios_bolide.py``: SendSync/SendAsync/
 SendOneWay/batch sends, retries ending in the dead letter queue, orderly consumption with queue
 locks, two push consumers sharing a group (clustering rebalance and broadcasting), the pull
-consumer, a SQL92 subscription, request-reply (Producer.Request), and the TransactionProducer
-with CheckLocalTransaction, mirroring ``test_java_transactions_bolide.py``.
+consumer, a SQL92 subscription, request-reply (Producer.Request), message traces (WithTrace), and
+the TransactionProducer with CheckLocalTransaction, mirroring ``test_java_transactions_bolide.py``.
 
-The driver is ``interop/go-client/scenarios.go`` (commands of the ``goclient`` binary); each test
-runs one command against an in-process NameServer + Broker on free ports. Go's pull consumer
-(Poll/ACK) stands for the Java lite pull consumer; Go v2.1.2 has no query-by-key / view-by-id API,
-so that Java scenario has no Go twin.
+The driver is ``interop/go-client/scenarios.go`` and ``traces.go`` (commands of the ``goclient``
+binary); each test runs one command against an in-process NameServer + Broker on free ports. Go's
+pull consumer (Poll/ACK) stands for the Java lite pull consumer; Go v2.1.2 has no query-by-key /
+view-by-id API, so that Java scenario has no Go twin.
 
 Go client behaviour the tests take into account (the same against a RocketMQ broker):
 
@@ -40,6 +40,8 @@ from client_roundtrip import (
     with_servers,
 )
 
+from bolide.client.admin import Admin
+from bolide.client.admin_trace import TraceView
 from bolide.store import StoreConfig
 from bolide.testing.goclient import go_client_binary, go_env
 from bolide.testing.rocketmq import RocketMQUnavailable
@@ -254,3 +256,31 @@ def test_go_request_reply(tmp_path: Path) -> None:
     assert [f[:3] for f in lines] == [["REPLY", f"re:go-ask-{i}", "DefaultCluster_REPLY_TOPIC"]
                                       for i in range(n)]
     assert len({f[3] for f in lines}) == n
+
+
+def test_go_message_traces(tmp_path: Path) -> None:
+    """WithTrace on the producer and the push consumer: the Go client writes Pub and SubAfter
+    traces to RMQ_SYS_TRACE_TOPIC (traceTopicEnable on the broker), which Bolide's Admin reads
+    back by message id with the fields the client put in them."""
+    go, env = goclient(tmp_path)
+    topic, group, n = "GoTraced", "go_trace_cg", 4
+
+    async def test(s: Servers) -> tuple[list[list[str]], dict[str, list[TraceView]]]:
+        await create_topic(s, topic, queues=2)
+        lines = await run_driver([*go, "trace", s.namesrv_addr, topic, group, str(n), "90"],
+                                 tmp_path / "trace.log", env, prefixes=("SEND", "MSG", "TRACED", "TIMEOUT"))
+        async with Admin(s.namesrv_addr) as admin:  # the driver saw them stored: all are there
+            traces = {f[3]: await admin.message_trace(f[3]) for f in lines if f[0] == "SEND"}
+        return lines, traces
+
+    lines, traces = with_servers(tmp_path, test, trace_topic_enable=True)
+    assert lines[-1] == ["TRACED", str(n), str(n)], lines
+    sends = [f for f in lines if f[0] == "SEND"]
+    assert len(traces) == n and all(f[2] == "SEND_OK" for f in sends)
+    for i, f in enumerate(sends):
+        views = traces[f[3]]
+        [pub] = [v for v in views if v.type == "Pub"]
+        assert (pub.group, pub.topic, pub.tags, pub.keys, pub.status) == (
+            "bolide_go_scenarios_pg", topic, "traced", f"trace-key-{i}", "success"), pub
+        assert pub.offset_msg_id == f[6] and pub.store_host, pub
+        assert {(v.group, v.status) for v in views if v.type == "SubAfter"} == {(group, "success")}, views
