@@ -324,7 +324,11 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
     configs = loads((export / "configs.json").read_text())
     assert configs["brokerConfigs"]["broker-a"]["brokerName"] == "broker-a", log
     metrics = loads((export / "metrics.json").read_text())  # 5.x also reports its clients
-    assert metrics["evaluateReport"]["broker-a"]["runtimeQuota"]["topicSize"] >= 1, log
+    report = metrics["evaluateReport"]["broker-a"]
+    assert report["runtimeQuota"]["topicSize"] >= 1, log
+    # the machine's processors and the average size of the messages stored
+    assert int(report["runtimeEnv"]["cpuNum"]) >= 1, log
+    assert float(report["runtimeQuota"]["messageAverageSize"]) > 0, log
 
     # statsAll, checkMsgSendRT, the config getters and setters, KV config, cloneGroupOffset, write perms
     def output(*command: str) -> str:

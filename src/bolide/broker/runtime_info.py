@@ -64,6 +64,9 @@ def runtime_info(broker: BrokerController) -> dict[str, str]:
         "msgPutTotalYesterdayMorning": str(stats.yesterday_morning.put),
         "msgPutTotalTodayMorning": str(stats.today_morning.put),
         "msgPutTotalTodayNow": str(now.put),
+        "putMessageTimesTotal": str(max(now.put, 1)),  # RocketMQ's: 1 before the first put
+        "putMessageSizeTotal": str(stats.put_bytes),
+        "putMessageAverageSize": str(stats.put_bytes / max(now.put, 1)),
         "msgGetTotalYesterdayMorning": str(stats.yesterday_morning.transferred),
         "msgGetTotalTodayMorning": str(stats.today_morning.transferred),
         "msgGetTotalTodayNow": str(now.transferred),

@@ -40,6 +40,7 @@ class BrokerStats:
         self._clock = clock
         self._wall = wall_clock
         self.put = self.get = self.get_found = self.transferred = 0
+        self.put_bytes = 0  # of the records stored (RocketMQ's putMessageSizeTotal)
         self.started = clock()
         self.boot_timestamp_ms = int(wall_clock() * 1000)
         self._second = int(self.started)
@@ -51,12 +52,13 @@ class BrokerStats:
         self.yesterday_morning = Counts()
 
     # -- hot path -------------------------------------------------------------------------
-    def on_put(self, messages: int = 1) -> None:
-        """``messages`` were stored by one send."""
+    def on_put(self, messages: int = 1, size: int = 0) -> None:
+        """``messages`` were stored by one send, in records of ``size`` bytes in all."""
         second = int(self._clock())
         if second != self._second:
             self._roll(second)
         self.put += messages
+        self.put_bytes += size
 
     def on_get(self, found: int) -> None:
         """A pull answered with ``found`` messages (0: nothing)."""

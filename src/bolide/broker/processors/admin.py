@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -151,6 +152,9 @@ class AdminProcessor:
         store's copy goes last: its ``listenPort`` is the bound port (``listenPort=0`` picks one);
         ``grpcServerPort`` too is the bound one (other brokers' gRPC routes point there)."""
         props = config_properties(self.broker.config, self.broker.store.config)
+        # RocketMQ's default of a key Bolide has no use for: mqadmin exportMetrics reads the
+        # machine's processors from it
+        props.setdefault("clientCallbackExecutorThreads", str(os.cpu_count() or 1))
         grpc = self.broker.grpc
         if grpc is not None and grpc.port > 0:
             props["grpcServerPort"] = str(grpc.port)

@@ -69,7 +69,7 @@ class ReplyProcessor:
                 reconsume_times=header.reconsume_times or 0, wait_store=False)
             code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
             if code == ResponseCode.SUCCESS:
-                self.broker.stats.on_put(result.msg_num)
+                self.broker.stats.on_put(result.msg_num, result.wrote_bytes)
                 self.broker.stats_items.on_put(header.topic, result.msg_num, result.wrote_bytes)
                 if pushed is None:
                     response.ext_fields.update(send_response_ext(

@@ -289,7 +289,7 @@ class SendProcessor:
         code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if code not in _STORED:
             return request.make_response(code, f"{result.status.value}: {result.remark}")
-        self.broker.stats.on_put(result.msg_num)
+        self.broker.stats.on_put(result.msg_num, result.wrote_bytes)
         msg_id = ",".join(result.offset_msg_ids)  # a batch's ids, comma-separated
         if (frame and code == ResponseCode.SUCCESS and not result.remark and extra is None
                 and request.serialize_type is _JSON):

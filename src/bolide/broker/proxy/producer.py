@@ -148,7 +148,7 @@ class GrpcProducer:
         code = _PUT_CODES.get(result.status, pb.INTERNAL_SERVER_ERROR)
         if result.status not in _STORED:
             raise Refused(code, f"{result.status.value}: {result.remark}".rstrip(": "))
-        broker.stats.on_put(1)
+        broker.stats.on_put(1, result.wrote_bytes)
         broker.stats_items.on_put(topic, 1, result.wrote_bytes)
         if broker.metrics is not None:
             broker.metrics.on_put(topic, _METRICS_TYPES.get(kind, "normal"), 1, result.wrote_bytes)
