@@ -1,16 +1,21 @@
-"""Broker statistics items (VIEW_BROKER_STATS_DATA) and ``bolide admin statsAll`` against an
-in-process NameServer + Broker: sends, pulls and send-backs are counted per topic, per
-``topic@group`` and per cluster, and statsAll adds them up with each group's accumulation."""
+"""Broker statistics items (VIEW_BROKER_STATS_DATA), ``bolide admin statsAll`` and
+``exportMetrics`` against an in-process NameServer + Broker: sends, pulls and send-backs are
+counted per topic, per ``topic@group`` and per cluster, statsAll adds them up with each group's
+accumulation, and exportMetrics reports each broker group's rates and sizes."""
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli_admin import ServerThread, admin_json, admin_table, servers_fixture, wait_for
+from test_cli_admin import ServerThread, admin_json, admin_table, bolide, servers_fixture, wait_for
 
 from bolide.client import ConsumeFrom, Message
-from bolide.client.blocking import Admin, Producer, PullConsumer
+from bolide.client.blocking import Admin, Producer, PullConsumer, PushConsumer
+from bolide.client.results import ConsumeStatus
 from bolide.protocol import RemotingCommand, RequestCode, ResponseCode
 from bolide.protocol.bodies.admin import BrokerStatsData
 from bolide.protocol.headers.admin import ViewBrokerStatsDataRequestHeader
@@ -104,3 +109,53 @@ def test_the_answer_reads_as_rocketmq_writes_it() -> None:
         b'"statsMinute":{"avgpt":1.5,"sum":3,"tps":0.05}}')
     assert (body.stats_minute.sum, body.stats_hour.tps, body.stats_day.avgpt) == (3, 0.5, 1.5)
     assert BrokerStatsData.decode(body.encode()) == body
+
+
+def test_export_metrics_reports_each_broker_group(servers: ServerThread, tmp_path: Path) -> None:
+    """exportMetrics: the master's rates and counts, its user topics and groups, and the client
+    versions of the consumers online, in mqadmin's metrics.json; the totals add the groups up."""
+    assert servers.servers is not None
+    ns, broker = servers.servers.namesrv_addr, servers.servers.broker
+    cluster, name = broker.config.broker_cluster_name, broker.config.broker_name
+    admin_json(ns, "updateTopic", "-t", "MetricsTopic", "-r", "1", "-w", "1")
+    with Producer(ns, group="metrics-pg") as producer:
+        for _ in range(3):
+            producer.send(Message("MetricsTopic", b"m" * 50))
+    consumer = PushConsumer(ns, "metrics-cg", listener=lambda msgs, ctx: ConsumeStatus.CONSUME_SUCCESS,
+                            consume_from=ConsumeFrom.FIRST_OFFSET)
+    consumer.subscribe("MetricsTopic")
+    consumer.start()
+    try:
+        with Admin(ns) as admin:
+            wait_for(lambda: bool(admin.consumer_connection("metrics-cg").connection_set))
+            doc = admin.export_metrics(cluster)
+            topics = admin.user_topics(broker.broker_addr)
+            groups = admin.user_subscription_groups(broker.broker_addr)
+        out = admin_json(ns, "exportMetrics", "-c", cluster, "-f", str(tmp_path))
+    finally:
+        consumer.close()
+    report = doc["evaluateReport"][name]
+    assert report["runtimeEnv"]["cpuNum"] == str(os.cpu_count())
+    assert "totalMemKBytes" in report["runtimeEnv"]  # None: no RocketMQ broker reports it either
+    quota = report["runtimeQuota"]
+    assert quota["tps"]["normalInTps"] > 0 and set(quota["tps"]) == {
+        "normalInTps", "normalOutTps", "transInTps", "scheduleInTps"}
+    assert set(quota["oneDayNum"]) == {"normalOneDayInNum", "normalOneDayOutNum", "transOneDayInNum",
+                                       "scheduleOneDayInNum"}
+    assert (quota["topicSize"], quota["groupSize"]) == (len(topics), len(groups))
+    assert "MetricsTopic" in topics and "metrics-cg" in groups
+    assert float(quota["messageAverageSize"]) > 50
+    assert quota["diskRatio"].keys() == {"commitLogDiskRatio", "consumeQueueDiskRatio"}
+    assert "PYTHON%V4_9_8" in report["runtimeVersion"]["clientInfo"], report["runtimeVersion"]
+    assert doc["totalData"]["totalTps"]["totalNormalInTps"] == quota["tps"]["normalInTps"]
+    written = json.loads((tmp_path / "metrics.json").read_text())
+    assert written["evaluateReport"][name]["runtimeQuota"]["topicSize"] == len(topics)
+    assert out["file"] == str(tmp_path / "metrics.json") and "totalTps" in out
+
+
+def test_export_metrics_of_an_unknown_cluster_names_the_known_ones(servers: ServerThread) -> None:
+    assert servers.servers is not None
+    ns, cluster = servers.servers.namesrv_addr, servers.servers.broker.config.broker_cluster_name
+    result = bolide("admin", "exportMetrics", "-n", ns, "-c", "NoSuchCluster", ok=False)
+    assert result.exit_code != 0
+    assert "NoSuchCluster" in result.output and cluster in result.output

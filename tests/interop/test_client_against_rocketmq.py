@@ -475,6 +475,12 @@ def test_bolide_admin_commands(rmq: RocketMQ, tmp_path: Path) -> None:
     assert configs["masterBrokerSize"] == 1, configs
     written = json.loads((tmp_path / "export" / "configs.json").read_text())
     assert written["brokerConfigs"]["broker-a"]["brokerClusterName"] == "DefaultCluster", written
+    metrics = admin("exportMetrics", "-c", "DefaultCluster", "-f", str(tmp_path / "export"))
+    assert set(metrics["totalTps"]) == {"totalNormalInTps", "totalNormalOutTps", "totalTransInTps",
+                                        "totalScheduleInTps"}, metrics
+    quota = json.loads((tmp_path / "export" / "metrics.json").read_text())["evaluateReport"]["broker-a"][
+        "runtimeQuota"]
+    assert quota["topicSize"] >= 1 and float(quota["messageAverageSize"]) >= 0, quota
     if rmq.major >= 5:  # SET_COMMITLOG_READ_MODE is RocketMQ 5's
         answer = admin("setCommitLogReadAheadMode", "-b", rmq.broker_addr, "-m", "1")["brokers"]
         assert "success" in answer[rmq.broker_addr], answer

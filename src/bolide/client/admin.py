@@ -22,6 +22,7 @@ from bolide.client.admin_acl import AclAdminCalls
 from bolide.client.admin_auth import AuthAdminCalls
 from bolide.client.admin_config import ConfigAdminCalls
 from bolide.client.admin_lists import ListAdminCalls
+from bolide.client.admin_metrics import MetricsAdminCalls
 from bolide.client.admin_stats import StatsAdminCalls
 from bolide.client.admin_trace import TraceAdminCalls
 from bolide.client.admin_types import GroupProgress, OffsetChange, QueueProgress, ResetPlan
@@ -97,8 +98,8 @@ TOOLS_GROUP = "TOOLS_CONSUMER"  # the group mqadmin's reads use (built into ever
 DEFAULT_TOPIC = "TBW102"
 
 
-class Admin(AclAdminCalls, AuthAdminCalls, ConfigAdminCalls, ListAdminCalls, StatsAdminCalls,
-            TraceAdminCalls):
+class Admin(AclAdminCalls, AuthAdminCalls, ConfigAdminCalls, ListAdminCalls, MetricsAdminCalls,
+            StatsAdminCalls, TraceAdminCalls):
     """Topics, groups, progress and message lookups; asyncio API (blocking twin in
     :mod:`bolide.client.blocking`)."""
 

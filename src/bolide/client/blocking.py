@@ -653,6 +653,9 @@ class Admin(_Blocking[_admin.Admin]):
     def stats_all(self, topic: str | None = None, *, active_only: bool = False) -> list[TopicGroupStats]:
         return self._run(lambda c: c.stats_all(topic, active_only=active_only))
 
+    def export_metrics(self, cluster: str) -> dict[str, Any]:
+        return self._run(lambda c: c.export_metrics(cluster))
+
     def message_trace(self, msg_id: str, **kwargs: Any) -> list[TraceView]:
         return self._run(lambda c: c.message_trace(msg_id, **kwargs))
 

@@ -20,6 +20,19 @@ V5_0_0 = 413
 V5_3_3 = 479
 DEFAULT_VERSION = V4_9_8  # what Bolide puts in every command it builds
 DEFAULT_VERSION_DESC = "V4_9_8"  # its MQVersion name (brokerVersionDesc, PROP_CLIENT_VERSION)
+V4_0_0_SNAPSHOT = 212  # MQVersion ordinals run in pairs (x_y_z_SNAPSHOT, x_y_z) from here
+
+
+def version_name(ordinal: int) -> str:
+    """RocketMQ's MQVersion name of a client's ``version`` (4.x and 5.x; older ones by number)."""
+    index = ordinal - V4_0_0_SNAPSHOT
+    if ordinal == 0:
+        return "V3_0_0_SNAPSHOT"  # no version given (RocketMQ 5's gRPC clients in its tables)
+    if not 0 <= index < 400:
+        return str(ordinal)
+    release, snapshot = divmod(index, 2)[0], index % 2 == 0
+    major, rest = divmod(release, 100)
+    return f"V{4 + major}_{rest // 10}_{rest % 10}" + ("_SNAPSHOT" if snapshot else "")
 
 
 class SerializeType(IntEnum):

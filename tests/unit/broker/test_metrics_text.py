@@ -7,10 +7,10 @@ import math
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from bolide.broker.metrics.collect import message_type, version_name
+from bolide.broker.metrics.collect import message_type
 from bolide.broker.metrics.exposition import Family, HistogramValue, escape, render
 from bolide.common import properties as P
-from bolide.protocol.codes import V4_5_2, V4_9_8, V5_0_0, V5_3_3
+from bolide.protocol.codes import V4_5_2, V4_9_8, V5_0_0, V5_3_3, version_name
 
 
 def test_the_text_parses_as_prometheus_reads_it() -> None:

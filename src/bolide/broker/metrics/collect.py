@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from bolide.broker.metrics.exposition import Family, HistogramValue, Labels
 from bolide.broker.topic_config import PERM_READ, SYSTEM_TOPICS
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
-from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.codes import RequestCode, ResponseCode, version_name
 
 if TYPE_CHECKING:
     from bolide.broker.controller import BrokerController
@@ -38,21 +38,6 @@ NORMAL, FIFO, DELAY, TRANSACTION = "normal", "fifo", "delay", "transaction"  # R
 SYSTEM_GROUP_PREFIX = "cid_rmq_sys_"
 _SYSTEM_TOPICS = SYSTEM_TOPICS | {"RMQ_SYS_TRACE_TOPIC"}  # RocketMQ's, with its rmq_sys_ prefix
 _DELAY_KEYS = ("DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "__STARTDELIVERTIME")
-_V4_0_0_SNAPSHOT = 212  # MQVersion ordinals run in pairs (x_y_z_SNAPSHOT, x_y_z) from here
-
-
-def version_name(ordinal: int) -> str:
-    """RocketMQ's MQVersion name of a client's ``version`` (4.x and 5.x; older ones by number)."""
-    index = ordinal - _V4_0_0_SNAPSHOT
-    if ordinal == 0:
-        return "V3_0_0_SNAPSHOT"  # no version given (RocketMQ 5's gRPC clients in its tables)
-    if not 0 <= index < 400:
-        return str(ordinal)
-    release, snapshot = divmod(index, 2)[0], index % 2 == 0
-    major, rest = divmod(release, 100)
-    return f"V{4 + major}_{rest // 10}_{rest % 10}" + ("_SNAPSHOT" if snapshot else "")
-
-
 def message_type(encoded_properties: bytes | str | None, *, half: bool = False) -> str:
     """RocketMQ's message_type label of a send, from its encoded properties."""
     if half:
