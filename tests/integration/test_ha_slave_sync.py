@@ -121,6 +121,11 @@ def test_slave_copies_topics_offsets_delay_offsets_and_groups(tmp_path: Path) ->
         # and a 5.x slave's timer checkpoint request (no timer wheel: all zero, SUCCESS)
         r = await invoke(c, c.master, RequestCode.GET_TIMER_CHECK_POINT)
         assert r.code == ResponseCode.SUCCESS and r.body_bytes() == bytes(56)
+        # and its timer metrics (none; the data version a slave copies once)
+        r = await invoke(c, c.master, RequestCode.GET_TIMER_METRICS)
+        assert r.code == ResponseCode.SUCCESS
+        assert json.loads(r.body_bytes()) == {
+            "dataVersion": {"counter": 0, "stateVersion": 0, "timestamp": 0}, "timingCount": {}}
 
         await wait_until(lambda: slave.topics.get("Synced") == c.master.topics.get("Synced")
                          and slave.offsets.query_all("cg", "Synced") == {0: 12, 3: 30}

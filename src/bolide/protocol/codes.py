@@ -116,6 +116,7 @@ class RequestCode(IntEnum):
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
     GET_BROKER_CLUSTER_ACL_CONFIG = 54
     GET_TIMER_CHECK_POINT = 60  # RocketMQ 5: a slave reads its master's timer checkpoint
+    GET_TIMER_METRICS = 61  # RocketMQ 5: a slave reads its master's timer metrics
     PUT_KV_CONFIG = 100
     GET_KV_CONFIG = 101
     DELETE_KV_CONFIG = 102
