@@ -194,3 +194,32 @@ async def _pull_consumer(tmp_path: Path) -> None:
             views = await _trace_of(admin, sent.msg_id, {"SubAfter"})
         assert [(v.type, v.group, v.status, v.keys) for v in views] == [
             ("SubAfter", "polled-cg", "success", "polled-1")]
+
+
+def test_a_batch_send_traces_each_message_and_a_oneway_send_none(tmp_path: Path) -> None:
+    asyncio.run(_batch_and_oneway(tmp_path))
+
+
+async def _batch_and_oneway(tmp_path: Path) -> None:
+    async with running_servers(tmp_path / "store", trace_topic_enable=True) as s:
+        await _create(s, TOPIC)
+        config = ClientConfig(s.namesrv_addr, enable_trace=True)
+        batch = [Message(TOPIC, b"b%d" % i, tags="B", keys=[f"batch-{i}"]) for i in range(3)]
+        async with Producer(config, group="batch-pg") as producer:
+            result = await producer.send_batch(batch)
+            oneway = Message(TOPIC, b"fire and forget", keys=["oneway"])
+            await producer.send_oneway(oneway)
+            # the oneway message stored (it has no result to trace), then one traced send after it
+            last = await producer.send(Message(TOPIC, b"last"))
+        ids = result.msg_id.split(",")
+        offset_ids = result.offset_msg_id.split(",")
+        assert len(ids) == len(offset_ids) == 3
+        async with Admin(s.namesrv_addr) as admin:
+            for i, msg_id in enumerate(ids):
+                [pub] = await _trace_of(admin, msg_id, {"Pub"})
+                assert (pub.group, pub.topic, pub.tags, pub.keys, pub.offset_msg_id, pub.status) == (
+                    "batch-pg", TOPIC, "B", f"batch-{i}", offset_ids[i], "success"), pub
+            await _trace_of(admin, last.msg_id, {"Pub"})  # every trace of the producer is stored
+            stored = await admin.query_by_key(TOPIC, "oneway")
+            assert [m.body for m in stored] == [b"fire and forget"]
+            assert await admin.message_trace(stored[0].msg_id) == []

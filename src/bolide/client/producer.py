@@ -275,8 +275,13 @@ class Producer:
                 addr, request(RequestCode.SEND_BATCH_MESSAGE, header, body), remaining_ms)
             return self._result(response, addr, mq, ids)
 
-        return await self._with_retries(route, queue, attempt, started, timeout_ms,
-                                        f"sending a batch of {len(messages)} to topic {topic!r}")
+        result = await self._with_retries(route, queue, attempt, started, timeout_ms,
+                                          f"sending a batch of {len(messages)} to topic {topic!r}")
+        if self._tracer is not None:
+            cost_ms = int((asyncio.get_running_loop().time() - started) * 1000)
+            self._tracer.on_send_batch(messages, result, int(time.time() * 1000) - cost_ms, cost_ms,
+                                       store_host=self._addr(route, result.queue))
+        return result
 
     # -- internals ------------------------------------------------------------------------------
     async def _with_retries(self, route: TopicRoute, fixed: MessageQueue | None,

@@ -1,5 +1,6 @@
 """Message traces written by Bolide's producers and push consumers (``ClientConfig(...,
-enable_trace=True)``), as RocketMQ's clients write them: a ``Pub`` context per stored send, an
+enable_trace=True)``), as RocketMQ's clients write them: a ``Pub`` context per stored send (per
+message of a batch; a oneway send has no result, so no trace, as with the Java client), an
 ``EndTransaction`` per transaction a transactional producer ends (at once or when the broker
 checks), a ``SubBefore`` and a ``SubAfter`` per batch handed to a listener, sent in batches to the trace
 topic (``RMQ_SYS_TRACE_TOPIC``, or ``trace_topic``) by an inner producer of group
@@ -93,6 +94,24 @@ class TraceDispatcher:
         self._append(TraceContext(PUB, started_ms, result.region_id or DEFAULT_REGION, self.group,
                                   cost_ms=cost_ms, success=result.status is SendStatus.SEND_OK,
                                   beans=[bean]))
+
+    def on_send_batch(self, messages: Sequence[Message], result: SendResult, started_ms: int, cost_ms: int,
+                      *, store_host: str) -> None:
+        """A batch send was answered with ``result``: a Pub context per message, each with its
+        own ids (the result's offset ids come comma-separated, in the batch's order), so that
+        each message's trace is found by its id (the Java client writes one context for the
+        whole batch, under the joined ids)."""
+        if not messages or messages[0].topic == self.trace_topic:
+            return
+        offset_ids = result.offset_msg_id.split(",")
+        success = result.status is SendStatus.SEND_OK
+        region = result.region_id or DEFAULT_REGION
+        for i, msg in enumerate(messages):
+            msg_id = msg.properties.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
+            bean = TraceBean(msg_id, msg.topic, msg.tags or "", _keys(msg), store_host, len(msg.body),
+                             message_type(msg), offset_ids[i] if i < len(offset_ids) else "")
+            self._append(TraceContext(PUB, started_ms, region, self.group, cost_ms=cost_ms, success=success,
+                                      beans=[bean]))
 
     def on_end_transaction(self, msg: Message, msg_id: str, state: str, *, region: str | None,
                            store_host: str, from_check: bool) -> None:
