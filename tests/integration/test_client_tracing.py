@@ -17,6 +17,7 @@ from bolide.client import (
     Producer,
     PullConsumer,
     PushConsumer,
+    SimpleConsumer,
     TransactionProducer,
     tracing,
 )
@@ -24,6 +25,7 @@ from bolide.client.admin import Admin
 from bolide.client.admin_trace import TraceView
 from bolide.client.results import SendResult, SendStatus
 from bolide.client.tracing import TraceDispatcher
+from bolide.common.message import MessageExt
 from bolide.protocol.bodies.client import MessageQueue
 from bolide.protocol.trace import TRACE_TOPIC, decode_trace_data
 from bolide.testing.servers import Servers, running_servers
@@ -223,3 +225,34 @@ async def _batch_and_oneway(tmp_path: Path) -> None:
             stored = await admin.query_by_key(TOPIC, "oneway")
             assert [m.body for m in stored] == [b"fire and forget"]
             assert await admin.message_trace(stored[0].msg_id) == []
+
+
+def test_a_simple_consumer_traces_receives_and_acknowledgements(tmp_path: Path) -> None:
+    asyncio.run(_simple_consumer(tmp_path))
+
+
+async def _simple_consumer(tmp_path: Path) -> None:
+    async with running_servers(tmp_path / "store", trace_topic_enable=True) as s:
+        await _create(s, TOPIC)
+        async with Producer(s.namesrv_addr, "plain-pg") as producer:
+            sent = [await producer.send(Message(TOPIC, b"s%d" % i, keys=[f"s{i}"])) for i in range(2)]
+        config = ClientConfig(s.namesrv_addr, enable_trace=True)
+        async with SimpleConsumer(config, "simple-traced", {TOPIC: "*"},
+                                  consume_from=ConsumeFrom.FIRST_OFFSET) as consumer:
+            got: list[MessageExt] = []
+            async with asyncio.timeout(20):
+                while len(got) < 2:
+                    got += await consumer.receive(16, invisible_duration_ms=60_000, await_duration_ms=1000)
+            acked = next(m for m in got if m.msg_id == sent[0].msg_id)
+            await consumer.ack(acked)  # the other one is never acknowledged
+        # closing sent the traces
+        async with Admin(s.namesrv_addr) as admin:
+            views = await _trace_of(admin, sent[0].msg_id, {"SubAfter"})
+            subs = [(v.group, v.status) for v in views if v.type == "SubAfter"]
+            assert subs == [("simple-traced", "success")]
+            raw = await admin.query_by_key(TRACE_TOPIC, sent[1].msg_id)
+            contexts = [c for m in raw for c in decode_trace_data(m.body.decode())]
+            # a SubBefore for the receive, no SubAfter for the message not acknowledged
+            of_it = {c.type for c in contexts if any(b.msg_id == sent[1].msg_id for b in c.beans)}
+            assert of_it == {"SubBefore"}
+            assert await admin.message_trace(sent[1].msg_id) == []

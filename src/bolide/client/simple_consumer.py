@@ -20,8 +20,10 @@ RocketMQ 4.x brokers do not pop.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 
 from bolide.client.api import request
@@ -30,6 +32,7 @@ from bolide.client.errors import ClientConfigError, ClientStateError, NoRouteErr
 from bolide.client.filtering import MessageSelector, subscription
 from bolide.client.instance import ClientInstance
 from bolide.client.results import ConsumeFrom
+from bolide.client.tracing import TraceDispatcher
 from bolide.common.message import MessageExt
 from bolide.common.records import decode_records
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
@@ -46,11 +49,13 @@ from bolide.protocol.headers.pop import (
     PopMessageResponseHeader,
 )
 from bolide.protocol.pop_info import ExtraInfo, build_extra_info, parse_extra_info, pop_handles, real_topic
+from bolide.protocol.trace import TraceContext
 
 POP_CK = "POP_CK"  # the property a received message's acknowledgement handle travels in
 MAX_RECEIVE = 32  # messages per receive, as RocketMQ's pop
 CONSUME_POP = "CONSUME_POP"  # RocketMQ 5's ConsumeType of pop consumers
 _EMPTY = (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_FULL)
+MAX_TRACED = 4096  # received messages whose acknowledgement a trace waits for (the oldest go)
 
 
 class SimpleConsumer:
@@ -75,6 +80,8 @@ class SimpleConsumer:
         self._instance = ClientInstance(self.config)
         self._instance.consumer_data = self._consumer_data  # heartbeats: the group is online
         self._turn = itertools.count()
+        self._tracer = TraceDispatcher(self.config, group, "CONSUME") if self.config.enable_trace else None
+        self._traced: OrderedDict[str, tuple[TraceContext, float]] = OrderedDict()  # by message id
         self.started = False
 
     def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
@@ -117,6 +124,8 @@ class SimpleConsumer:
         their invisible duration)."""
         if self.started:
             self.started = False
+            if self._tracer is not None:
+                await self._tracer.close()
             await self._instance.close(consumer_group=self.group)
 
     async def __aenter__(self) -> SimpleConsumer:
@@ -154,8 +163,23 @@ class SimpleConsumer:
             timeout_ms=wait_ms + 10_000, ok=(ResponseCode.SUCCESS, *_EMPTY))
         if response.code != ResponseCode.SUCCESS:
             return []
-        return self._handles(topic, broker_name, response.read_header(PopMessageResponseHeader),
-                             decode_records(response.body_bytes()))
+        messages = self._handles(topic, broker_name, response.read_header(PopMessageResponseHeader),
+                                 decode_records(response.body_bytes()))
+        if self._tracer is not None and messages:
+            self._trace_received(self._tracer, messages)
+        return messages
+
+    def _trace_received(self, tracer: TraceDispatcher, messages: list[MessageExt]) -> None:
+        """A SubBefore for the received batch, kept until each message's acknowledgement."""
+        before = tracer.before_consume(messages)
+        if before is None:
+            return
+        now = asyncio.get_running_loop().time()
+        for bean in before.beans:
+            self._traced[bean.msg_id] = (before, now)
+            self._traced.move_to_end(bean.msg_id)
+        while len(self._traced) > MAX_TRACED:
+            self._traced.popitem(last=False)
 
     async def _targets(self) -> list[tuple[str, str, str]]:
         """(topic, broker name, master address) of every readable broker of the subscriptions."""
@@ -203,6 +227,11 @@ class SimpleConsumer:
         header = AckMessageRequestHeader(consumer_group=self.group, topic=topic, queue_id=info.queue_id,
                                          extra_info=msg.properties[POP_CK], offset=info.queue_offset)
         await self._instance.api.call(addr, request(RequestCode.ACK_MESSAGE, header), f"ack in {topic!r}")
+        msg_id = msg.msg_id or msg.offset_msg_id
+        if self._tracer is not None and msg_id in self._traced:
+            before, received = self._traced.pop(msg_id)
+            cost_ms = (asyncio.get_running_loop().time() - received) * 1000
+            self._tracer.after_consume_one(before, msg_id, cost_ms)
 
     async def change_invisible_duration(self, msg: MessageExt, invisible_duration_ms: int) -> None:
         """Hide the message for ``invisible_duration_ms`` from now on (0: receive it again now);

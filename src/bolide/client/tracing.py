@@ -2,7 +2,8 @@
 enable_trace=True)``), as RocketMQ's clients write them: a ``Pub`` context per stored send (per
 message of a batch; a oneway send has no result, so no trace, as with the Java client), an
 ``EndTransaction`` per transaction a transactional producer ends (at once or when the broker
-checks), a ``SubBefore`` and a ``SubAfter`` per batch handed to a listener, sent in batches to the trace
+checks), a ``SubBefore`` and a ``SubAfter`` per batch handed to a listener (a simple consumer: a
+SubBefore per receive, a SubAfter per message acknowledged), sent in batches to the trace
 topic (``RMQ_SYS_TRACE_TOPIC``, or ``trace_topic``) by an inner producer of group
 ``_INNER_TRACE_PRODUCER-<group>-<PRODUCE|CONSUME>``, each trace message keyed by the traced
 messages' ids and keys so that ``queryMsgTraceById`` finds it.
@@ -144,6 +145,15 @@ class TraceDispatcher:
                                   request_id=before.request_id, cost_ms=int(cost_ms / max(count, 1)),
                                   success=success, context_code=SUCCESS_CODE if success else FAILED_CODE,
                                   beans=before.beans))
+
+    def after_consume_one(self, before: TraceContext, msg_id: str, cost_ms: float) -> None:
+        """A message of the batch of ``before`` was acknowledged (a simple consumer's ack: a
+        successful SubAfter of that message alone)."""
+        beans = [b for b in before.beans if b.msg_id == msg_id]
+        if beans:
+            self._append(TraceContext(SUB_AFTER, int(time.time() * 1000), before.region_id, self.group,
+                                      request_id=before.request_id, cost_ms=int(cost_ms), success=True,
+                                      context_code=SUCCESS_CODE, beans=beans))
 
     def _append(self, ctx: TraceContext) -> None:
         if self._closed or len(self._pending) >= MAX_PENDING:
