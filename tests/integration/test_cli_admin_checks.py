@@ -4,6 +4,9 @@ ORDER_TOPIC_CONFIG), queryMsgByUniqueKey, printMsgByQueue and setCommitLogReadAh
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 from test_cli_admin import ServerThread, admin_json, admin_table, bolide, servers_fixture
 
@@ -76,11 +79,16 @@ def test_query_by_unique_key_and_print_by_queue(ns: str, servers: ServerThread) 
         queues = producer.publish_queues("ChecksMsgs")
         sent = [producer.send(Message("ChecksMsgs", b"m%d" % i, tags="A" if i % 3 else "B"), queue=queues[0])
                 for i in range(6)]
+        client_ip = producer.client_id.split("@")[0]
     assert servers.servers.broker.store.wait_dispatched(10.0)  # the index is built as messages dispatch
     found = admin_json(ns, "queryMsgByUniqueKey", "-i", sent[2].msg_id, "-t", "ChecksMsgs")
     assert found["body"] == "m2" and found["msgId"] == sent[2].msg_id
     usage = bolide("admin", "queryMsgByUniqueKey", "-n", ns, "-i", sent[2].msg_id, ok=False)
     assert usage.exit_code != 0 and "--topic" in usage.output
+    # decodeMessageId: this process made the id, a moment ago (no server asked)
+    decoded = json.loads(bolide("admin", "decodeMessageId", "-i", sent[2].msg_id, "--output", "json").stdout)
+    assert (decoded["ip"], decoded["pid"]) == (client_ip, os.getpid() & 0x7FFF)
+    assert abs(decoded["timestamp"] - found["bornTimestamp"]) < 1000
 
     printed = admin_json(ns, "printMsgByQueue", "-t", "ChecksMsgs", "-a", broker, "-i", "0")
     assert [m["queueOffset"] for m in printed["messages"]] == list(range(6))

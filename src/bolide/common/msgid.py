@@ -70,3 +70,27 @@ class UniqKeyGenerator:
         counter = next(self._counter) & 0xFFFF  # itertools.count is atomic under the GIL
         return f"{self._prefix}{int(now - self._month_start_ms) & 0xFFFFFFFF:08X}{counter:04X}"
 
+
+
+def decode_uniq_msg_id(msg_id: str, now_ms: float | None = None) -> tuple[str, int, int]:
+    """What a UNIQ_KEY id says (mqadmin DecodeMessageId): ``(ip, pid, ms)``, the client's
+    address, its process id (its low 15 bits for Bolide's ids) and about when the id was made
+    (the id holds the milliseconds since the start of that month, local time: the latest such
+    time not after ``now_ms``). Raises ValueError for text that is no such id."""
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError:
+        raise ValueError(f"{msg_id!r} is not a message id: it must be hexadecimal") from None
+    if len(raw) not in (16, 28):
+        raise ValueError(f"{msg_id!r} is not a unique message id: it must be 32 (IPv4) or 56 (IPv6) "
+                         "hex characters")
+    ip_len = 4 if len(raw) == 16 else 16
+    ip = str(ipaddress.ip_address(raw[:ip_len]))
+    pid = struct.unpack_from(">H", raw, ip_len)[0]
+    span_ms = struct.unpack_from(">I", raw, ip_len + 6)[0]
+    now = datetime.fromtimestamp((time.time() * 1000 if now_ms is None else now_ms) / 1000)
+    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    if start.timestamp() * 1000 + span_ms >= now.timestamp() * 1000:  # made last month
+        start = start.replace(year=start.year - 1, month=12) if start.month == 1 else start.replace(
+            month=start.month - 1)
+    return ip, pid, int(start.timestamp() * 1000) + span_ms

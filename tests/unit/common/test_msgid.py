@@ -7,7 +7,12 @@ from datetime import datetime
 import pytest
 
 from bolide.common.hosts import encode_host
-from bolide.common.msgid import UniqKeyGenerator, create_offset_msg_id, decode_offset_msg_id
+from bolide.common.msgid import (
+    UniqKeyGenerator,
+    create_offset_msg_id,
+    decode_offset_msg_id,
+    decode_uniq_msg_id,
+)
 
 
 def test_offset_msg_id_ipv4() -> None:
@@ -84,3 +89,29 @@ def test_uniq_key_time_is_ms_since_month_start() -> None:
     elapsed = int(uid[20:28], 16)
     assert before - start - 1 <= elapsed <= after - start + 1
     assert elapsed < 31 * 86_400_000  # less than a month, not ms since the epoch
+
+
+def test_a_unique_id_decodes_to_its_client_and_time() -> None:
+    before = int(time.time() * 1000)
+    msg_id = UniqKeyGenerator(ip=bytes([10, 1, 2, 3])).next_id()
+    ip, pid, ms = decode_uniq_msg_id(msg_id)
+    assert (ip, pid) == ("10.1.2.3", os.getpid() & 0x7FFF)
+    assert before - 1 <= ms <= int(time.time() * 1000)
+
+
+def test_a_unique_id_made_last_month_decodes_to_last_month() -> None:
+    # 10 days into a month, an id made 20 days after the start of a month is from the month before
+    now = datetime(2026, 3, 10, 12, 0).timestamp() * 1000
+    span = 20 * 86_400_000
+    msg_id = f"7F000001{0x1234:04X}00000000{span:08X}0001"
+    ip, pid, ms = decode_uniq_msg_id(msg_id, now_ms=now)
+    assert (ip, pid, datetime.fromtimestamp(ms / 1000)) == ("127.0.0.1", 0x1234, datetime(2026, 2, 21, 0, 0))
+    ipv6 = decode_uniq_msg_id("20010DB8000000000000000000000001" + "0001" + "00000000" + "00000005" + "0001",
+                              now_ms=now)
+    assert ipv6[:2] == ("2001:db8::1", 1)
+
+
+@pytest.mark.parametrize("bad", ["", "XYZ", "0" * 30, "0" * 34])
+def test_decode_uniq_rejects_bad_ids(bad: str) -> None:
+    with pytest.raises(ValueError):
+        decode_uniq_msg_id(bad)
