@@ -7,13 +7,16 @@ SET_COMMITLOG_READ_MODE, with their error answers."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import mmap
 import time
 from pathlib import Path
 
+from click.testing import CliRunner
 from test_broker_admin_codes import TOPIC, call, create_topic, dispatched, heartbeat, run, send
 
+from bolide.cli.main import cli
 from bolide.client import ConsumeFrom, MessageExt, PushConsumer
 from bolide.client.admin import Admin
 from bolide.client.errors import MQBrokerError
@@ -258,6 +261,18 @@ def test_consumer_status_gathers_the_online_consumers_offsets(tmp_path: Path) ->
                 assert all(mq.topic == TOPIC and mq.broker_name == "broker-a"
                            for mq in table[consumer.client_id])
 
+                # the Admin's and the CLI's getConsumerStatus
+                async with Admin(s.namesrv_addr) as admin:
+                    by_client = await admin.consumer_offsets_by_client(TOPIC, "status-cg")
+                    assert by_client == table
+                    assert await admin.consumer_offsets_by_client(TOPIC, "status-cg", "10.0.0.9@x") == {}
+                result = await asyncio.to_thread(CliRunner().invoke, cli, [
+                    "admin", "getConsumerStatus", "-n", s.namesrv_addr, "-g", "status-cg", "-t", TOPIC,
+                    "-O", "json"])
+                assert result.exit_code == 0, result.output
+                assert [(r["clientId"], r["queueId"], r["offset"]) for r in json.loads(result.stdout)] == [
+                    (consumer.client_id, 0, 3), (consumer.client_id, 1, 3)]
+
                 for client_addr, expected in ((consumer.client_id, [consumer.client_id]), ("10.0.0.9@x", [])):
                     one = GetConsumerStatusRequestHeader(topic=TOPIC, group="status-cg",
                                                          client_addr=client_addr)
@@ -270,6 +285,10 @@ def test_consumer_status_gathers_the_online_consumers_offsets(tmp_path: Path) ->
                            GetConsumerStatusRequestHeader(topic=TOPIC, group="status-cg"))
             assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR,
                                           "No Any Consumer online in the consumer group: [status-cg]")
+            offline = await asyncio.to_thread(CliRunner().invoke, cli, [
+                "admin", "getConsumerStatus", "-n", s.namesrv_addr, "-g", "status-cg", "-t", TOPIC])
+            assert offline.exit_code != 0 and "No Any Consumer online" in offline.output
+            assert "consumerConnection -g status-cg" in offline.output
 
     run_with_servers(tmp_path, test)
 

@@ -1,5 +1,6 @@
 """``bolide admin consumerStatus``: what a group's online consumers report of themselves
-(GET_CONSUMER_RUNNING_INFO, relayed by the broker to each consumer), as mqadmin's command."""
+(GET_CONSUMER_RUNNING_INFO, relayed by the broker to each consumer), and ``getConsumerStatus``:
+their own offsets of a topic's queues (relayed likewise), as mqadmin's commands."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from bolide.protocol.bodies.admin import (
     ConsumerConnection,
     ConsumerRunningInfo,
 )
+from bolide.protocol.bodies.client import MessageQueue
 from bolide.protocol.codes import ResponseCode
 
 
@@ -112,4 +114,28 @@ def consumer_status(namesrv: str, output: str, group: str, client_id: str | None
          note=note)
 
 
-COMMANDS = [consumer_status]
+@click.command("getConsumerStatus")
+@admin_options
+@click.option("-g", "--group", required=True, help="Consumer group.")
+@click.option("-t", "--topic", required=True, help="The topic whose queues to report.")
+@click.option("-i", "--origin-client-id", "client_id", help="Only this consumer (default: every one online).")
+def get_consumer_status(namesrv: str, output: str, group: str, topic: str, client_id: str | None) -> None:
+    """Each online consumer's own offset of each queue of a topic, as it holds them (223, which
+    the broker relays to the consumers as 221); a consumer that does not answer is left out."""
+    async def job(admin: Admin) -> dict[str, dict[MessageQueue, int]]:
+        try:
+            return await admin.consumer_offsets_by_client(topic, group, client_id)
+        except MQBrokerError as exc:
+            raise click.ClickException(f"{exc.remark or exc}: check the group with consumerConnection "
+                                       f"-g {group}") from None
+
+    tables = with_admin(namesrv, job)
+    rows = [(cid, mq.broker_name, mq.queue_id, offset)
+            for cid, table_ in sorted(tables.items()) for mq, offset in sorted(table_.items())]
+    emit(output, [{"clientId": cid, "brokerName": b, "queueId": q, "offset": o} for cid, b, q, o in rows],
+         table(f"Consumer offsets of {topic} in {group}", ["clientId", "brokerName", "queueId", "offset"],
+               rows),
+         note=None if rows else f"no consumer of {group!r} reported offsets of {topic!r}")
+
+
+COMMANDS = [consumer_status, get_consumer_status]

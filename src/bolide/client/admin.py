@@ -54,6 +54,7 @@ from bolide.protocol.bodies.admin import (
     ConsumerRunningInfo,
     ConsumeStats,
     ConsumeStatsList,
+    GetConsumerStatusBody,
     KVTable,
     ProducerConnection,
     ProducerInfo,
@@ -87,6 +88,7 @@ from bolide.protocol.headers import (
 )
 from bolide.protocol.headers.admin import (
     RESET_TO_END,
+    GetConsumerStatusRequestHeader,
     GetConsumeStatsInBrokerHeader,
     QueryConsumeQueueRequestHeader,
     ResetOffsetRequestHeader,
@@ -458,6 +460,21 @@ class Admin(AclAdminCalls, AuthAdminCalls, ConfigAdminCalls, ListAdminCalls, Met
                 continue
             owners.update(dict.fromkeys(info.mq_table, client_id))
         return owners
+
+    async def consumer_offsets_by_client(self, topic: str, group: str, client_id: str | None = None,
+                                         ) -> dict[str, dict[MessageQueue, int]]:
+        """Each online consumer's own offsets of ``topic``'s queues (or only ``client_id``'s),
+        by client id (mqadmin getConsumerStatus): the topic's first broker asks them
+        (INVOKE_BROKER_TO_GET_CONSUMER_STATUS 223, relayed as 221); a consumer that does not
+        answer is left out. MQBrokerError when no consumer of the group is online."""
+        route = await self.topic_route(topic)
+        addrs = list(self._route_addrs(route).values())
+        if not addrs:
+            return {}
+        header = GetConsumerStatusRequestHeader(topic=topic, group=group, client_addr=client_id or "")
+        response = await self._call(addrs[0], RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, header,
+                                    f"getConsumerStatus of {group!r} on {topic!r}")
+        return GetConsumerStatusBody.decode(response.body_bytes()).consumer_table
 
     async def consumer_running_info(self, group: str, client_id: str, *,
                                     jstack: bool = False) -> ConsumerRunningInfo:

@@ -653,6 +653,10 @@ class Admin(_Blocking[_admin.Admin]):
     def stats_all(self, topic: str | None = None, *, active_only: bool = False) -> list[TopicGroupStats]:
         return self._run(lambda c: c.stats_all(topic, active_only=active_only))
 
+    def consumer_offsets_by_client(self, topic: str, group: str, client_id: str | None = None,
+                                   ) -> dict[str, dict[MessageQueue, int]]:
+        return self._run(lambda c: c.consumer_offsets_by_client(topic, group, client_id))
+
     def export_metrics(self, cluster: str) -> dict[str, Any]:
         return self._run(lambda c: c.export_metrics(cluster))
 
