@@ -12,6 +12,9 @@ from test_cli_admin import ServerThread, admin_json, admin_table, bolide, server
 
 from bolide.client import Message
 from bolide.client.blocking import Admin, Producer
+from bolide.protocol import RemotingCommand, RequestCode, ResponseCode
+from bolide.protocol.headers.admin import ExportRocksDBConfigToJsonRequestHeader
+from bolide.remoting import RemotingClient
 
 TOPIC = "ChecksTopic"
 
@@ -112,3 +115,30 @@ def test_set_commit_log_read_ahead_mode(ns: str, servers: ServerThread) -> None:
     assert store.commit_log_read_ahead is True
     wrong = bolide("admin", "setCommitLogReadAheadMode", "-n", ns, "-m", "2", ok=False)
     assert wrong.exit_code != 0 and "'2' is not one of '0', '1'" in wrong.output
+
+
+def test_rocksdb_migration_commands_say_there_is_no_rocksdb(ns: str, servers: ServerThread) -> None:
+    """checkRocksdbCqWriteProgress and rocksDBConfigToJson (RocketMQ 5.3's move to RocksDB):
+    Bolide's ConsumeQueues and configs are files, and its brokers answer so; a bad header or
+    config type gets a named error."""
+    assert servers.servers is not None
+    addr = servers.servers.broker_addr
+    doc = admin_json(ns, "checkRocksdbCqWriteProgress", "-t", "ChecksMsgs")
+    assert doc[addr]["checkStatus"] == 1 and "no RocksDB ConsumeQueue" in doc[addr]["checkResult"]
+    assert "CHECK_NOT_OK" in admin_table(ns, "checkRocksdbCqWriteProgress", "-b", addr)
+    written = admin_json(ns, "rocksDBConfigToJson", "-b", addr, "-t", "topics;consumerOffsets")
+    assert written == {"brokers": [addr], "configTypes": ["topics", "consumerOffsets"]}
+    wrong = bolide("admin", "rocksDBConfigToJson", "-n", ns, "-t", "queues", ok=False)
+    assert wrong.exit_code != 0 and "topics, subscriptionGroups, consumerOffsets" in wrong.output
+    with Admin(ns) as admin:
+        assert admin.export_rocksdb_config_to_json(broker_addr=addr) == [addr]
+    bad = servers.run(_ask(addr, RemotingCommand.request(
+        RequestCode.EXPORT_ROCKSDB_CONFIG_TO_JSON, ExportRocksDBConfigToJsonRequestHeader(config_type="x"))))
+    assert bad.code == ResponseCode.SYSTEM_ERROR and "Unknown config type: x" in (bad.remark or "")
+    no_topic = servers.run(_ask(addr, RemotingCommand.request(RequestCode.CHECK_ROCKSDB_CQ_WRITE_PROGRESS)))
+    assert no_topic.code != ResponseCode.SUCCESS and "topic" in (no_topic.remark or "")
+
+
+async def _ask(addr: str, request: RemotingCommand) -> RemotingCommand:
+    async with RemotingClient() as client:
+        return await client.invoke(addr, request)

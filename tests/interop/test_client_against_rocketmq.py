@@ -485,6 +485,10 @@ def test_bolide_admin_commands(rmq: RocketMQ, tmp_path: Path) -> None:
         answer = admin("setCommitLogReadAheadMode", "-b", rmq.broker_addr, "-m", "1")["brokers"]
         assert "success" in answer[rmq.broker_addr], answer
         admin("setCommitLogReadAheadMode", "-b", rmq.broker_addr, "-m", "0")
+        # RocketMQ 5.3's RocksDB migration codes: a file store checks in the background
+        check = admin("checkRocksdbCqWriteProgress", "-b", rmq.broker_addr, "-t", "CliAdminTopic")
+        assert check[rmq.broker_addr]["checkStatus"] == 2, check  # CHECK_IN_PROGRESS
+        assert admin("rocksDBConfigToJson", "-b", rmq.broker_addr)["brokers"] == [rmq.broker_addr]
 
     # the settings commands: RocketMQ too applies a change and writes it into its broker.conf
     addr = rmq.broker_addr

@@ -201,6 +201,8 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                    "-q", "1"],  # SET_MESSAGE_REQUEST_MODE
                   ["updateTopicList", "-b", s.broker_addr, "-f", str(topic_list)],  # 18
                   ["updateSubGroupList", "-b", s.broker_addr, "-f", str(group_list)],  # 225
+                  ["checkRocksdbCqWriteProgress", "-c", "DefaultCluster", "-t", TOPIC],  # 354
+                  ["rocksDBConfigToJson", "-c", "DefaultCluster"],  # 355
                   ] if major5 else [])
             before, max_phy = len(seen), s.broker.store.max_phy_offset
             outputs = await asyncio.to_thread(rmq.mqadmin_batch, commands)
@@ -333,6 +335,11 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
     # statsAll, checkMsgSendRT, the config getters and setters, KV config, cloneGroupOffset, write perms
     def output(*command: str) -> str:
         return outputs[commands.index(list(command))]
+
+    if major5:  # RocketMQ 5.3's RocksDB migration commands
+        assert "broker-a check doing" in output("checkRocksdbCqWriteProgress", "-c", "DefaultCluster",
+                                                "-t", TOPIC), log
+        assert "broker export done" in output("rocksDBConfigToJson", "-c", "DefaultCluster"), log
 
     stats = {r[1]: r for r in _rows(output("statsAll"), TOPIC)}
     assert sorted(stats) == ["cg", "cg_offline", "cg_py"], log  # before cloneGroupOffset

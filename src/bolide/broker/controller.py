@@ -49,6 +49,7 @@ from bolide.broker.processors.read_mode import ReadModeProcessor
 from bolide.broker.processors.recall import RecallProcessor
 from bolide.broker.processors.reply import ReplyProcessor
 from bolide.broker.processors.reset_offset import ResetOffsetProcessor
+from bolide.broker.processors.rocksdb_admin import RocksDBAdminProcessor
 from bolide.broker.processors.send import SendProcessor
 from bolide.broker.processors.send_back import SendBackProcessor
 from bolide.broker.processors.transaction import EndTransactionProcessor
@@ -273,7 +274,8 @@ class BrokerController:
                           AclAdminProcessor(self), AuthAdminProcessor(self), QueueCleanupProcessor(self),
                           ReplyProcessor(self), RecallProcessor(self), PopProcessor(self),
                           AssignmentProcessor(self), AdminListProcessor(self), GroupAdminProcessor(self),
-                          ConsumerStatusProcessor(self), ReadModeProcessor(self)):
+                          ConsumerStatusProcessor(self), ReadModeProcessor(self),
+                          RocksDBAdminProcessor(self)):
             for code in processor.CODES:
                 self.server.register(code, processor)
         if self.config.grpc_server_port >= 0 and self.role is BrokerRole.SLAVE:

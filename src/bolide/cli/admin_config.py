@@ -1,17 +1,23 @@
 """``bolide admin`` commands over the servers' settings: getBrokerConfig, updateBrokerConfig,
 getNamesrvConfig, updateNamesrvConfig, updateKvConfig, deleteKvConfig, updateOrderConf,
-exportConfigs, setCommitLogReadAheadMode, and wipeWritePerm / addWritePerm (a broker's write
+exportConfigs, setCommitLogReadAheadMode, checkRocksdbCqWriteProgress and rocksDBConfigToJson
+(RocketMQ 5.3's RocksDB migration), and wipeWritePerm / addWritePerm (a broker's write
 permission on the NameServers, to take it out of service and back)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import click
 
 from bolide.cli.admin_common import admin_options, emit, kv_table, table, target_options, with_admin
 from bolide.client.admin import Admin
 from bolide.common.fastjson import dumps_pretty
+from bolide.protocol.headers.admin import ROCKSDB_CONFIG_TYPES
+
+CHECK_STATUS = {0: "CHECK_OK", 1: "CHECK_NOT_OK", 2: "CHECK_IN_PROGRESS", 3: "CHECK_ERROR"}
 
 KEY = click.option("-k", "--key", required=True, help="The setting's key, e.g. brokerPermission.")
 VALUE = click.option("-v", "--value", required=True, help="Its new value.")
@@ -181,7 +187,48 @@ def _perm_command(name: str, wipe: bool) -> click.Command:
     return command
 
 
+@click.command("checkRocksdbCqWriteProgress")
+@admin_options
+@target_options
+@click.option("-t", "--topic", default="", help="Only this topic (default: every topic).")
+@click.option("--cf", "--check-from", "check_from", type=int, default=None,
+              help="Check messages stored from this time on (ms since the epoch; default: 30 days ago).")
+def check_rocksdb_cq_write_progress(namesrv: str, output: str, broker_addr: str | None, cluster: str | None,
+                                    topic: str, check_from: int | None) -> None:
+    """Whether brokers' RocksDB ConsumeQueues keep up with their files (RocketMQ 5.3's
+    migration to RocksDB; 354). Bolide keeps files only and says so; a RocketMQ broker checks in
+    the background and logs the outcome."""
+    since = check_from if check_from is not None else int(time.time() * 1000) - 30 * 86_400_000
+    answers: dict[str, dict[str, Any]] = with_admin(
+        namesrv, lambda admin: admin.check_rocksdb_cq_write_progress(
+            topic=topic, check_from_ms=since, broker_addr=broker_addr, cluster=cluster))
+    emit(output, answers, table("checkRocksdbCqWriteProgress", ["broker", "status", "result"],
+                                ([addr, CHECK_STATUS.get(a.get("checkStatus"), a.get("checkStatus")),
+                                  a.get("checkResult") or ""] for addr, a in sorted(answers.items()))))
+
+
+@click.command("rocksDBConfigToJson")
+@admin_options
+@target_options
+@click.option("-t", "--config-type", default=";".join(ROCKSDB_CONFIG_TYPES), show_default=True,
+              help="The configs to write, joined by ';'.")
+def rocksdb_config_to_json(namesrv: str, output: str, broker_addr: str | None, cluster: str | None,
+                           config_type: str) -> None:
+    """Have brokers write the configs they keep in RocksDB (RocketMQ 5.3) as JSON files (355).
+    Bolide's configs are JSON files already, so its brokers have nothing to write."""
+    types = [t.strip() for t in config_type.split(";") if t.strip()]
+    unknown = [t for t in types if t not in ROCKSDB_CONFIG_TYPES]
+    if not types or unknown:
+        known = ", ".join(ROCKSDB_CONFIG_TYPES)
+        raise click.BadParameter(f"{', '.join(unknown) or 'nothing'}: give {known}, joined by ';'",
+                                 param_hint="-t")
+    addrs: list[str] = with_admin(namesrv, lambda admin: admin.export_rocksdb_config_to_json(
+        types, broker_addr=broker_addr, cluster=cluster))
+    emit(output, {"brokers": addrs, "configTypes": types},
+         note=f"{', '.join(types)} written as JSON by {len(addrs)} broker(s)")
+
+
 COMMANDS = (get_broker_config, update_broker_config, get_namesrv_config, update_namesrv_config,
             update_kv_config, delete_kv_config, update_order_conf, set_commit_log_read_ahead_mode,
-            export_configs, _perm_command("wipeWritePerm", wipe=True),
-            _perm_command("addWritePerm", wipe=False))
+            export_configs, check_rocksdb_cq_write_progress, rocksdb_config_to_json,
+            _perm_command("wipeWritePerm", wipe=True), _perm_command("addWritePerm", wipe=False))

@@ -5,7 +5,8 @@ RocketMQ's."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bolide.client.errors import ClientConfigError
@@ -13,7 +14,12 @@ from bolide.common.config_file import parse_properties
 from bolide.errors import RemotingError
 from bolide.protocol import RequestCode, ResponseCode
 from bolide.protocol.bodies.route import MASTER_ID
-from bolide.protocol.headers.admin import SetCommitLogReadModeRequestHeader
+from bolide.protocol.headers.admin import (
+    ROCKSDB_CONFIG_TYPES,
+    CheckRocksdbCqWriteProgressRequestHeader,
+    ExportRocksDBConfigToJsonRequestHeader,
+    SetCommitLogReadModeRequestHeader,
+)
 from bolide.protocol.headers.namesrv import (
     AddWritePermOfBrokerRequestHeader,
     AddWritePermOfBrokerResponseHeader,
@@ -171,6 +177,33 @@ class ConfigAdminCalls:
                                         "setCommitLogReadAheadMode")
             out[addr] = response.remark or ""
         return out
+
+    async def check_rocksdb_cq_write_progress(self, *, topic: str = "", check_from_ms: int = 0,
+                                              broker_addr: str | None = None,
+                                              cluster: str | None = None) -> dict[str, dict[str, Any]]:
+        """Ask brokers to compare their RocksDB ConsumeQueues with the files' (RocketMQ 5.3's
+        CHECK_ROCKSDB_CQ_WRITE_PROGRESS 354, mqadmin checkRocksdbCqWriteProgress): each one's
+        ``{"checkResult": text, "checkStatus": 0 OK, 1 NOT_OK, 2 IN_PROGRESS, 3 ERROR}`` by
+        address (a RocketMQ broker checks in the background and logs the outcome)."""
+        header = CheckRocksdbCqWriteProgressRequestHeader(topic=topic, check_store_time=check_from_ms)
+        out: dict[str, dict[str, Any]] = {}
+        for addr in await self._targets(broker_addr, cluster):
+            response = await self._call(addr, RequestCode.CHECK_ROCKSDB_CQ_WRITE_PROGRESS, header,
+                                        "checkRocksdbCqWriteProgress")
+            out[addr] = json.loads(response.body_bytes() or b"{}")
+        return out
+
+    async def export_rocksdb_config_to_json(self, config_types: Sequence[str] = ROCKSDB_CONFIG_TYPES, *,
+                                            broker_addr: str | None = None,
+                                            cluster: str | None = None) -> list[str]:
+        """Have brokers write the configs they keep in RocksDB as JSON files (RocketMQ 5.3's
+        EXPORT_ROCKSDB_CONFIG_TO_JSON 355, mqadmin rocksDBConfigToJson): ``config_types`` of
+        topics, subscriptionGroups, consumerOffsets; returns the brokers' addresses."""
+        header = ExportRocksDBConfigToJsonRequestHeader(config_type=";".join(config_types))
+        addrs = await self._targets(broker_addr, cluster)
+        for addr in addrs:
+            await self._call(addr, RequestCode.EXPORT_ROCKSDB_CONFIG_TO_JSON, header, "rocksDBConfigToJson")
+        return addrs
 
     async def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
         """Have every NameServer route no sends to ``broker_name`` (WIPE_WRITE_PERM_OF_BROKER

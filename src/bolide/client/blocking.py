@@ -657,6 +657,12 @@ class Admin(_Blocking[_admin.Admin]):
                                    ) -> dict[str, dict[MessageQueue, int]]:
         return self._run(lambda c: c.consumer_offsets_by_client(topic, group, client_id))
 
+    def check_rocksdb_cq_write_progress(self, **kwargs: Any) -> dict[str, dict[str, Any]]:
+        return self._run(lambda c: c.check_rocksdb_cq_write_progress(**kwargs))
+
+    def export_rocksdb_config_to_json(self, *args: Any, **kwargs: Any) -> list[str]:
+        return self._run(lambda c: c.export_rocksdb_config_to_json(*args, **kwargs))
+
     def export_metrics(self, cluster: str) -> dict[str, Any]:
         return self._run(lambda c: c.export_metrics(cluster))
 

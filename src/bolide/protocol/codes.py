@@ -173,6 +173,8 @@ class RequestCode(IntEnum):
     QUERY_SUBSCRIPTION_BY_CONSUMER = 345  # 5.x
     GET_TOPIC_CONFIG = 351  # 5.x: mqadmin topicStatus/consumerProgress look for static topics
     GET_SUBSCRIPTIONGROUP_CONFIG = 352  # 5.x: one group's SubscriptionGroupConfig
+    CHECK_ROCKSDB_CQ_WRITE_PROGRESS = 354  # 5.3: RocksDB ConsumeQueue double-write check
+    EXPORT_ROCKSDB_CONFIG_TO_JSON = 355  # 5.3: RocksDB-kept configs written as JSON files
     LITE_PULL_MESSAGE = 361  # 5.x
     RECALL_MESSAGE = 370  # 5.x: recall a timer message before it is due
     QUERY_ASSIGNMENT = 400  # 5.x: the broker allocates a push consumer's queues (and picks pop)

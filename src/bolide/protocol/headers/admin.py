@@ -115,6 +115,26 @@ class ViewBrokerStatsDataRequestHeader(Header):
 
 
 @header
+class CheckRocksdbCqWriteProgressRequestHeader(Header):
+    """CHECK_ROCKSDB_CQ_WRITE_PROGRESS (354, RocketMQ 5.3): compare RocksDB's ConsumeQueue with
+    the files' for ``topic`` (all topics when empty) from ``checkStoreTime`` on."""
+
+    topic: str
+    check_store_time: int = 0
+
+
+ROCKSDB_CONFIG_TYPES = ("topics", "subscriptionGroups", "consumerOffsets")  # RocketMQ's ConfigType names
+
+
+@header
+class ExportRocksDBConfigToJsonRequestHeader(Header):
+    """EXPORT_ROCKSDB_CONFIG_TO_JSON (355, RocketMQ 5.3): ``configType`` names joined by ``;``:
+    topics, subscriptionGroups, consumerOffsets."""
+
+    config_type: str
+
+
+@header
 class SetCommitLogReadModeRequestHeader(Header):
     """SET_COMMITLOG_READ_MODE (2004, RocketMQ 5): an extFields key that is no field of a Java
     header, ``READ_AHEAD_MODE`` 0 (read-ahead, MADV_NORMAL) or 1 (random reads, MADV_RANDOM)."""
