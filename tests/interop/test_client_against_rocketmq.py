@@ -754,13 +754,13 @@ def test_tls_against_servers_that_enforce_it(tmp_path_factory: pytest.TempPathFa
         secure = ClientConfig(server.namesrv_addr, use_tls=True,
                               tls_ca_file=str(tls_dir / "server.crt"))
         async with Admin(secure) as admin, asyncio.timeout(60):
-            while True:  # the broker's boot line comes before its routes reach the NameServer
+            while True:  # the broker's boot line comes before its registration reaches the NameServer
                 try:
                     await admin.topic_route("TBW102")
+                    await admin.create_topic("ItTls", read_queue_nums=1, write_queue_nums=1)
                     break
-                except MQClientError:
+                except MQClientError:  # no route yet, or no master in the cluster info yet
                     await asyncio.sleep(0.1)
-            await admin.create_topic("ItTls", read_queue_nums=1, write_queue_nums=1)
         async with Producer(secure, "tls-pg") as producer, asyncio.timeout(60):
             while True:  # until the new topic's route is out
                 try:
