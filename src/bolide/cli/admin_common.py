@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -18,6 +19,7 @@ from rich.table import Table
 
 from bolide.client.admin import Admin
 from bolide.client.config import ClientConfig
+from bolide.common.fastjson import dumps_pretty
 from bolide.errors import BolideError, RemotingConnectError
 
 T = TypeVar("T")
@@ -36,6 +38,21 @@ def namesrv_option(fn: F) -> F:
 def output_option(fn: F) -> F:
     return click.option("--output", "-O", "output", type=click.Choice(OUTPUTS), default="table",
                         show_default=True, help="A rich table, or a JSON document.")(fn)
+
+
+def export_dir_option(fn: F) -> F:
+    """``-f``: the directory an export command writes its file in (mqadmin's default)."""
+    return click.option("-f", "--file-path", default="/tmp/rocketmq/export", show_default=True,
+                        type=click.Path(file_okay=False), help="The directory to write the file in.")(fn)
+
+
+def write_export(file_path: str, name: str, doc: Any) -> Path:
+    """Write ``doc`` into ``file_path/name`` as mqadmin's export commands do (indented JSON,
+    its keys in fastjson's order); the file's path."""
+    path = Path(file_path) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(dumps_pretty(doc))
+    return path
 
 
 def _remember(ctx: click.Context, param: click.Parameter, value: str | bool | None) -> object:

@@ -7,14 +7,21 @@ permission on the NameServers, to take it out of service and back)."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import click
 
-from bolide.cli.admin_common import admin_options, emit, kv_table, table, target_options, with_admin
+from bolide.cli.admin_common import (
+    admin_options,
+    emit,
+    export_dir_option,
+    kv_table,
+    table,
+    target_options,
+    with_admin,
+    write_export,
+)
 from bolide.client.admin import Admin
-from bolide.common.fastjson import dumps_pretty
 from bolide.protocol.headers.admin import ROCKSDB_CONFIG_TYPES
 
 CHECK_STATUS = {0: "CHECK_OK", 1: "CHECK_NOT_OK", 2: "CHECK_IN_PROGRESS", 3: "CHECK_ERROR"}
@@ -122,15 +129,12 @@ def update_order_conf(namesrv: str, output: str, topic: str, method: str, order_
 @click.command("exportConfigs")
 @admin_options
 @click.option("-c", "--cluster", required=True, help="The cluster whose brokers' settings to write.")
-@click.option("-f", "--file-path", default="/tmp/rocketmq/export", show_default=True,
-              type=click.Path(file_okay=False), help="The directory to write configs.json in.")
+@export_dir_option
 def export_configs(namesrv: str, output: str, cluster: str, file_path: str) -> None:
     """The main settings of each broker group of a cluster and its size, into configs.json (as
     mqadmin exportConfigs writes it; 106 (NS), 26 per master)."""
     doc = with_admin(namesrv, lambda admin: admin.export_configs(cluster))
-    path = Path(file_path) / "configs.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(dumps_pretty(doc))
+    path = write_export(file_path, "configs.json", doc)
     emit(output, {"file": str(path), **doc["clusterScale"]},
          note=f"export {path} success: {len(doc['brokerConfigs'])} broker group(s)")
 

@@ -4,15 +4,21 @@ TopicConfig), updateSubGroupList (a JSON array of SubscriptionGroupConfig) and e
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
 
-from bolide.cli.admin_common import admin_options, emit, table, target_options, with_admin
+from bolide.cli.admin_common import (
+    admin_options,
+    emit,
+    export_dir_option,
+    table,
+    target_options,
+    with_admin,
+    write_export,
+)
 from bolide.client.admin_lists import read_group_list, read_topic_list
 from bolide.client.errors import ClientConfigError
-from bolide.common.fastjson import dumps_pretty
 
 FILE = click.Path(exists=True, dir_okay=False)
 
@@ -67,8 +73,7 @@ def update_sub_group_list(namesrv: str, output: str, path: str, broker_addr: str
 @click.command("exportMetadata")
 @admin_options
 @target_options
-@click.option("-f", "--file-path", default="/tmp/rocketmq/export", show_default=True,
-              type=click.Path(file_okay=False), help="The directory to write the file in.")
+@export_dir_option
 @click.option("-t", "--topic", "topics_only", is_flag=True, help="Only the topics (topic.json).")
 @click.option("-g", "--sub-group", "groups_only", is_flag=True,
               help="Only the consumer groups (subscriptionGroup.json).")
@@ -89,9 +94,7 @@ def export_metadata(namesrv: str, output: str, broker_addr: str | None, cluster:
     elif groups_only:
         doc.pop("topicConfigTable")
         name = "subscriptionGroup.json"
-    path = Path(file_path) / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(dumps_pretty(doc))
+    path = write_export(file_path, name, doc)
     counts = {"topics": len(doc.get("topicConfigTable", {})),
               "groups": len(doc.get("subscriptionGroupTable", {}))}
     emit(output, {"file": str(path), **counts},

@@ -4,14 +4,12 @@ exportMetrics (each broker group's rates, counts and sizes into metrics.json).""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
 
-from bolide.cli.admin_common import admin_options, emit, table, with_admin
+from bolide.cli.admin_common import admin_options, emit, export_dir_option, table, with_admin, write_export
 from bolide.client.admin_stats import TopicGroupStats
-from bolide.common.fastjson import dumps_pretty
 
 
 @click.command("statsAll")
@@ -37,17 +35,14 @@ def stats_all(namesrv: str, output: str, active_only: bool, topic: str | None) -
 @click.command("exportMetrics")
 @admin_options
 @click.option("-c", "--cluster", required=True, help="The cluster whose broker groups to report.")
-@click.option("-f", "--file-path", default="/tmp/rocketmq/export", show_default=True,
-              type=click.Path(file_okay=False), help="The directory to write metrics.json in.")
+@export_dir_option
 def export_metrics(namesrv: str, output: str, cluster: str, file_path: str) -> None:
     """Each broker group's machine, messages per second and of the last day (plain, transaction
     and delayed), topic and group counts and its consumers' client versions, with the cluster's
     totals, into metrics.json (as mqadmin exportMetrics writes it; 106 (NS), 28, 26, 21, 201,
     315 and 203 per master)."""
     doc: dict[str, Any] = with_admin(namesrv, lambda admin: admin.export_metrics(cluster))
-    path = Path(file_path) / "metrics.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(dumps_pretty(doc))
+    path = write_export(file_path, "metrics.json", doc)
     tps, day = doc["totalData"]["totalTps"], doc["totalData"]["totalOneDayNum"]
     emit(output, {"file": str(path), **doc["totalData"]},
          table(f"Cluster {cluster}", ["total", "value"],

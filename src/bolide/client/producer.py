@@ -153,9 +153,7 @@ class Producer:
         result = await self._with_retries(route, fixed, attempt, started, timeout_ms,
                                           f"sending to topic {msg.topic!r}")
         if self._tracer is not None:
-            cost_ms = int((asyncio.get_running_loop().time() - started) * 1000)
-            self._tracer.on_send(msg, result, int(time.time() * 1000) - cost_ms, cost_ms,
-                                 store_host=self._addr(route, result.queue))
+            self._traced(self._tracer, msg, result, route, started)
         return result
 
     async def recall_message(self, topic: str, recall_handle: str, *, timeout_ms: int | None = None) -> str:
@@ -278,10 +276,19 @@ class Producer:
         result = await self._with_retries(route, queue, attempt, started, timeout_ms,
                                           f"sending a batch of {len(messages)} to topic {topic!r}")
         if self._tracer is not None:
-            cost_ms = int((asyncio.get_running_loop().time() - started) * 1000)
-            self._tracer.on_send_batch(messages, result, int(time.time() * 1000) - cost_ms, cost_ms,
-                                       store_host=self._addr(route, result.queue))
+            self._traced(self._tracer, messages, result, route, started)
         return result
+
+    def _traced(self, tracer: TraceDispatcher, sent: Message | Sequence[Message], result: SendResult,
+                route: TopicRoute, started: float) -> None:
+        """Record the Pub trace of a send (of a batch: one per message) begun at loop time
+        ``started``."""
+        cost_ms = int((asyncio.get_running_loop().time() - started) * 1000)
+        started_ms, store_host = int(time.time() * 1000) - cost_ms, self._addr(route, result.queue)
+        if isinstance(sent, Message):
+            tracer.on_send(sent, result, started_ms, cost_ms, store_host=store_host)
+        else:
+            tracer.on_send_batch(sent, result, started_ms, cost_ms, store_host=store_host)
 
     # -- internals ------------------------------------------------------------------------------
     async def _with_retries(self, route: TopicRoute, fixed: MessageQueue | None,
