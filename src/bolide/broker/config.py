@@ -82,6 +82,13 @@ class BrokerConfig(PropertiesConfig):
     # pulls answer suggestWhichBrokerId from the group's settings (else always the master, 0)
     slave_read_enable: bool = _key("slaveReadEnable", False)
     max_held_pulls: int = _key("bolideMaxHeldPulls", 10_000)
+    # RocketMQ 5's cold data flow control (broker/cold_data.py): throttle the pulls of groups that
+    # read more than these bytes per 5 s from the cold area (accessMessageInMemoryHotRatio)
+    cold_data_flow_control_enable: bool = _key("coldDataFlowControlEnable", False)
+    cg_cold_read_threshold: int = _key("cgColdReadThreshold", 3 * 1024 * 1024)
+    global_cold_read_threshold: int = _key("globalColdReadThreshold", 100 * 1024 * 1024)
+    cold_ctr_strategy_enable: bool = _key("coldCtrStrategyEnable", False)  # adapt group thresholds
+    use_pid_cold_ctr_strategy: bool = _key("usePIDColdCtrStrategy", True)
     max_pull_suspend_ms: int = _key("bolideMaxPullSuspendMillis", 25_000)
     max_client_groups: int = _key("bolideMaxClientGroups", 10_000)
     channel_expired_timeout_ms: int = _key("channelExpiredTimeout", 120_000)
@@ -153,6 +160,9 @@ class BrokerConfig(PropertiesConfig):
             if pair.count(":") != 1 or not all(pair.split(":")):
                 raise ConfigError(f"metricsLabel pair {pair!r} is not key:value; write "
                                   "metricsLabel=k1:v1,k2:v2")
+        if self.cg_cold_read_threshold < 0 or self.global_cold_read_threshold < 0:
+            raise ConfigError("cgColdReadThreshold and globalColdReadThreshold are bytes per 5 s and "
+                              "cannot be negative; RocketMQ uses 3145728 and 104857600")
         if self.filter_server_nums != 0:
             raise ConfigError("filterServerNums must be 0: Bolide has no filter servers; use tag "
                               "expressions")

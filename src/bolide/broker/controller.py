@@ -16,6 +16,7 @@ from bolide.broker.auth.migrate import migrated
 from bolide.broker.auth.rocketmq_sync import RocketMQAuthSync
 from bolide.broker.auth.setup import initial_users, inner_hooks
 from bolide.broker.clients import ClientManager
+from bolide.broker.cold_data import ColdDataFlowControl
 from bolide.broker.config import BrokerConfig
 from bolide.broker.dead_letter import store_dead_letter
 from bolide.broker.flush_waiters import FlushWaiters
@@ -35,6 +36,7 @@ from bolide.broker.processors.admin_lists import AdminListProcessor
 from bolide.broker.processors.admin_stats import AdminStatsProcessor
 from bolide.broker.processors.assignment import AssignmentProcessor
 from bolide.broker.processors.auth_admin import AuthAdminProcessor
+from bolide.broker.processors.cold_data import ColdDataProcessor
 from bolide.broker.processors.consumer import ConsumerProcessor
 from bolide.broker.processors.consumer_relay import ConsumerRelayProcessor
 from bolide.broker.processors.consumer_status import ConsumerStatusProcessor
@@ -160,6 +162,7 @@ class BrokerController:
         self.clients.on_consumer.append(self.subscription_groups.find)
         self.stats = BrokerStats()
         self.stats_items = StatsItems(self.config.broker_cluster_name)  # VIEW_BROKER_STATS_DATA
+        self.cold_data = ColdDataFlowControl(lambda: self.config, self.config.max_client_groups)
         self.queue_locks = QueueLocks(self.config.max_client_groups)
         self.housekeeping = ClientHousekeeping(self.clients, self.config.channel_expired_timeout_ms)
         self.loop_lag = LoopLagMonitor()
@@ -275,7 +278,7 @@ class BrokerController:
                           ReplyProcessor(self), RecallProcessor(self), PopProcessor(self),
                           AssignmentProcessor(self), AdminListProcessor(self), GroupAdminProcessor(self),
                           ConsumerStatusProcessor(self), ReadModeProcessor(self),
-                          RocksDBAdminProcessor(self)):
+                          RocksDBAdminProcessor(self), ColdDataProcessor(self)):
             for code in processor.CODES:
                 self.server.register(code, processor)
         if self.config.grpc_server_port >= 0 and self.role is BrokerRole.SLAVE:

@@ -4,8 +4,9 @@ Each command takes ``-n host:port`` (or NAMESRV_ADDR) and ``--output table|json`
 commands live in :mod:`~bolide.cli.admin_topics`, :mod:`~bolide.cli.admin_brokers`,
 :mod:`~bolide.cli.admin_groups`, :mod:`~bolide.cli.admin_consumers`,
 :mod:`~bolide.cli.admin_messages`, :mod:`~bolide.cli.admin_ha`,
-:mod:`~bolide.cli.admin_config`, :mod:`~bolide.cli.admin_stats`, :mod:`~bolide.cli.admin_checks`
-and :mod:`~bolide.cli.admin_lists`; docs/admin.md describes each with examples.
+:mod:`~bolide.cli.admin_config`, :mod:`~bolide.cli.admin_stats`, :mod:`~bolide.cli.admin_checks`,
+:mod:`~bolide.cli.admin_lists` and :mod:`~bolide.cli.admin_cold_data`; docs/admin.md describes
+each with examples.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from bolide.cli import (
     admin_auth,
     admin_brokers,
     admin_checks,
+    admin_cold_data,
     admin_config,
     admin_consumers,
     admin_groups,
@@ -38,5 +40,5 @@ def admin() -> None:
 for _command in (*admin_topics.COMMANDS, *admin_brokers.COMMANDS, *admin_groups.COMMANDS,
                  *admin_consumers.COMMANDS, *admin_messages.COMMANDS, *admin_ha.COMMANDS,
                  *admin_acl.COMMANDS, *admin_auth.COMMANDS, *admin_config.COMMANDS, *admin_stats.COMMANDS,
-                 *admin_checks.COMMANDS, *admin_lists.COMMANDS):
+                 *admin_checks.COMMANDS, *admin_lists.COMMANDS, *admin_cold_data.COMMANDS):
     admin.add_command(_command)

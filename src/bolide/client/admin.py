@@ -20,6 +20,7 @@ from typing import Self
 
 from bolide.client.admin_acl import AclAdminCalls
 from bolide.client.admin_auth import AuthAdminCalls
+from bolide.client.admin_cold_data import ColdDataAdminCalls
 from bolide.client.admin_config import ConfigAdminCalls
 from bolide.client.admin_lists import ListAdminCalls
 from bolide.client.admin_metrics import MetricsAdminCalls
@@ -100,8 +101,8 @@ TOOLS_GROUP = "TOOLS_CONSUMER"  # the group mqadmin's reads use (built into ever
 DEFAULT_TOPIC = "TBW102"
 
 
-class Admin(AclAdminCalls, AuthAdminCalls, ConfigAdminCalls, ListAdminCalls, MetricsAdminCalls,
-            StatsAdminCalls, TraceAdminCalls):
+class Admin(AclAdminCalls, AuthAdminCalls, ColdDataAdminCalls, ConfigAdminCalls, ListAdminCalls,
+            MetricsAdminCalls, StatsAdminCalls, TraceAdminCalls):
     """Topics, groups, progress and message lookups; asyncio API (blocking twin in
     :mod:`bolide.client.blocking`)."""
 

@@ -34,6 +34,7 @@ from bolide.client import push_consumer as _push
 from bolide.client import simple_consumer as _simple
 from bolide.client import transaction as _tx
 from bolide.client.admin_acl import AclVersion
+from bolide.client.admin_cold_data import ColdDataFlowCtrInfo
 from bolide.client.admin_lists import GroupEntry
 from bolide.client.admin_stats import TopicGroupStats
 from bolide.client.admin_trace import TraceView
@@ -665,6 +666,15 @@ class Admin(_Blocking[_admin.Admin]):
 
     def export_metrics(self, cluster: str) -> dict[str, Any]:
         return self._run(lambda c: c.export_metrics(cluster))
+
+    def update_cold_data_flow_ctr_group_config(self, group: str, threshold: int, **kwargs: Any) -> list[str]:
+        return self._run(lambda c: c.update_cold_data_flow_ctr_group_config(group, threshold, **kwargs))
+
+    def remove_cold_data_flow_ctr_group_config(self, group: str, **kwargs: Any) -> list[str]:
+        return self._run(lambda c: c.remove_cold_data_flow_ctr_group_config(group, **kwargs))
+
+    def cold_data_flow_ctr_info(self, **kwargs: Any) -> dict[str, ColdDataFlowCtrInfo | None]:
+        return self._run(lambda c: c.cold_data_flow_ctr_info(**kwargs))
 
     def message_trace(self, msg_id: str, **kwargs: Any) -> list[TraceView]:
         return self._run(lambda c: c.message_trace(msg_id, **kwargs))

@@ -181,6 +181,9 @@ class RequestCode(IntEnum):
     SET_MESSAGE_REQUEST_MODE = 401  # 5.x: mqadmin setConsumeMode (PULL or POP per topic and group)
     GET_ALL_MESSAGE_REQUEST_MODE = 402  # 5.x: a slave copies its master's modes
     BROKER_HEARTBEAT = 904  # 5.x
+    UPDATE_COLD_DATA_FLOW_CTR_CONFIG = 2001  # 5.x: cold data flow control thresholds of groups
+    REMOVE_COLD_DATA_FLOW_CTR_CONFIG = 2002
+    GET_COLD_DATA_FLOW_CTR_INFO = 2003
     SET_COMMITLOG_READ_MODE = 2004  # 5.x: the CommitLog's read-ahead (madvise NORMAL or RANDOM)
     AUTH_CREATE_USER = 3001  # 5.3: ACL 2.0 users (mqadmin createUser ... listUser)
     AUTH_UPDATE_USER = 3002

@@ -41,6 +41,7 @@ RUNTIME_KEYS = frozenset({
     "redeleteHangedFileInterval", "maxTransferCountOnMessageInMemory",
     "maxTransferBytesOnMessageInMemory", "maxTransferCountOnMessageInDisk",
     "maxTransferBytesOnMessageInDisk", "accessMessageInMemoryMaxRatio",
+    "accessMessageInMemoryHotRatio",
 })
 
 
@@ -82,6 +83,9 @@ class StoreConfig(PropertiesConfig):
     max_transfer_bytes_on_message_in_disk: int = _key("maxTransferBytesOnMessageInDisk", 64 * 1024)
     max_transfer_count_on_message_in_disk: int = _key("maxTransferCountOnMessageInDisk", 8)
     access_message_in_memory_max_ratio: int = _key("accessMessageInMemoryMaxRatio", 40)
+    # RocketMQ 5's cold data: a read further than this % of memory behind the CommitLog's end
+    # (cold data flow control, coldDataFlowControlEnable)
+    access_message_in_memory_hot_ratio: int = _key("accessMessageInMemoryHotRatio", 26)
     # RocketMQ reads the machine's memory (StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE); 0 does too.
     # A smaller figure makes reads count as "old" (smaller batches, pulls sent to a slave) sooner.
     total_physical_memory_bytes: int = _key("bolideTotalPhysicalMemoryBytes", 0)
@@ -120,6 +124,10 @@ class StoreConfig(PropertiesConfig):
         if self.mapped_file_size_consume_queue % 20:
             rounded = (self.mapped_file_size_consume_queue // 20 + 1) * 20
             object.__setattr__(self, "mapped_file_size_consume_queue", rounded)
+        for key, ratio in (("accessMessageInMemoryMaxRatio", self.access_message_in_memory_max_ratio),
+                           ("accessMessageInMemoryHotRatio", self.access_message_in_memory_hot_ratio)):
+            if not 0 <= ratio <= 100:
+                raise ConfigError(f"{key}={ratio} is not a percentage; use 0 to 100")
         if self.mapped_file_size_commit_log < 4096:
             raise ConfigError(
                 f"mappedFileSizeCommitLog={self.mapped_file_size_commit_log} is too small; "

@@ -293,3 +293,11 @@ def reconsume_times_at(buf: memoryview | bytes | bytearray, pos: int = 0) -> int
 
 def read_total_size(buf: memoryview | bytes, pos: int) -> int:
     return _I32.unpack_from(buf, pos)[0]
+
+
+PHYSICAL_OFFSET_AT = 28  # PHYSICALOFFSET: after TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET
+
+
+def read_physical_offset(buf: memoryview | bytes, pos: int) -> int:
+    """PHYSICALOFFSET (the record's CommitLog offset) of the record at ``pos``."""
+    return _I64.unpack_from(buf, pos + PHYSICAL_OFFSET_AT)[0]

@@ -51,8 +51,10 @@ from bolide.store.index_service import IndexService
 from bolide.store.mapped_file import MappedFile
 from bolide.store.mapped_file_queue import SegmentAllocator
 from bolide.store.record import (
+    PHYSICAL_OFFSET_AT,
     decode_record,
     property_bytes,
+    read_physical_offset,
     read_store_timestamp,
     read_total_size,
     record_property,
@@ -1336,3 +1338,33 @@ class MessageStore:
     def min_phy_offset(self) -> int:
         return self.commit_log.min_offset
 
+
+    # -- cold data (RocketMQ 5's checkInColdAreaByCommitOffset) ---------------------------------
+    def hot_area_bytes(self) -> int:
+        """How far behind the CommitLog's end data still counts as hot (in the page cache):
+        accessMessageInMemoryHotRatio percent of the machine's memory."""
+        cfg = self.config
+        return (cfg.total_physical_memory_bytes or _TOTAL_RAM) * cfg.access_message_in_memory_hot_ratio // 100
+
+    def in_cold_area(self, topic: str, queue_id: int, offset: int) -> bool:
+        """Whether the message at a queue offset lies in the cold area (further than
+        :meth:`hot_area_bytes` behind the CommitLog's end); False when there is none."""
+        entries = self.queue_entries(topic, queue_id, offset, 1)
+        if not entries:
+            return False
+        return self.commit_log.max_offset - entries[0][0] > self.hot_area_bytes()
+
+    def cold_bytes(self, records: bytes | bytearray | memoryview) -> int:
+        """Bytes of the records (back to back, as a pull's body) that lie in the cold area."""
+        limit = self.commit_log.max_offset - self.hot_area_bytes()
+        cold = pos = 0
+        view = memoryview(records)
+        end = len(view)
+        while pos + PHYSICAL_OFFSET_AT + 8 <= end:
+            size = read_total_size(view, pos)
+            if size <= 0:
+                break
+            if read_physical_offset(view, pos) < limit:
+                cold += size
+            pos += size
+        return cold

@@ -10,7 +10,7 @@ from bolide.broker.processors.consumer import property_filter_refusal
 from bolide.broker.topic_config import PERM_READ
 from bolide.common.properties import decode_properties
 from bolide.common.sql92 import Selector, SelectorError
-from bolide.protocol.bodies.client import EXPRESSION_TAG, SubscriptionData
+from bolide.protocol.bodies.client import CONSUME_ACTIVELY, EXPRESSION_TAG, SubscriptionData
 from bolide.protocol.bodies.route import MASTER_ID
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
@@ -47,7 +47,11 @@ def pull_code(result: GetMessageResult, offset: int) -> int:
 
 RecordFilter = Callable[[memoryview], bool]
 _Selection = tuple[list[str] | None, RecordFilter | None]  # tags, SQL92 filter of the records
-_Read = tuple[RemotingCommand, PullMessageRequestHeader | None, _Selection]
+# the response (None: a pull consumer's pull of cold data to hold first), the header (None: refused)
+_Read = tuple[RemotingCommand | None, PullMessageRequestHeader | None, _Selection]
+COLD_HOLD_S = 3.0  # RocketMQ's ColdDataPullRequestHoldService holds such a pull 3 s (and up to 5 more)
+COLD_HOLD_KEY = ("", -1)  # held where no dispatch wakes it
+COLD_BUSY = "This consumer group is reading cold data. It has been flow control"
 
 
 def _refusal(request: RemotingCommand, code: int, remark: str) -> _Read:
@@ -72,10 +76,13 @@ class PullProcessor:
     def process_now(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | NotNow:
         """A pull answered at once; NOT_NOW when it finds nothing and may wait (long polling)."""
         response, header, _ = self._first_read(request)
-        return NOT_NOW if self._may_hold(response, header) else response
+        return NOT_NOW if response is None or self._may_hold(response, header) else response
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         response, header, selection = self._first_read(request)
+        if response is None:
+            assert header is not None
+            return await self._cold_hold(request, header, selection)
         if not self._may_hold(response, header):
             return response
         assert header is not None
@@ -102,6 +109,36 @@ class PullProcessor:
             if (broker.store.get_max_offset_in_queue(header.topic, header.queue_id) > header.queue_offset
                     or loop.time() >= deadline):
                 return self._read(request, header, selection)
+
+    async def _cold_hold(self, request: RemotingCommand, header: PullMessageRequestHeader,
+                         selection: _Selection) -> RemotingCommand:
+        """Cold data flow control of a pull consumer: hold the pull, then read one message."""
+        holds = self.broker.pull_holds
+        fut = holds.hold(*COLD_HOLD_KEY)  # None: the table is full or the broker closing
+        if fut is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(fut), COLD_HOLD_S)
+            except TimeoutError:
+                pass
+            finally:
+                holds.release(*COLD_HOLD_KEY, fut)
+                fut.cancel()
+        header.max_msg_nums = 1
+        return self._read(request, header, selection)
+
+    def _cold_check(self, request: RemotingCommand, header: PullMessageRequestHeader,
+                    selection: _Selection) -> _Read | None:
+        """RocketMQ 5's cold data flow control: a group past its cold read threshold that pulls
+        from the cold area is held (pull consumers) or gets SYSTEM_BUSY (push consumers, and
+        groups with no consumer online, which RocketMQ fails on); None: read."""
+        broker = self.broker
+        if (not broker.cold_data.needs_flow_control(header.consumer_group)
+                or not broker.store.in_cold_area(header.topic, header.queue_id, header.queue_offset)):
+            return None
+        info = broker.clients.consumers.get(header.consumer_group)
+        if info is not None and info.consume_type == CONSUME_ACTIVELY:
+            return None, header, selection
+        return _refusal(request, ResponseCode.SYSTEM_BUSY, COLD_BUSY)
 
     def _may_hold(self, response: RemotingCommand, header: PullMessageRequestHeader | None) -> bool:
         """Whether a pull that found nothing waits for messages."""
@@ -160,6 +197,10 @@ class PullProcessor:
                 return _refusal(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                                 f"the consumer's SQL92 subscription of {header.topic} does not "
                                 f"parse: {exc}")
+        if broker.config.cold_data_flow_control_enable:  # throttled pulls commit no offset
+            throttled = self._cold_check(request, header, selection)
+            if throttled is not None:
+                return throttled
         if header.sys_flag & FLAG_COMMIT_OFFSET and broker.role is not BrokerRole.SLAVE:
             broker.offsets.commit(header.consumer_group, header.topic, header.queue_id,
                                   header.commit_offset)
@@ -187,6 +228,8 @@ class PullProcessor:
         # maxTransferBytesOnMessageInMemory, 256 KiB)
         found = code == ResponseCode.SUCCESS
         body = result.body if found else b""
+        if found and broker.config.cold_data_flow_control_enable:
+            broker.cold_data.cold_acc(header.consumer_group, broker.store.cold_bytes(body))
         broker.stats.on_get(result.message_count if found else 0)
         if found:
             broker.stats_items.on_get(header.consumer_group, header.topic, result.message_count, len(body))
