@@ -295,9 +295,6 @@ def read_total_size(buf: memoryview | bytes, pos: int) -> int:
     return _I32.unpack_from(buf, pos)[0]
 
 
-PHYSICAL_OFFSET_AT = 28  # PHYSICALOFFSET: after TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET
-
-
-def read_physical_offset(buf: memoryview | bytes, pos: int) -> int:
-    """PHYSICALOFFSET (the record's CommitLog offset) of the record at ``pos``."""
-    return _I64.unpack_from(buf, pos + PHYSICAL_OFFSET_AT)[0]
+# TOTALSIZE and PHYSICALOFFSET (the record's CommitLog offset, after MAGIC BODYCRC QUEUEID FLAG
+# QUEUEOFFSET) in one unpack
+SIZE_AND_PHYSICAL_OFFSET = struct.Struct(">i24xq")

@@ -51,10 +51,9 @@ from bolide.store.index_service import IndexService
 from bolide.store.mapped_file import MappedFile
 from bolide.store.mapped_file_queue import SegmentAllocator
 from bolide.store.record import (
-    PHYSICAL_OFFSET_AT,
+    SIZE_AND_PHYSICAL_OFFSET,
     decode_record,
     property_bytes,
-    read_physical_offset,
     read_store_timestamp,
     read_total_size,
     record_property,
@@ -1357,14 +1356,11 @@ class MessageStore:
     def cold_bytes(self, records: bytes | bytearray | memoryview) -> int:
         """Bytes of the records (back to back, as a pull's body) that lie in the cold area."""
         limit = self.commit_log.max_offset - self.hot_area_bytes()
-        cold = pos = 0
-        view = memoryview(records)
-        end = len(view)
-        while pos + PHYSICAL_OFFSET_AT + 8 <= end:
-            size = read_total_size(view, pos)
-            if size <= 0:
+        unpack, need = SIZE_AND_PHYSICAL_OFFSET.unpack_from, SIZE_AND_PHYSICAL_OFFSET.size
+        pos, end = 0, len(records)
+        while pos + need <= end:  # the records go up the CommitLog: the cold ones come first
+            size, phys = unpack(records, pos)
+            if size <= 0 or phys >= limit:
                 break
-            if read_physical_offset(view, pos) < limit:
-                cold += size
             pos += size
-        return cold
+        return min(pos, end)

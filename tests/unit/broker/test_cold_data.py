@@ -3,13 +3,16 @@ fake clock: per-group and broker-wide sums over 5 s windows, the thresholds, the
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bolide.broker.cold_data import ADAPTIVE, RESIDE_MS, WINDOW_MS, ColdDataFlowControl
 from bolide.broker.config import BrokerConfig
+from bolide.common.message import Message
 from bolide.errors import ConfigError
+from bolide.store import MessageStore, StoreConfig
 
 KIB = 1024
 
@@ -87,7 +90,7 @@ def test_an_administrators_threshold_replaces_the_default_until_removed() -> Non
 
 
 def test_the_runtime_table_is_bounded_by_forgetting_the_least_recent_reader() -> None:
-    cold, clock, _ = control(max_groups=2)
+    cold, _, _ = control(max_groups=2)
     cold.cold_acc("a", KIB)
     cold.cold_acc("b", KIB)
     cold.cold_acc("a", KIB)  # a is the most recent now
@@ -153,3 +156,24 @@ def test_quiet_spells_end_windows_lazily_and_the_control_off_uses_180_s_windows(
 def test_negative_thresholds_are_refused() -> None:
     with pytest.raises(ConfigError, match="cgColdReadThreshold"):
         BrokerConfig(cg_cold_read_threshold=-1)
+
+
+def test_the_store_says_which_reads_are_cold(tmp_path: Path) -> None:
+    """Cold: further than accessMessageInMemoryHotRatio % of memory behind the CommitLog's end."""
+    store = MessageStore(StoreConfig(store_path_root_dir=str(tmp_path), mapped_file_size_commit_log=1 << 20,
+                                     total_physical_memory_bytes=10_000)).open()  # 2600 bytes hot
+    try:
+        for _ in range(10):
+            store.put_message(Message("T", b"x" * 1000))
+        assert store.wait_dispatched()
+        size = store.get_message("g", "T", 0, 0, 1).buffer_total_size
+        assert store.hot_area_bytes() == 2600
+        assert store.in_cold_area("T", 0, 6) and not store.in_cold_area("T", 0, 8)
+        assert not store.in_cold_area("T", 0, 10) and not store.in_cold_area("NoTopic", 0, 0)
+        body = store.get_message("g", "T", 0, 4, 6, joined=True).body  # 4 to 7 cold, 8 and 9 hot
+        assert store.cold_bytes(body) == 4 * size
+        assert store.cold_bytes(store.get_message("g", "T", 0, 8, 2, joined=True).body) == 0
+        store.reconfigure(access_message_in_memory_hot_ratio=0)  # every stored message is cold
+        assert store.cold_bytes(body) == len(body) and store.in_cold_area("T", 0, 9)
+    finally:
+        store.close()
