@@ -49,6 +49,7 @@ from bolide.client import (
     select_by_hash,
 )
 from bolide.errors import RemotingError
+from bolide.protocol import RequestCode
 from bolide.store import StoreConfig
 from bolide.testing import rocketmq as rmqmod
 from bolide.testing.rocketmq import BrokerSettings, RocketMQ, RocketMQUnavailable, acl2_settings
@@ -64,6 +65,9 @@ FAST = {"rebalance_interval_ms": 300, "suspend_ms": 1000, "pull_timeout_ms": 500
 # transactions would be checked too
 TX_CHECKS = {"transactionCheckInterval": "1000", "transactionTimeOut": "2000",
              "transactionOpBatchInterval": "200"}
+# 5.x's cold data flow control, which needs to be on at start (it reads the page size then);
+# with the default accessMessageInMemoryHotRatio (26 % of memory) nothing the tests read is cold
+COLD_DATA = {"coldDataFlowControlEnable": "true"}
 
 
 @pytest.fixture(scope="module", params=rmqmod.VERSIONS, ids=lambda v: f"rocketmq-{v}")
@@ -77,7 +81,7 @@ def rmq(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         unavailable(f"real RocketMQ unavailable: {exc}")
     try:
         server.start_namesrv()
-        server.start_broker(BrokerSettings(run_dir / "store", extra=TX_CHECKS))
+        server.start_broker(BrokerSettings(run_dir / "store", extra=TX_CHECKS | COLD_DATA))
         asyncio.run(wait_for_route(server.namesrv_addr, "TBW102"))
         yield server
     finally:
@@ -310,6 +314,54 @@ def test_a_commit_after_the_group_was_deleted_recreates_it(rmq: RocketMQ) -> Non
             await admin.delete_subscription_group(group, broker_addr=rmq.broker_addr)
             await consumer.commit({queue: 2})
             assert await consumer.committed(queue) == 2
+
+    run(test)
+
+
+def test_admin_cold_data_flow_ctr_calls(rmq: RocketMQ) -> None:
+    """The cold data flow control calls (2001 to 2003, RocketMQ 5) against the real broker: a
+    group's threshold set and removed, and a group that read cold data (every stored message is
+    cold with accessMessageInMemoryHotRatio=0) in the runtime table."""
+    if rmq.major < 5:
+        pytest.skip("cold data flow control is RocketMQ 5's")
+    addr = rmq.broker_addr
+
+    async def test() -> None:
+        producer = Producer(rmq.namesrv_addr, "interop-cold-pg")
+        async with Admin(rmq.namesrv_addr) as admin, producer:
+            assert await admin.update_cold_data_flow_ctr_group_config("interop-cold-slow", 1234,
+                                                                      broker_addr=addr) == [addr]
+            info = (await admin.cold_data_flow_ctr_info(broker_addr=addr))[addr]
+            assert info is not None and info.config_table == {"interop-cold-slow": 1234}, info
+            assert (info.cg_cold_read_threshold, info.global_cold_read_threshold) == (3 << 20, 100 << 20)
+            queue = (await producer.publish_queues("ItCold"))[0]
+            for i in range(4):
+                await producer.send(Message("ItCold", b"cold-%d" % i), queue=queue)
+            await admin.update_broker_config({"accessMessageInMemoryHotRatio": 0}, broker_addr=addr)
+            try:
+                consumer = PullConsumer(rmq.namesrv_addr, "interop-cold-reader", auto_commit=False,
+                                        suspend_ms=1000, pull_timeout_ms=5000)
+                consumer.assign([queue])
+                async with consumer:
+                    await consumer.seek_to_begin(queue)
+                    assert len(await poll_exactly(consumer, 4)) == 4
+                info = (await admin.cold_data_flow_ctr_info(cluster="DefaultCluster"))[addr]
+                raw = json.loads((await admin._call(addr, RequestCode.GET_COLD_DATA_FLOW_CTR_INFO, None,
+                                                    "raw")).body_bytes())
+            finally:
+                await admin.update_broker_config({"accessMessageInMemoryHotRatio": 26}, broker_addr=addr)
+            assert info is not None and "interop-cold-reader" in info.runtime_table, info
+            entry = info.runtime_table["interop-cold-reader"]
+            # the document's shape, as Bolide's broker writes it
+            assert set(raw) == {"runtimeTable", "configTable", "cgColdReadThreshold",
+                                "globalColdReadThreshold", "globalAcc"}, raw
+            assert set(raw["runtimeTable"]["interop-cold-reader"]) == {"coldAcc", "createTimeMills",
+                                                                       "lastColdReadTimeMills"}, raw
+            now = int(time.time() * 1000)
+            assert now - 60_000 < entry.create_ms <= entry.last_cold_read_ms <= now, entry
+            await admin.remove_cold_data_flow_ctr_group_config("interop-cold-slow", broker_addr=addr)
+            info = (await admin.cold_data_flow_ctr_info(broker_addr=addr))[addr]
+            assert info is not None and info.config_table == {}, info
 
     run(test)
 

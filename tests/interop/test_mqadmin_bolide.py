@@ -8,7 +8,8 @@ brokerConsumeStats, producer, queryCq, sendMsgStatus, the three exports, statsAl
 checkMsgSendRT, the config getters and setters (updateBrokerConfig written into the broker's
 config file), KV config, cloneGroupOffset, write permissions,
 updateTopicPerm, deleteExpiredCommitLog, cleanExpiredCQ, cleanUnusedTopic, updateOrderConf,
-allocateMQ, printMsgByQueue and queryMsgTraceById (of a trace Bolide encoded).
+allocateMQ, printMsgByQueue, queryMsgTraceById (of a trace Bolide encoded) and 5.x's cold data
+flow control commands.
 
 The servers run on this process's event loop while mqadmin is a JVM subprocess, so each batch
 runs in a thread (``asyncio.to_thread``). A raw RemotingClient heartbeats as consumer group
@@ -26,6 +27,7 @@ from pathlib import Path
 import pytest
 from client_roundtrip import unavailable
 
+from bolide.broker.cold_data import ColdDataFlowControl
 from bolide.client import ClientConfig, ConsumeFrom, PushConsumer
 from bolide.common.fastjson import loads
 from bolide.common.message import MessageExt
@@ -204,6 +206,13 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                   ["checkRocksdbCqWriteProgress", "-c", "DefaultCluster", "-t", TOPIC],  # 354
                   ["rocksDBConfigToJson", "-c", "DefaultCluster"],  # 355
                   ] if major5 else [])
+            if major5:  # cold data flow control (2001 to 2003), a group in the runtime table
+                now = int(time.time() * 1000)  # the accounting's clock stands still: the entry stays
+                s.broker.cold_data = ColdDataFlowControl(lambda: s.broker.config, clock=lambda: now)
+                s.broker.cold_data.cold_acc("cold_reader", 4096)
+                commands += [["updateColdDataFlowCtrGroupConfig", "-b", s.broker_addr, "-g", "cold_cg", "-v",
+                              "2048"], ["getColdDataFlowCtrInfo", "-b", s.broker_addr],
+                             ["removeColdDataFlowCtrGroupConfig", "-c", "DefaultCluster", "-g", "cold_cg"]]
             before, max_phy = len(seen), s.broker.store.max_phy_offset
             outputs = await asyncio.to_thread(rmq.mqadmin_batch, commands)
             await py.close()
@@ -225,6 +234,7 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
                      "mode": s.broker.request_modes.get(TOPIC, "admin_group"),
                      "listed": [s.broker.topics.get(t) for t in ("MqadminListA", "MqadminListB")],
                      "list_groups": [s.broker.subscription_groups.get(g) for g in ("list_g1", "list_g2")]}
+            state["cold_config"] = dict(s.broker.cold_data.config_table)
             return s.broker_addr, local, commands, outputs, state
 
     broker_addr, local, commands, outputs, state = asyncio.run(main())
@@ -397,3 +407,12 @@ def test_mqadmin_against_bolide(tmp_path: Path, version: str) -> None:
         assert f"to {broker_addr} success" in listed, log
         g1, g2 = state["list_groups"]  # type: ignore[misc]
         assert g1.retry_max_times == 7 and g2.retry_max_times == 16, log
+        # updateColdDataFlowCtrGroupConfig / getColdDataFlowCtrInfo / removeColdDataFlowCtrGroupConfig
+        assert f"updateColdDataFlowCtrGroupConfig success, {broker_addr}" in output(
+            "updateColdDataFlowCtrGroupConfig", "-b", broker_addr, "-g", "cold_cg", "-v", "2048"), log
+        info = output("getColdDataFlowCtrInfo", "-b", broker_addr)
+        assert re.search(r'"cold_cg"\s*:\s*2048', info) and re.search(r'"coldAcc"\s*:\s*4096', info), log
+        assert '"lastColdReadTimeFormat"' in info and re.search(r'"globalAcc"\s*:\s*4096', info), log
+        assert f"remove broker cold read threshold success, {broker_addr}" in output(
+            "removeColdDataFlowCtrGroupConfig", "-c", "DefaultCluster", "-g", "cold_cg"), log
+        assert state["cold_config"] == {}, log
