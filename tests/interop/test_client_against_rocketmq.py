@@ -49,7 +49,7 @@ from bolide.client import (
     select_by_hash,
 )
 from bolide.errors import RemotingError
-from bolide.protocol import RequestCode
+from bolide.protocol import RequestCode, ResponseCode
 from bolide.store import StoreConfig
 from bolide.testing import rocketmq as rmqmod
 from bolide.testing.rocketmq import BrokerSettings, RocketMQ, RocketMQUnavailable, acl2_settings
@@ -321,10 +321,18 @@ def test_a_commit_after_the_group_was_deleted_recreates_it(rmq: RocketMQ) -> Non
 def test_admin_cold_data_flow_ctr_calls(rmq: RocketMQ) -> None:
     """The cold data flow control calls (2001 to 2003, RocketMQ 5) against the real broker: a
     group's threshold set and removed, and a group that read cold data (every stored message is
-    cold with accessMessageInMemoryHotRatio=0) in the runtime table."""
-    if rmq.major < 5:
-        pytest.skip("cold data flow control is RocketMQ 5's")
+    cold with accessMessageInMemoryHotRatio=0) in the runtime table; a 4.9 broker, which has
+    none, refuses the call by its code."""
     addr = rmq.broker_addr
+    if rmq.major < 5:
+        async def refused() -> None:
+            async with Admin(rmq.namesrv_addr) as admin:
+                with pytest.raises(MQBrokerError) as exc:
+                    await admin.update_cold_data_flow_ctr_group_config("g", 1, broker_addr=addr)
+                assert exc.value.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+
+        run(refused)
+        return
 
     async def test() -> None:
         producer = Producer(rmq.namesrv_addr, "interop-cold-pg")
