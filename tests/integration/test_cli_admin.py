@@ -51,6 +51,14 @@ class ServerThread:
     def run(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
 
+    def ask(self, addr: str, request: RemotingCommand) -> RemotingCommand:
+        """``request``'s answer from ``addr``, over a connection of its own."""
+        async def call() -> RemotingCommand:
+            async with RemotingClient() as client:
+                return await client.invoke(addr, request)
+
+        return self.run(call())  # type: ignore[no-any-return]
+
     def stop(self) -> None:
         assert self._stop is not None
         self.loop.call_soon_threadsafe(self._stop.set)

@@ -14,7 +14,6 @@ from bolide.client import Message
 from bolide.client.blocking import Admin, Producer
 from bolide.protocol import RemotingCommand, RequestCode, ResponseCode
 from bolide.protocol.headers.admin import ExportRocksDBConfigToJsonRequestHeader
-from bolide.remoting import RemotingClient
 
 TOPIC = "ChecksTopic"
 
@@ -132,13 +131,8 @@ def test_rocksdb_migration_commands_say_there_is_no_rocksdb(ns: str, servers: Se
     assert wrong.exit_code != 0 and "topics, subscriptionGroups, consumerOffsets" in wrong.output
     with Admin(ns) as admin:
         assert admin.export_rocksdb_config_to_json(broker_addr=addr) == [addr]
-    bad = servers.run(_ask(addr, RemotingCommand.request(
-        RequestCode.EXPORT_ROCKSDB_CONFIG_TO_JSON, ExportRocksDBConfigToJsonRequestHeader(config_type="x"))))
+    bad = servers.ask(addr, RemotingCommand.request(
+        RequestCode.EXPORT_ROCKSDB_CONFIG_TO_JSON, ExportRocksDBConfigToJsonRequestHeader(config_type="x")))
     assert bad.code == ResponseCode.SYSTEM_ERROR and "Unknown config type: x" in (bad.remark or "")
-    no_topic = servers.run(_ask(addr, RemotingCommand.request(RequestCode.CHECK_ROCKSDB_CQ_WRITE_PROGRESS)))
+    no_topic = servers.ask(addr, RemotingCommand.request(RequestCode.CHECK_ROCKSDB_CQ_WRITE_PROGRESS))
     assert no_topic.code != ResponseCode.SUCCESS and "topic" in (no_topic.remark or "")
-
-
-async def _ask(addr: str, request: RemotingCommand) -> RemotingCommand:
-    async with RemotingClient() as client:
-        return await client.invoke(addr, request)

@@ -20,17 +20,8 @@ from bolide.protocol import RemotingCommand, RequestCode, ResponseCode
 from bolide.protocol.bodies.admin import BrokerStatsData
 from bolide.protocol.headers.admin import ViewBrokerStatsDataRequestHeader
 from bolide.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
-from bolide.remoting import RemotingClient
 
 TOPIC, GROUP = "StatsTopic", "stats-cg"
-
-
-async def _ask(addr: str, request: RemotingCommand) -> RemotingCommand:
-    client = RemotingClient()
-    try:
-        return await client.invoke(addr, request)
-    finally:
-        await client.close()
 
 
 servers = servers_fixture("stats")
@@ -55,9 +46,9 @@ def test_sends_and_pulls_are_counted_and_stats_all_adds_them_up(servers: ServerT
         consumer.commit({mq: 1 for mq in consumer.assignment()})  # 8 of 10 left to consume
     finally:
         consumer.close()
-    back = servers.run(_ask(addr, RemotingCommand.request(
+    back = servers.ask(addr, RemotingCommand.request(
         RequestCode.CONSUMER_SEND_MSG_BACK,
-        ConsumerSendMsgBackRequestHeader(offset=got[0].commit_log_offset, group=GROUP, delay_level=0))))
+        ConsumerSendMsgBackRequestHeader(offset=got[0].commit_log_offset, group=GROUP, delay_level=0)))
     assert back.code == ResponseCode.SUCCESS, back
 
     with Admin(ns) as admin:
@@ -96,9 +87,9 @@ def test_sends_and_pulls_are_counted_and_stats_all_adds_them_up(servers: ServerT
 
 def test_an_unknown_stats_item_is_a_named_error(servers: ServerThread) -> None:
     assert servers.servers is not None
-    answer = servers.run(_ask(servers.servers.broker_addr, RemotingCommand.request(
+    answer = servers.ask(servers.servers.broker_addr, RemotingCommand.request(
         RequestCode.VIEW_BROKER_STATS_DATA,
-        ViewBrokerStatsDataRequestHeader(stats_name="NO_SUCH_STATS", stats_key="k"))))
+        ViewBrokerStatsDataRequestHeader(stats_name="NO_SUCH_STATS", stats_key="k")))
     assert answer.code == ResponseCode.SYSTEM_ERROR
     assert answer.remark == "The stats <NO_SUCH_STATS> <k> not exist"
 

@@ -112,24 +112,16 @@ def test_a_group_past_its_cold_read_threshold_is_throttled_and_others_are_not(tm
         # an administrator's threshold for light: its next cold pull is refused
         done = admin_json(ns, "updateColdDataFlowCtrGroupConfig", "-g", "light", "-v", "2000", "-b", addr)
         assert done["brokers"] == [addr]
-        assert st.run(_ask(addr, _pull("light", 3, 1))).code == ResponseCode.SYSTEM_BUSY
+        assert st.ask(addr, _pull("light", 3, 1)).code == ResponseCode.SYSTEM_BUSY
         table = admin_table(ns, "getColdDataFlowCtrInfo")  # every master by default
         assert "light" in table and "2000" in table and "push-cold" in table
         admin_json(ns, "removeColdDataFlowCtrGroupConfig", "-g", "light")
-        assert st.run(_ask(addr, _pull("light", 3, 1))).code == ResponseCode.SUCCESS
+        assert st.ask(addr, _pull("light", 3, 1)).code == ResponseCode.SUCCESS
         with Admin(ns) as admin:
             assert admin.cold_data_flow_ctr_info()[addr].config_table == {}  # type: ignore[union-attr]
             admin.update_cold_data_flow_ctr_group_config("light", 1 << 40, cluster="DefaultCluster")
             info_c = admin.cold_data_flow_ctr_info(cluster="DefaultCluster")[addr]
             assert info_c is not None and info_c.config_table == {"light": 1 << 40}
-
-
-async def _ask(addr: str, request: RemotingCommand) -> RemotingCommand:
-    client = RemotingClient()
-    try:
-        return await client.invoke(addr, request)
-    finally:
-        await client.close()
 
 
 def test_bad_requests_get_clear_answers_and_the_control_is_off_by_default(tmp_path: Path) -> None:
@@ -138,12 +130,12 @@ def test_bad_requests_get_clear_answers_and_the_control_is_off_by_default(tmp_pa
         addr = _setup(st)
         assert not st.servers.broker.config.cold_data_flow_control_enable  # type: ignore[union-attr]
         for offset in (0, 4, 8):  # off: cold reads are neither counted nor throttled
-            assert st.run(_ask(addr, _pull("reader", offset))).code == ResponseCode.SUCCESS
-        bad = st.run(_ask(addr, RemotingCommand.request(RequestCode.UPDATE_COLD_DATA_FLOW_CTR_CONFIG, None,
-                                                        b"a=12\nb=lots\nc=-1\n")))
+            assert st.ask(addr, _pull("reader", offset)).code == ResponseCode.SUCCESS
+        bad = st.ask(addr, RemotingCommand.request(RequestCode.UPDATE_COLD_DATA_FLOW_CTR_CONFIG, None,
+                                                        b"a=12\nb=lots\nc=-1\n"))
         assert bad.code == ResponseCode.SYSTEM_ERROR and "b=lots, c=-1" in bad.remark, bad
-        empty = st.run(_ask(addr, RemotingCommand.request(RequestCode.REMOVE_COLD_DATA_FLOW_CTR_CONFIG,
-                                                          None)))
+        empty = st.ask(addr, RemotingCommand.request(RequestCode.REMOVE_COLD_DATA_FLOW_CTR_CONFIG,
+                                                          None))
         assert empty.code == ResponseCode.SYSTEM_ERROR and "no consumer group" in empty.remark
         ns = st.servers.namesrv_addr  # type: ignore[union-attr]
         info = admin_json(ns, "getColdDataFlowCtrInfo", "-c", "DefaultCluster")[addr]
@@ -156,7 +148,7 @@ def test_bad_requests_get_clear_answers_and_the_control_is_off_by_default(tmp_pa
         # turned on at runtime (UPDATE_BROKER_CONFIG), with the hot ratio: every read is cold now
         admin_json(ns, "updateBrokerConfig", "-b", addr, "-k", "coldDataFlowControlEnable", "-v", "true")
         admin_json(ns, "updateBrokerConfig", "-b", addr, "-k", "accessMessageInMemoryHotRatio", "-v", "0")
-        assert st.run(_ask(addr, _pull("reader", COUNT - 2, 1))).code == ResponseCode.SUCCESS
-        beat = st.run(_ask(addr, _beat({"reader": "CONSUME_PASSIVELY"})))
+        assert st.ask(addr, _pull("reader", COUNT - 2, 1)).code == ResponseCode.SUCCESS
+        beat = st.ask(addr, _beat({"reader": "CONSUME_PASSIVELY"}))
         assert beat.code == ResponseCode.SUCCESS
-        assert st.run(_ask(addr, _pull("reader", COUNT - 1, 1))).code == ResponseCode.SYSTEM_BUSY
+        assert st.ask(addr, _pull("reader", COUNT - 1, 1)).code == ResponseCode.SYSTEM_BUSY
