@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from bolide.broker.config import BrokerConfig
 from bolide.common.topic import SYSTEM_GROUP_PREFIX
+from bolide.protocol.bodies.admin import ColdReadAcc
 
 WINDOW_MS = 5_000  # RocketMQ clears the sums every 5 s while the control is on
 IDLE_WINDOW_MS = 180_000  # and every 180 s while it is off
@@ -44,19 +44,6 @@ def is_system_group(group: str) -> bool:
 
 def wall_ms() -> int:
     return int(time.time() * 1000)
-
-
-@dataclass(slots=True)
-class ColdAcc:
-    """A group's cold bytes in the current window (RocketMQ's AccAndTimeStamp)."""
-
-    cold_acc: int
-    last_cold_read_ms: int
-    create_ms: int
-
-    def to_json(self) -> dict[str, int]:
-        return {"coldAcc": self.cold_acc, "createTimeMills": self.create_ms,
-                "lastColdReadTimeMills": self.last_cold_read_ms}
 
 
 class _PidStrategy:
@@ -88,7 +75,7 @@ class ColdDataFlowControl:
         self.settings = settings
         self.max_groups = max_groups
         self.clock = clock
-        self.runtime: dict[str, ColdAcc] = {}  # least recently cold first
+        self.runtime: dict[str, ColdReadAcc] = {}  # least recently cold first
         self.config_table: dict[str, int] = {}  # admin thresholds; "<group>||adaptive" the strategies'
         self.global_acc = 0
         self._window_start = clock()
@@ -105,7 +92,7 @@ class ColdDataFlowControl:
         if entry is None:
             if len(self.runtime) >= self.max_groups:  # make room: the least recent cold reader
                 self._forget(next(iter(self.runtime)))
-            entry = ColdAcc(0, now, now)
+            entry = ColdReadAcc(0, now, now)
         entry.cold_acc += cold_bytes
         entry.last_cold_read_ms = now
         self.runtime[group] = entry
@@ -139,7 +126,7 @@ class ColdDataFlowControl:
         """GET_COLD_DATA_FLOW_CTR_INFO's document, as RocketMQ's getColdDataFlowCtrInfo."""
         self._roll()
         config = self.settings()
-        return {"runtimeTable": {g: e.to_json() for g, e in self.runtime.items()},
+        return {"runtimeTable": {g: e.to_json_obj() for g, e in self.runtime.items()},
                 "configTable": dict(self.config_table),
                 "cgColdReadThreshold": config.cg_cold_read_threshold,
                 "globalColdReadThreshold": config.global_cold_read_threshold,

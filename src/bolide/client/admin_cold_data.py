@@ -11,26 +11,13 @@ from bolide.client.errors import ClientConfigError
 from bolide.common.fastjson import JSONError, loads
 from bolide.errors import ProtocolError
 from bolide.protocol import RequestCode
+from bolide.protocol.bodies.admin import ColdReadAcc
 from bolide.protocol.bodies.route import MASTER_ID
 
 if TYPE_CHECKING:
     from bolide.protocol import RemotingCommand
     from bolide.protocol.bodies.route import ClusterInfo
     from bolide.protocol.headers.base import Header
-
-
-@dataclass(slots=True)
-class ColdReadAcc:
-    """A group in a broker's runtime table: its cold bytes this window (5 s), when it last
-    read cold data and when it entered the table (epoch milliseconds)."""
-
-    cold_acc: int
-    last_cold_read_ms: int
-    create_ms: int
-
-    def to_dict(self) -> dict[str, int]:
-        return {"coldAcc": self.cold_acc, "lastColdReadTimeMills": self.last_cold_read_ms,
-                "createTimeMills": self.create_ms}
 
 
 @dataclass(slots=True)
@@ -49,18 +36,17 @@ class ColdDataFlowCtrInfo:
     def decode(cls, body: bytes) -> ColdDataFlowCtrInfo:
         try:
             doc = loads(body)
-            return cls({g: ColdReadAcc(int(e["coldAcc"]), int(e["lastColdReadTimeMills"]),
-                                       int(e["createTimeMills"]))
+            return cls({g: ColdReadAcc.from_json_obj(e, f"runtimeTable.{g}")
                         for g, e in (doc.get("runtimeTable") or {}).items()},
                        {g: int(v) for g, v in (doc.get("configTable") or {}).items()},
                        int(doc["cgColdReadThreshold"]), int(doc["globalColdReadThreshold"]),
                        int(doc["globalAcc"]))
-        except (JSONError, AttributeError, KeyError, TypeError, ValueError) as exc:
+        except (JSONError, ProtocolError, AttributeError, KeyError, TypeError, ValueError) as exc:
             raise ProtocolError(f"GET_COLD_DATA_FLOW_CTR_INFO answered no cold data flow control "
                                 f"document ({exc!r}): {bytes(body[:200])!r}") from None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"runtimeTable": {g: e.to_dict() for g, e in self.runtime_table.items()},
+        return {"runtimeTable": {g: e.to_json_obj() for g, e in self.runtime_table.items()},
                 "configTable": dict(self.config_table), "cgColdReadThreshold": self.cg_cold_read_threshold,
                 "globalColdReadThreshold": self.global_cold_read_threshold, "globalAcc": self.global_acc}
 

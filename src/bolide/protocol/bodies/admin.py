@@ -329,3 +329,14 @@ class GetConsumerStatusBody(Bean):
 
     message_queue_table: dict[MessageQueue, int] = jfield(factory=dict)
     consumer_table: dict[str, dict[MessageQueue, int]] = jfield(factory=dict)
+
+
+@bean
+class ColdReadAcc(Bean):
+    """One group of GET_COLD_DATA_FLOW_CTR_INFO's ``runtimeTable`` (RocketMQ's AccAndTimeStamp):
+    its cold bytes this window (5 s), when it last read cold data and when it entered the table
+    (epoch milliseconds)."""
+
+    cold_acc: int = 0
+    last_cold_read_ms: int = jfield(default=0, name="lastColdReadTimeMills")
+    create_ms: int = jfield(default=0, name="createTimeMills")
