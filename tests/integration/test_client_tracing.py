@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from bolide.client import (
     ClientConfig,
     ConsumeFrom,
@@ -23,11 +25,16 @@ from bolide.client import (
 )
 from bolide.client.admin import Admin
 from bolide.client.admin_trace import TraceView
+from bolide.client.errors import MQBrokerError
 from bolide.client.results import SendResult, SendStatus
 from bolide.client.tracing import TraceDispatcher
 from bolide.common.message import MessageExt
+from bolide.common.recall_handle import decode_recall_handle
+from bolide.protocol import RemotingCommand, RequestCode, ResponseCode
 from bolide.protocol.bodies.client import MessageQueue
+from bolide.protocol.headers.send import RecallMessageRequestHeader
 from bolide.protocol.trace import TRACE_TOPIC, decode_trace_data
+from bolide.remoting import RemotingClient
 from bolide.testing.servers import Servers, running_servers
 
 TOPIC, GROUP = "TracedTopic", "traced-cg"
@@ -256,3 +263,44 @@ async def _simple_consumer(tmp_path: Path) -> None:
             of_it = {c.type for c in contexts if any(b.msg_id == sent[1].msg_id for b in c.beans)}
             assert of_it == {"SubBefore"}
             assert await admin.message_trace(sent[1].msg_id) == []
+
+
+def test_recalls_are_traced_and_answered_with_the_region(tmp_path: Path) -> None:
+    asyncio.run(_recalls(tmp_path))
+
+
+async def _recalls(tmp_path: Path) -> None:
+    async with running_servers(tmp_path / "store", trace_topic_enable=True) as s:
+        await _create(s, "RecalledTopic", "OtherTopic")
+        async with Producer(ClientConfig(s.namesrv_addr, enable_trace=True), group="recall-pg") as producer:
+            msg = Message("RecalledTopic", b"later")
+            msg.delay_time_ms = 60_000
+            sent = await producer.send(msg)
+            assert sent.recall_handle is not None
+            with pytest.raises(MQBrokerError):
+                await producer.recall_message("OtherTopic", sent.recall_handle)  # refused: failed
+            assert await producer.recall_message("RecalledTopic", sent.recall_handle) == sent.msg_id
+        async with Admin(s.namesrv_addr) as admin:
+            views = await _trace_of(admin, sent.msg_id, {"Pub", "Recall"})
+            async with asyncio.timeout(20):
+                while len(views) < 3:  # the Pub and both recalls
+                    await asyncio.sleep(0.05)
+                    views = await admin.message_trace(sent.msg_id)
+        assert views[0].type == "Pub" and views[0].msg_type == "Delay_Msg"
+        recalls = [(v.group, v.topic, v.status) for v in views if v.type == "Recall"]
+        assert sorted(recalls) == [("recall-pg", "OtherTopic", "failed"),
+                                   ("recall-pg", "RecalledTopic", "success")]
+        # the broker answers every recall with MSG_REGION, which the Java client's trace hook needs
+        handle = sent.recall_handle
+        assert decode_recall_handle(handle)[3] == sent.msg_id
+        client = RemotingClient()
+        answers = []
+        try:
+            for topic in ("RecalledTopic", "NoSuchTopic"):  # again (it stays recalled); no such topic
+                header = RecallMessageRequestHeader(producer_group="pg", topic=topic, recall_handle=handle)
+                recall = RemotingCommand.request(RequestCode.RECALL_MESSAGE, header)
+                answers.append(await client.invoke(s.broker_addr, recall))
+        finally:
+            await client.close()
+        assert [a.code for a in answers] == [ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST]
+        assert [a.ext_fields.get("MSG_REGION") for a in answers] == ["DefaultRegion", "DefaultRegion"]

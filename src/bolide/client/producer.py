@@ -160,10 +160,11 @@ class Producer:
         """Recall a timer message before it is due (RocketMQ 5's ``recallMessage``):
         ``recall_handle`` is its send's ``SendResult.recall_handle``. Returns its message id;
         raises MQBrokerError when the broker refuses (a handle of another topic, a message due
-        already)."""
+        already). With ``enable_trace`` each answered recall writes a Recall trace (the Java
+        client: with ``-Dcom.rocketmq.recall.default.trace.enable=true``)."""
         await self.start()
         try:
-            broker_name = decode_recall_handle(recall_handle)[1]
+            _, broker_name, _, msg_id = decode_recall_handle(recall_handle)
         except RecallError as exc:
             raise MessageError(str(exc)) from None
         route = await self._instance.publish_route(topic, self.default_topic_queue_nums)
@@ -175,6 +176,9 @@ class Producer:
                                             recall_handle=recall_handle)
         response = await self._instance.remoting.invoke(
             addr, request(RequestCode.RECALL_MESSAGE, header), timeout_ms or self.send_timeout_ms)
+        if self._tracer is not None:
+            self._tracer.on_recall(topic, msg_id, response.code == ResponseCode.SUCCESS,
+                                   response.ext_fields.get(P.MSG_REGION))
         if response.code != ResponseCode.SUCCESS:
             raise error_for_response(response, f"recall on {topic!r}", addr)
         return response.ext_fields.get("msgId", "")

@@ -2,11 +2,11 @@
 enable_trace=True)``), as RocketMQ's clients write them: a ``Pub`` context per stored send (per
 message of a batch; a oneway send has no result, so no trace, as with the Java client), an
 ``EndTransaction`` per transaction a transactional producer ends (at once or when the broker
-checks), a ``SubBefore`` and a ``SubAfter`` per batch handed to a listener (a simple consumer: a
-SubBefore per receive, a SubAfter per message acknowledged), sent in batches to the trace
-topic (``RMQ_SYS_TRACE_TOPIC``, or ``trace_topic``) by an inner producer of group
-``_INNER_TRACE_PRODUCER-<group>-<PRODUCE|CONSUME>``, each trace message keyed by the traced
-messages' ids and keys so that ``queryMsgTraceById`` finds it.
+checks), a ``Recall`` per timer message recall answered, a ``SubBefore`` and a ``SubAfter`` per
+batch handed to a listener (a simple consumer: a SubBefore per receive, a SubAfter per message
+acknowledged), sent in batches to the trace topic (``RMQ_SYS_TRACE_TOPIC``, or ``trace_topic``)
+by an inner producer of group ``_INNER_TRACE_PRODUCER-<group>-<PRODUCE|CONSUME>``, each trace
+message keyed by the traced messages' ids and keys so that ``queryMsgTraceById`` finds it.
 
 Traces are advice: they are sent after the sends they trace, at most :data:`BATCH` contexts or
 :data:`FLUSH_S` seconds later; at most :data:`MAX_PENDING` wait, later ones are dropped and
@@ -32,6 +32,7 @@ from bolide.protocol.headers.send import DEFAULT_REGION
 from bolide.protocol.trace import (
     END_TRANSACTION,
     PUB,
+    RECALL,
     SUB_AFTER,
     SUB_BEFORE,
     TRACE_TOPIC,
@@ -113,6 +114,11 @@ class TraceDispatcher:
                              message_type(msg), offset_ids[i] if i < len(offset_ids) else "")
             self._append(TraceContext(PUB, started_ms, region, self.group, cost_ms=cost_ms, success=success,
                                       beans=[bean]))
+
+    def on_recall(self, topic: str, msg_id: str, success: bool, region: str | None) -> None:
+        """The broker answered a recall of timer message ``msg_id`` (a Recall context)."""
+        self._append(TraceContext(RECALL, int(time.time() * 1000), region or DEFAULT_REGION, self.group,
+                                  success=success, beans=[TraceBean(msg_id, topic)]))
 
     def on_end_transaction(self, msg: Message, msg_id: str, state: str, *, region: str | None,
                            store_host: str, from_check: bool) -> None:
