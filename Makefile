@@ -5,21 +5,23 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 UV := $(BIN)/uv
 
-.PHONY: run test lint bench bench-broker fuzz clean venv interop-deps bytecode
+.PHONY: run test lint bench bench-broker fuzz clean venv interop-deps
+
+# The suite starts hundreds of Python processes: each keeps the bytecode it compiles, so that
+# the next need not compile pyspark, pandas, grpc or bolide again (PYTHONDONTWRITEBYTECODE in
+# the environment would have every one of them compile its imports from source).
+unexport PYTHONDONTWRITEBYTECODE
 
 venv: $(STAMP)
 
 # uv (from PyPI, into the venv) installs the dependencies: several times faster than pip on a
-# machine with an empty cache. The project is rebuilt whenever its C sources change. The
-# dependencies are compiled to bytecode as they are installed (uv does not by default, and with
-# PYTHONDONTWRITEBYTECODE set no process would keep what it compiles: each of the suite's
-# hundreds of Python processes would compile pyspark, pandas and grpc again as it imports them).
+# machine with an empty cache. The project is rebuilt whenever its C sources change.
 $(UV):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
 
 $(STAMP): pyproject.toml setup.py $(wildcard src/bolide/store/*.c src/bolide/store/*.h src/bolide/protocol/*.c) | $(UV)
-	$(UV) pip install --quiet --compile-bytecode --python $(BIN)/python --reinstall-package bolide -e '.[dev,spark]'
+	$(UV) pip install --quiet --python $(BIN)/python --reinstall-package bolide -e '.[dev,spark]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -49,20 +51,14 @@ lint: $(STAMP)
 interop-deps: | $(UV)
 	PYTHONPATH=src $(BIN)/python -m bolide.testing.prepare
 
-# The project's own modules compiled to bytecode (kept up to date by their modification times),
-# for the same reason as the dependencies above.
-bytecode: $(STAMP)
-	$(BIN)/python -m compileall -q -j0 src
-
 # The suite runs on TEST_WORKERS processes (pytest-xdist); each test module stays on one worker,
 # and the Spark tests share one (tests/conftest.py). Three on two cores: many tests wait on
 # JVMs, child processes and the network, so a third keeps the cores busy (about 10 % faster
 # than two). TEST_WORKERS=0 runs it in this process.
 TEST_WORKERS ?= 3
-# The venv, lint and bytecode, and the interop clients, are prepared side by side (output kept
-# per target).
+# The venv and lint, and the interop clients, are prepared side by side (output kept per target).
 test:
-	$(MAKE) --no-print-directory -j2 --output-sync=target lint bytecode interop-deps
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint interop-deps
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # Coverage-guided fuzzing of the wire and record decoders, FUZZ_SECONDS per target; the corpus

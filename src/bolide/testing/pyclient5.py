@@ -35,8 +35,7 @@ def _install_steps(venv: Path, python: Path, requirements: Path) -> list[list[st
     uv = Path(sys.executable).parent / "uv"
     if uv.is_file():
         return [[str(uv), "venv", "--quiet", "--python", sys.executable, str(venv)],
-                [str(uv), "pip", "install", "--quiet", "--compile-bytecode", "--python", str(python),
-                 "-r", str(requirements)]]
+                [str(uv), "pip", "install", "--quiet", "--python", str(python), "-r", str(requirements)]]
     return [[sys.executable, "-m", "venv", str(venv)],
             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
              "-r", str(requirements)]]
