@@ -1,7 +1,8 @@
 """A slave's metadata sync and the replication status, in-process: a NameServer, a master and a
 slave BrokerController on free ports. The slave copies its master's topics, consumer offsets,
-delay offsets and subscription groups (memory and config/*.json); GET_BROKER_HA_STATUS (907)
-and ``bolide admin`` haStatus / clusterList / brokerStatus show roles, offsets and lag."""
+delay offsets, subscription groups (with their read bans) and timer metrics (memory and
+config/*.json); GET_BROKER_HA_STATUS (907) and ``bolide admin`` haStatus / clusterList /
+brokerStatus show roles, offsets and lag."""
 
 from __future__ import annotations
 
@@ -27,9 +28,11 @@ from bolide.protocol.bodies.ha import HARuntimeInfo
 from bolide.protocol.bodies.pop import SetMessageRequestModeRequestBody
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.headers import CreateTopicRequestHeader, SendMessageRequestHeader
+from bolide.protocol.headers.admin import UpdateGroupForbiddenRequestHeader
 from bolide.protocol.headers.consumer import UpdateConsumerOffsetRequestHeader
 from bolide.store import topic_config as stored
 from bolide.store.config_files import ConsumerOffsetManager, DelayOffsetManager
+from bolide.store.timer_metrics import TimerMetrics
 
 SYNC_MS = 300  # the slaves' bolideSlaveSyncInterval here
 
@@ -111,6 +114,9 @@ def test_slave_copies_topics_offsets_delay_offsets_and_groups(tmp_path: Path) ->
         mode = SetMessageRequestModeRequestBody(topic="Synced", consumer_group="sync-group", mode="POP")
         await invoke(c, c.master, RequestCode.SET_MESSAGE_REQUEST_MODE, body=mode.encode())
         await send(c, "Synced", b"later", delay_level=1)  # delivered after 1 s
+        c.master.timer_metrics.add("Synced", 2)  # two timer messages waiting (GET_TIMER_METRICS)
+        await invoke(c, c.master, RequestCode.UPDATE_AND_GET_GROUP_FORBIDDEN,
+                     UpdateGroupForbiddenRequestHeader(group="sync-group", topic="Synced", readable=False))
         await wait_until(lambda: c.master.delay_offsets.get(1) == 1, 5)
 
         # the master answers 43 and 45 as a Java broker does
@@ -121,17 +127,15 @@ def test_slave_copies_topics_offsets_delay_offsets_and_groups(tmp_path: Path) ->
         # and a 5.x slave's timer checkpoint request (no timer wheel: all zero, SUCCESS)
         r = await invoke(c, c.master, RequestCode.GET_TIMER_CHECK_POINT)
         assert r.code == ResponseCode.SUCCESS and r.body_bytes() == bytes(56)
-        # and its timer metrics (none; the data version a slave copies once)
-        r = await invoke(c, c.master, RequestCode.GET_TIMER_METRICS)
-        assert r.code == ResponseCode.SUCCESS
-        assert json.loads(r.body_bytes()) == {
-            "dataVersion": {"counter": 0, "stateVersion": 0, "timestamp": 0}, "timingCount": {}}
 
         await wait_until(lambda: slave.topics.get("Synced") == c.master.topics.get("Synced")
                          and slave.offsets.query_all("cg", "Synced") == {0: 12, 3: 30}
                          and slave.delay_offsets.get(1) == 1
                          and slave.subscription_groups.get("sync-group") is not None
-                         and slave.request_modes.get("Synced", "sync-group") == mode)
+                         and slave.request_modes.get("Synced", "sync-group") == mode
+                         and slave.timer_metrics.snapshot() == c.master.timer_metrics.snapshot()
+                         and slave.subscription_groups.file.forbidden == {"sync-group": {"Synced": 4}})
+        assert slave.timer_metrics.data_version == c.master.timer_metrics.data_version
         sg = slave.subscription_groups.get("sync-group")
         assert sg is not None and sg.retry_max_times == 5
         assert slave.topics.data_version == c.master.topics.data_version
@@ -160,6 +164,9 @@ def test_slave_copies_topics_offsets_delay_offsets_and_groups(tmp_path: Path) ->
         assert groups.get("sync-group").retry_max_times == 5  # type: ignore[union-attr]
         modes = MessageRequestModes(config / "messageRequestMode.json")
         assert modes.load() and modes.get("Synced", "sync-group") == mode
+        assert groups.forbidden == {"sync-group": {"Synced": 4}}
+        timer_metrics = TimerMetrics(config / "timermetrics")
+        assert timer_metrics.load() and timer_metrics.count("Synced") == 2
 
     run(tmp_path, test)
 

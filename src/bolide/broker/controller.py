@@ -36,6 +36,7 @@ from bolide.broker.processors.admin_lists import AdminListProcessor
 from bolide.broker.processors.admin_stats import AdminStatsProcessor
 from bolide.broker.processors.assignment import AssignmentProcessor
 from bolide.broker.processors.auth_admin import AuthAdminProcessor
+from bolide.broker.processors.broker_ops import BrokerOpsProcessor
 from bolide.broker.processors.cold_data import ColdDataProcessor
 from bolide.broker.processors.consumer import ConsumerProcessor
 from bolide.broker.processors.consumer_relay import ConsumerRelayProcessor
@@ -79,6 +80,7 @@ from bolide.remoting import Channel, RemotingClient, RemotingServer
 from bolide.remoting.tls import TlsMode, TlsServerConfig, client_context
 from bolide.store import BrokerRole, MessageStore, StoreConfig
 from bolide.store.config_files import ConsumerOffsetManager, DelayOffsetManager
+from bolide.store.timer_metrics import TimerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +151,10 @@ class BrokerController:
         self.timer_recalls = TimerRecalls(config_dir / TimerRecalls.FILE_NAME)
         self.request_modes = MessageRequestModes(config_dir / MessageRequestModes.FILE_NAME)
         self._recalls_persister = ConfigPersister("bolide-recalls-persist", self.timer_recalls.persist)
+        self.timer_metrics = TimerMetrics(config_dir / TimerMetrics.FILE_NAME)  # GET_TIMER_METRICS
+        self._timer_metrics_persister = ConfigPersister(
+            "bolide-timer-metrics-persist", self.timer_metrics.persist,
+            self.config.flush_delay_offset_interval_ms / 1000)
         self._topics_persister = ConfigPersister("bolide-topics-persist", self.topics.persist)
         self._offsets_persister = ConfigPersister("bolide-offsets-persist", self.offsets.persist,
                                                   self.config.flush_consumer_offset_interval_ms / 1000)
@@ -247,6 +253,7 @@ class BrokerController:
         self._offsets_persister.start()
         self._groups_persister.start()
         self._recalls_persister.start()
+        self._timer_metrics_persister.start()
         self._persisting = True
         self.subscription_groups.on_change.append(self._groups_persister.request)
         self.topics.on_change.append(self._persist_topics)
@@ -261,7 +268,7 @@ class BrokerController:
         self._pop.loop = loop
         store.add_dispatch_listener(self._pop.on_dispatch)
         self.schedule = ScheduleService(loop, store, self.delay_offsets, self.timer_recalls,
-                                        self._recalls_persister.request)
+                                        self._recalls_persister.request, self.timer_metrics)
         self._delay_persister = ConfigPersister("bolide-delay-persist", self.schedule.persist,
                                                 self.config.flush_delay_offset_interval_ms / 1000)
         self._delay_persister.start()
@@ -278,7 +285,8 @@ class BrokerController:
                           ReplyProcessor(self), RecallProcessor(self), PopProcessor(self),
                           AssignmentProcessor(self), AdminListProcessor(self), GroupAdminProcessor(self),
                           ConsumerStatusProcessor(self), ReadModeProcessor(self),
-                          RocksDBAdminProcessor(self), ColdDataProcessor(self)):
+                          RocksDBAdminProcessor(self), ColdDataProcessor(self),
+                          BrokerOpsProcessor(self)):
             for code in processor.CODES:
                 self.server.register(code, processor)
         if self.config.grpc_server_port >= 0 and self.role is BrokerRole.SLAVE:
@@ -363,6 +371,7 @@ class BrokerController:
                              ("consumer offsets", self.offsets.load()),
                              ("delay offsets", self.delay_offsets.load()),
                              ("recalled timer messages", self.timer_recalls.load()),
+                             ("timer metrics", self.timer_metrics.load()),
                              ("consumer groups' request modes", self.request_modes.load()),
                              ("subscription groups", self.subscription_groups.load())):
             if not loaded:
@@ -395,7 +404,7 @@ class BrokerController:
         mark = TakeoverMark(self._store_config.config_dir / TakeoverMark.FILE_NAME)
         mark.load()
         try:
-            self.timer_takeover = await take_over_timer_wheel(store, mark)
+            self.timer_takeover = await take_over_timer_wheel(store, mark, metrics=self.timer_metrics)
         except TakeoverRefused as exc:
             log.error("%s", exc)
 
@@ -513,6 +522,7 @@ class BrokerController:
             await asyncio.to_thread(self._offsets_persister.stop)
             await asyncio.to_thread(self._groups_persister.stop)
             await asyncio.to_thread(self._recalls_persister.stop)
+            await asyncio.to_thread(self._timer_metrics_persister.stop)
             if self._delay_persister is not None:
                 await asyncio.to_thread(self._delay_persister.stop)
         if self._store is not None:

@@ -6,7 +6,9 @@ its ConsumeQueue entry the delivery time as tags code. This service walks each l
 its offset in ``config/delayOffset.json`` and, once an entry is due, appends the message again to
 its real topic and queue (``DELAY`` removed), on the event loop like every other append. A timer
 message (``TIMER_OUT_MS``) not due yet goes to its next level instead (:mod:`bolide.broker.timer`);
-one recalled (:mod:`bolide.broker.timer_recall`) is dropped when it comes due.
+one recalled (:mod:`bolide.broker.timer_recall`) is dropped when it comes due. A timer message
+delivered, recalled or dropped counts down its topic's timer metrics
+(:mod:`bolide.store.timer_metrics`).
 
 It sleeps until the earliest head entry is due, or until dispatch reports new schedule entries.
 """
@@ -20,6 +22,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from bolide.broker.loop_service import LoopService
+from bolide.broker.retry import group_of_retry_topic
 from bolide.broker.timer import next_hop
 from bolide.broker.timer_recall import TimerRecalls
 from bolide.common import properties as P
@@ -29,6 +32,7 @@ from bolide.store import MessageStore, PutStatus
 from bolide.store.config_files import DelayOffsetManager
 from bolide.store.consume_queue import EXT_ADDRESS_MAX
 from bolide.store.record import RecordInfo, compute_tags_code, parse_record
+from bolide.store.timer_metrics import TimerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +54,14 @@ class ScheduleService(LoopService):
 
     def __init__(self, loop: asyncio.AbstractEventLoop, store: MessageStore,
                  offsets: DelayOffsetManager, recalls: TimerRecalls | None = None,
-                 on_recalled: Callable[[], None] = lambda: None) -> None:
+                 on_recalled: Callable[[], None] = lambda: None,
+                 timer_metrics: TimerMetrics | None = None) -> None:
         self.loop = loop
         self.store = store
         self.offsets = offsets
         self.recalls = recalls  # timer messages recalled before they were due: not delivered
         self.on_recalled = on_recalled
+        self.timer_metrics = timer_metrics
         self.delivered = 0
         self.rescheduled = 0  # timer messages moved on to their next level
         self.recalled = 0
@@ -164,11 +170,14 @@ class ScheduleService(LoopService):
             log.warning("delay level %d: message at %d has no REAL_TOPIC/REAL_QID; skipped",
                         level, phys)
             return True
-        if (hop is None and self.recalls is not None and P.TIMER_OUT_MS in props
+        # a timer message's last hop (a consumer's retry of one keeps TIMER_OUT_MS: not counted)
+        timer_done = hop is None and P.TIMER_OUT_MS in props and group_of_retry_topic(topic) is None
+        if (timer_done and self.recalls is not None
                 and self.recalls.take(topic, props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX))):
             log.info("timer message %s of %s was recalled: not delivered",
                      props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX), topic)
             self.recalled += 1
+            self._count_down(topic)
             self.on_recalled()
             return True
         result = self.store.put_message(
@@ -176,6 +185,8 @@ class ScheduleService(LoopService):
             sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
             reconsume_times=msg.reconsume_times, wait_store=False)
         if result.ok:
+            if timer_done:
+                self._count_down(topic)
             if hop is None:
                 self.delivered += 1
             else:
@@ -184,10 +195,16 @@ class ScheduleService(LoopService):
         if result.status in _HOPELESS:
             log.warning("delayed message at %d to %s cannot be stored (%s: %s); skipped",
                         phys, topic, result.status.value, result.remark)
+            if P.TIMER_OUT_MS in props and group_of_retry_topic(topic) is None:
+                self._count_down(topic)
             return True
         log.warning("delayed message at %d to %s refused (%s: %s); retrying",
                     phys, topic, result.status.value, result.remark)
         return False
+
+    def _count_down(self, topic: str) -> None:
+        if self.timer_metrics is not None:
+            self.timer_metrics.add(topic, -1)
 
     def persist(self) -> None:
         """Write delayOffset.json (persister thread) once the deliveries it records are durable,

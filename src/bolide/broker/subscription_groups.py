@@ -16,6 +16,8 @@ from bolide.protocol import fastjson
 from bolide.store import topic_config as stored
 from bolide.store.topic_config import SubscriptionGroupConfig
 
+INDEX_PERM_READ = 2  # RocketMQ's PermName.INDEX_PERM_READ: the forbidden bit of reading
+
 # groups every Java broker has (SubscriptionGroupManager.init), all with broadcast enabled
 BUILTIN_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
                   "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_SYS_RMQ_TRANS")
@@ -83,6 +85,20 @@ class SubscriptionGroupManager:
 
     def names(self) -> list[str]:
         return self.file.names()
+
+    def forbidden(self, group: str, topic: str, index: int) -> bool:
+        """Whether bit ``index`` of ``group``'s forbidden bits on ``topic`` is set (RocketMQ 5's
+        ``getForbidden``; :data:`INDEX_PERM_READ`: the group may not read the topic)."""
+        bit = 1 << index
+        return self.file.forbidden_bits(group, topic) & bit == bit
+
+    def update_forbidden(self, group: str, topic: str, index: int, forbid: bool) -> None:
+        """Set (``forbid``) or clear bit ``index`` of ``group``'s forbidden bits on ``topic``;
+        persisted like any other change."""
+        bits = self.file.forbidden_bits(group, topic)
+        bits = bits | 1 << index if forbid else bits & ~(1 << index)
+        self.file.set_forbidden_bits(group, topic, bits)
+        self._changed()
 
     def _changed(self) -> None:
         for listener in self.on_change:

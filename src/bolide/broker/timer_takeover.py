@@ -15,7 +15,9 @@ or into its topic when it is due already. ``config/timerWheelTakeover.json`` the
 queue's end, so a later start takes over only what RocketMQ stored after it. RocketMQ's files
 are left as they are. Delivery is at least once: a crash between the puts and that record
 takes them over again. Without ``timercheck`` the messages due in the future are taken over:
-those due already cannot be told apart from delivered ones.
+those due already cannot be told apart from delivered ones. RocketMQ's ``config/timermetrics``
+counted the taken-over messages as waiting already: those put into their topic at once count
+down (:mod:`bolide.store.timer_metrics`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from bolide.store.config_files import JsonConfigFile
 from bolide.store.delay import timer_level
 from bolide.store.timer_checkpoint import FILE_NAME as CHECKPOINT_FILE
 from bolide.store.timer_checkpoint import TimerCheckpoint
+from bolide.store.timer_metrics import TimerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +116,8 @@ class TakeoverReport:
 
 
 async def take_over_timer_wheel(
-    store: MessageStore, mark: TakeoverMark, *, now_ms: int | None = None
+    store: MessageStore, mark: TakeoverMark, *, now_ms: int | None = None,
+    metrics: TimerMetrics | None = None
 ) -> TakeoverReport | None:
     """Take over the timer messages RocketMQ left waiting in ``store`` (on the event loop,
     before the schedule service starts); None when there are none to look at. Raises
@@ -140,7 +144,7 @@ async def take_over_timer_wheel(
     skipped = scan.unreadable
     taken = 0
     for i, (due, phys) in enumerate(scan.to_deliver()):
-        if _put(store, phys, due, now):
+        if _put(store, phys, due, now, metrics):
             taken += 1
         else:
             skipped += 1
@@ -172,7 +176,7 @@ async def _scan(store: MessageStore, scan: WheelScan, start: int, end: int) -> i
     return scanned
 
 
-def _put(store: MessageStore, phys: int, due: int, now: int) -> bool:
+def _put(store: MessageStore, phys: int, due: int, now: int, metrics: TimerMetrics | None) -> bool:
     """Put the timer message at ``phys`` into its first delay level (its topic when due); False
     when it is gone or cannot be stored (logged)."""
     msg = store.look_message_by_offset(phys)
@@ -190,6 +194,8 @@ def _put(store: MessageStore, phys: int, due: int, now: int) -> bool:
         born_timestamp=msg.born_timestamp, born_host=msg.born_host, reconsume_times=msg.reconsume_times,
         wait_store=False)
     if result.ok:
+        if level is None and metrics is not None:  # due already: delivered
+            metrics.add(topic, -1)
         return True
     if result.status in _HOPELESS:
         log.warning("RocketMQ's timer wheel: the message at %d to %s cannot be stored (%s: %s); skipped",

@@ -153,6 +153,17 @@ class TransactionalMessages:
             flag=half.flag, sys_flag=half.sys_flag, born_timestamp=half.born_timestamp,
             born_host=half.born_host, reconsume_times=half.reconsume_times, wait_store=False)
 
+    def resume_check(self, msg: MessageExt) -> PutMessageResult:
+        """Store ``msg`` (a half message, or one discarded to TRANS_CHECK_MAX_TIME_TOPIC) in the
+        half queue again with TRANSACTION_CHECK_TIMES=0, so it is checked anew (RocketMQ's
+        RESUME_CHECK_HALF_MESSAGE)."""
+        self._ensure_topic(TRANS_HALF_TOPIC)
+        props = {**msg.properties, CHECK_TIMES: "0"}
+        return self.broker.store.put_encoded(
+            TRANS_HALF_TOPIC, msg.body, P.encode_properties(props), 0, flag=msg.flag,
+            sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
+            reconsume_times=msg.reconsume_times, wait_store=False)
+
     def discard(self, half: MessageExt, why: str) -> PutMessageResult:
         """Move a half message checked too often (or too old) to ``TRANS_CHECK_MAX_TIME_TOPIC``."""
         self._ensure_topic(TRANS_CHECK_MAX_TIME_TOPIC)

@@ -24,6 +24,7 @@ from bolide.client.admin_cold_data import ColdDataAdminCalls
 from bolide.client.admin_config import ConfigAdminCalls
 from bolide.client.admin_lists import ListAdminCalls
 from bolide.client.admin_metrics import MetricsAdminCalls
+from bolide.client.admin_ops import OpsAdminCalls
 from bolide.client.admin_stats import StatsAdminCalls
 from bolide.client.admin_trace import TraceAdminCalls
 from bolide.client.admin_types import GroupProgress, OffsetChange, QueueProgress, ResetPlan
@@ -102,7 +103,7 @@ DEFAULT_TOPIC = "TBW102"
 
 
 class Admin(AclAdminCalls, AuthAdminCalls, ColdDataAdminCalls, ConfigAdminCalls, ListAdminCalls,
-            MetricsAdminCalls, StatsAdminCalls, TraceAdminCalls):
+            MetricsAdminCalls, OpsAdminCalls, StatsAdminCalls, TraceAdminCalls):
     """Topics, groups, progress and message lookups; asyncio API (blocking twin in
     :mod:`bolide.client.blocking`)."""
 

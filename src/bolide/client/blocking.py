@@ -51,16 +51,17 @@ from bolide.protocol.bodies.admin import (
     ConsumerConnection,
     ConsumerRunningInfo,
     ConsumeStatsList,
+    GroupForbidden,
     ProducerConnection,
     ProducerInfo,
     QueryConsumeQueueResponseBody,
     TopicOffset,
 )
 from bolide.protocol.bodies.auth import AclInfo, UserInfo
-from bolide.protocol.bodies.broker import SubscriptionGroupConfig, TopicConfig
+from bolide.protocol.bodies.broker import SubscriptionGroupConfig, TimerMetricsSerializeWrapper, TopicConfig
 from bolide.protocol.bodies.client import MessageQueue
 from bolide.protocol.bodies.ha import HARuntimeInfo
-from bolide.protocol.bodies.route import ClusterInfo, TopicRouteData
+from bolide.protocol.bodies.route import BrokerMemberGroup, ClusterInfo, TopicRouteData
 
 T = TypeVar("T")
 C = TypeVar("C")
@@ -710,6 +711,24 @@ class Admin(_Blocking[_admin.Admin]):
 
     def search_offset(self, mq: MessageQueue, addr: str, timestamp_ms: int) -> int:
         return self._run(lambda c: c.search_offset(mq, addr, timestamp_ms))
+
+    def timer_metrics(self, broker_addr: str) -> TimerMetricsSerializeWrapper:
+        return self._run(lambda c: c.timer_metrics(broker_addr))
+
+    def query_correction_offset(self, broker_addr: str, topic: str, compare_group: str,
+                                filter_groups: Sequence[str] = ()) -> dict[int, int]:
+        return self._run(lambda c: c.query_correction_offset(broker_addr, topic, compare_group,
+                                                             filter_groups))
+
+    def resume_check_half_message(self, topic: str, msg_id: str) -> str:
+        return self._run(lambda c: c.resume_check_half_message(topic, msg_id))
+
+    def update_and_get_group_read_forbidden(self, broker_addr: str, group: str, topic: str,
+                                            readable: bool | None = None) -> GroupForbidden:
+        return self._run(lambda c: c.update_and_get_group_read_forbidden(broker_addr, group, topic, readable))
+
+    def broker_member_group(self, cluster: str, broker_name: str) -> BrokerMemberGroup:
+        return self._run(lambda c: c.broker_member_group(cluster, broker_name))
 
 
 def _async(fn: Callable[[C], T]) -> Callable[[C], Awaitable[T]]:

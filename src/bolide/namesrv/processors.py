@@ -21,7 +21,7 @@ from bolide.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManag
 from bolide.namesrv.route_info import RouteInfoManager, wall_clock_ms
 from bolide.protocol.bodies.admin import TopicList
 from bolide.protocol.bodies.broker import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
-from bolide.protocol.bodies.route import TopicRouteData
+from bolide.protocol.bodies.route import GetBrokerMemberGroupResponseBody, TopicRouteData
 from bolide.protocol.codes import V3_0_11, RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import namesrv as h
@@ -77,6 +77,7 @@ class NamesrvProcessor:
                 self._topic_list(self.routes.get_has_unit_sub_un_unit_topic_list),
             c.UPDATE_NAMESRV_CONFIG: self.update_namesrv_config,
             c.GET_NAMESRV_CONFIG: self.get_namesrv_config,
+            c.GET_BROKER_MEMBER_GROUP: self.get_broker_member_group,
         }
 
     @property
@@ -223,6 +224,13 @@ class NamesrvProcessor:
     def get_broker_cluster_info(self, request: RemotingCommand,
                                 channel: object | None = None) -> RemotingCommand:
         return request.make_response(body=self.routes.get_all_cluster_info().encode())
+
+    def get_broker_member_group(self, request: RemotingCommand,
+                                channel: object | None = None) -> RemotingCommand:
+        """GET_BROKER_MEMBER_GROUP (5.x): the brokers of a broker group, from its registrations."""
+        header = request.read_header(h.GetBrokerMemberGroupRequestHeader)
+        group = self.routes.get_broker_member_group(header.cluster_name, header.broker_name)
+        return request.make_response(body=GetBrokerMemberGroupResponseBody(group).encode())
 
     def get_all_topic_list(self, request: RemotingCommand, channel: object | None = None) -> RemotingCommand:
         if not self.config.enable_all_topic_list:

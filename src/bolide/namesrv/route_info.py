@@ -31,6 +31,7 @@ from bolide.protocol.bodies.route import (
     PERM_READ,
     PERM_WRITE,
     BrokerData,
+    BrokerMemberGroup,
     ClusterInfo,
     QueueData,
     TopicRouteData,
@@ -313,6 +314,13 @@ class RouteInfoManager:
         return ClusterInfo(
             broker_addr_table={n: g.to_bean() for n, g in sorted(self._groups.items())},
             cluster_addr_table={c: set(names) for c, names in sorted(self._clusters.items())})
+
+    def get_broker_member_group(self, cluster: str, broker_name: str) -> BrokerMemberGroup:
+        """GET_BROKER_MEMBER_GROUP: the addresses of the group ``broker_name`` (none when it is
+        unknown); as in RocketMQ, ``cluster`` is only echoed."""
+        group = self._groups.get(broker_name)
+        addrs = dict(sorted(group.addrs.items())) if group is not None else {}
+        return BrokerMemberGroup(cluster=cluster, broker_name=broker_name, broker_addrs=addrs)
 
     def get_all_topic_list(self) -> TopicList:
         return TopicList(topic_list=sorted(self._topics))

@@ -116,7 +116,7 @@ class RequestCode(IntEnum):
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
     GET_BROKER_CLUSTER_ACL_CONFIG = 54
     GET_TIMER_CHECK_POINT = 60  # RocketMQ 5: a slave reads its master's timer checkpoint
-    GET_TIMER_METRICS = 61  # RocketMQ 5: a slave reads its master's timer metrics
+    GET_TIMER_METRICS = 61  # 5.x: timer messages waiting per topic (a slave copies them)
     PUT_KV_CONFIG = 100
     GET_KV_CONFIG = 101
     DELETE_KV_CONFIG = 102
@@ -149,6 +149,7 @@ class RequestCode(IntEnum):
     GET_SYSTEM_TOPIC_LIST_FROM_BROKER = 305
     CLEAN_EXPIRED_CONSUMEQUEUE = 306
     GET_CONSUMER_RUNNING_INFO = 307
+    QUERY_CORRECTION_OFFSET = 308
     CONSUME_MESSAGE_DIRECTLY = 309
     SEND_MESSAGE_V2 = 310
     GET_UNIT_TOPIC_LIST = 311
@@ -163,6 +164,7 @@ class RequestCode(IntEnum):
     SEND_BATCH_MESSAGE = 320
     QUERY_CONSUME_QUEUE = 321
     QUERY_DATA_VERSION = 322
+    RESUME_CHECK_HALF_MESSAGE = 323  # check a half message again (its check count reset)
     SEND_REPLY_MESSAGE = 324
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
@@ -173,6 +175,7 @@ class RequestCode(IntEnum):
     QUERY_SUBSCRIPTION_BY_CONSUMER = 345  # 5.x
     GET_TOPIC_CONFIG = 351  # 5.x: mqadmin topicStatus/consumerProgress look for static topics
     GET_SUBSCRIPTIONGROUP_CONFIG = 352  # 5.x: one group's SubscriptionGroupConfig
+    UPDATE_AND_GET_GROUP_FORBIDDEN = 353  # 5.x: a group's read-forbidden flag per topic
     CHECK_ROCKSDB_CQ_WRITE_PROGRESS = 354  # 5.3: RocksDB ConsumeQueue double-write check
     EXPORT_ROCKSDB_CONFIG_TO_JSON = 355  # 5.3: RocksDB-kept configs written as JSON files
     LITE_PULL_MESSAGE = 361  # 5.x
@@ -180,6 +183,7 @@ class RequestCode(IntEnum):
     QUERY_ASSIGNMENT = 400  # 5.x: the broker allocates a push consumer's queues (and picks pop)
     SET_MESSAGE_REQUEST_MODE = 401  # 5.x: mqadmin setConsumeMode (PULL or POP per topic and group)
     GET_ALL_MESSAGE_REQUEST_MODE = 402  # 5.x: a slave copies its master's modes
+    GET_BROKER_MEMBER_GROUP = 901  # 5.x NameServer: the brokers of a broker group
     BROKER_HEARTBEAT = 904  # 5.x
     UPDATE_COLD_DATA_FLOW_CTR_CONFIG = 2001  # 5.x: cold data flow control thresholds of groups
     REMOVE_COLD_DATA_FLOW_CTR_CONFIG = 2002

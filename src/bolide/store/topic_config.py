@@ -192,12 +192,65 @@ class TopicConfigManager(_TableFile):
 class SubscriptionGroupManager(_TableFile):
     """``subscriptionGroup.json``: ``{"dataVersion":{...},"subscriptionGroupTable":{"<group>":{...}}}``.
 
-    A 5.x file's ``forbiddenTable`` is kept as it was.
+    RocketMQ 5's ``forbiddenTable`` (``{"<group>":{"<topic>":bits}}``, bit 2 forbids reading)
+    is :attr:`forbidden`; it is written when it has entries or the file had it.
     """
 
     FILE_NAME = "subscriptionGroup.json"
     WHAT = "the subscription groups"
     TABLE = "subscriptionGroupTable"
+    FORBIDDEN = "forbiddenTable"
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(path)
+        self.forbidden: dict[str, dict[str, int]] = {}
+        self._forbidden_written = False
+
+    def forbidden_bits(self, group: str, topic: str) -> int:
+        """The forbidden bits of ``group`` on ``topic`` (0: none)."""
+        with self._lock:
+            return max(self.forbidden.get(group, {}).get(topic, 0), 0)
+
+    def set_forbidden_bits(self, group: str, topic: str, bits: int) -> None:
+        """Replace the bits (0 forgets the entry); the data version moves on."""
+        with self._lock:
+            topics = self.forbidden.setdefault(group, {})
+            if bits > 0:
+                topics[topic] = bits
+            else:
+                topics.pop(topic, None)
+            if not topics:
+                del self.forbidden[group]
+            self.data_version.next_version()
+
+    def remove(self, name: str) -> bool:
+        with self._lock:
+            self.forbidden.pop(name, None)
+            return super().remove(name)
+
+    def to_json_obj(self) -> dict[str, Any]:
+        with self._lock:
+            obj = super().to_json_obj()
+            if self.forbidden or self._forbidden_written:
+                obj[self.FORBIDDEN] = {g: dict(t) for g, t in self.forbidden.items()}
+            return obj
+
+    def _apply(self, obj: dict[str, Any] | None) -> None:
+        obj = dict(obj or {})
+        found = self.FORBIDDEN in obj
+        table = obj.pop(self.FORBIDDEN, None) or {}
+        if not isinstance(table, dict):
+            raise ConfigError(f"{self.FORBIDDEN} is not a JSON object")
+        forbidden: dict[str, dict[str, int]] = {}
+        for group, topics in table.items():
+            if topics is None:
+                continue
+            if not isinstance(topics, dict):
+                raise ConfigError(f"{self.FORBIDDEN}[{group!r}] is not a JSON object")
+            forbidden[str(group)] = {str(t): _coerce(v, 0, f"{self.FORBIDDEN}[{group!r}][{t!r}]")
+                                     for t, v in topics.items() if v is not None}
+        super()._apply(obj)
+        self.forbidden, self._forbidden_written = forbidden, found
 
     def _bean(self, obj: Any, what: str) -> SubscriptionGroupConfig:
         return SubscriptionGroupConfig.from_json_obj(obj, what)

@@ -1,8 +1,9 @@
 """A slave's copy of its master's metadata (RocketMQ's SlaveSynchronize): right after it
 learns the master's broker address from a registration, then every
 ``bolideSlaveSyncInterval`` ms, it asks the master for GET_ALL_TOPIC_CONFIG (21),
-GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45) and GET_ALL_SUBSCRIPTIONGROUP_CONFIG
-(201), takes them as its own and writes its ``config/*.json`` files.
+GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45), GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+(201), GET_ALL_MESSAGE_REQUEST_MODE (402) and GET_TIMER_METRICS (61), takes them as its own and
+writes its ``config/*.json`` files (and ``timermetrics``).
 
 As in RocketMQ: topics and subscription groups are replaced only when the master's data
 version differs from the slave's (the slave then takes the master's version; a copy fetched
@@ -28,6 +29,7 @@ from bolide.protocol.command import RemotingCommand
 from bolide.store import config_files
 from bolide.store import topic_config as stored
 from bolide.store.config_files import ConsumerOffsetManager, DelayOffsetManager
+from bolide.store.timer_metrics import TimerMetrics
 
 if TYPE_CHECKING:
     from bolide.broker.controller import BrokerController
@@ -84,7 +86,7 @@ class SlaveSync(LoopService):
 
     async def sync_all(self) -> bool:
         """One round: topics, consumer offsets, delay offsets, subscription groups, request
-        modes. Each part that fails is logged and left as it was; True when every part
+        modes, timer metrics. Each part that fails is logged and left as it was; True when every part
         succeeded."""
         addr = self.master_addr
         if not addr:
@@ -94,7 +96,8 @@ class SlaveSync(LoopService):
                            ("consumer offsets", self._sync_consumer_offsets),
                            ("delay offsets", self._sync_delay_offsets),
                            ("subscription groups", self._sync_subscription_groups),
-                           ("request modes", self._sync_request_modes)):
+                           ("request modes", self._sync_request_modes),
+                           ("timer metrics", self._sync_timer_metrics)):
             try:
                 await part(addr)
             except (BolideError, ValueError, OSError) as exc:
@@ -187,3 +190,21 @@ class SlaveSync(LoopService):
         if master.table != modes.table:
             modes.table = master.table
             await asyncio.to_thread(modes.persist)
+
+    async def _sync_timer_metrics(self, addr: str) -> None:
+        """RocketMQ 5's timer metrics, taken whole when the master's data version differs (not
+        when this broker's timers are off; a RocketMQ 4.x master has none to give)."""
+        if not self.broker.config.timer_wheel_enable:
+            return
+        response = await self.broker.namesrv_client.invoke(
+            addr, RemotingCommand.request(RequestCode.GET_TIMER_METRICS), TIMEOUT_MS)
+        if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            return
+        if response.code != ResponseCode.SUCCESS:
+            raise SlaveSyncError(f"GET_TIMER_METRICS answered code {response.code}: {response.remark}")
+        metrics = self.broker.timer_metrics
+        master = TimerMetrics(metrics.path)  # a scratch table: not written
+        master.decode(response.body_bytes())
+        if not _same_version(master.data_version, metrics.data_version):
+            metrics.decode(response.body_bytes())
+            await asyncio.to_thread(metrics.persist)

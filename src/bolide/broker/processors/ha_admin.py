@@ -2,8 +2,8 @@
 GET_ALL_DELAY_OFFSET (45) and GET_ALL_MESSAGE_REQUEST_MODE (402, RocketMQ 5), which a slave's
 sync reads from its master, and
 GET_BROKER_HA_STATUS (907, RocketMQ 5), which mqadmin haStatus prints, and
-GET_TIMER_CHECK_POINT (60) and GET_TIMER_METRICS (61), which a RocketMQ 5 slave asks its master
-as it syncs. Topic configs (21) and subscription groups (201) are answered by
+GET_TIMER_CHECK_POINT (60), which a RocketMQ 5 slave asks its master as it syncs (its
+GET_TIMER_METRICS is :mod:`bolide.broker.processors.broker_ops`'). Topic configs (21) and subscription groups (201) are answered by
 :mod:`bolide.broker.processors.admin`."""
 
 from __future__ import annotations
@@ -23,9 +23,6 @@ if TYPE_CHECKING:
 # lastReadTimeMs, lastTimerLogFlushPos, lastTimerQueueOffset, masterTimerQueueOffset and the
 # data version (stateVersion, timestamp, counter): seven big-endian longs
 _EMPTY_TIMER_CHECKPOINT = bytes(56)
-# TimerMetricsSerializeWrapper as fastjson writes it: no topic has messages in a timer wheel,
-# and the version never changes (a slave takes it once)
-_EMPTY_TIMER_METRICS = b'{"dataVersion":{"counter":0,"stateVersion":0,"timestamp":0},"timingCount":{}}'
 
 
 class HAAdminProcessor:
@@ -33,7 +30,7 @@ class HAAdminProcessor:
 
     CODES = (RequestCode.GET_ALL_CONSUMER_OFFSET, RequestCode.GET_ALL_DELAY_OFFSET,
              RequestCode.GET_BROKER_HA_STATUS, RequestCode.GET_TIMER_CHECK_POINT,
-             RequestCode.GET_TIMER_METRICS, RequestCode.GET_ALL_MESSAGE_REQUEST_MODE)
+             RequestCode.GET_ALL_MESSAGE_REQUEST_MODE)
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
@@ -43,7 +40,6 @@ class HAAdminProcessor:
             c.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
             c.GET_BROKER_HA_STATUS: self.get_ha_status,
             c.GET_TIMER_CHECK_POINT: self.get_timer_check_point,
-            c.GET_TIMER_METRICS: self.get_timer_metrics,
             c.GET_ALL_MESSAGE_REQUEST_MODE: self.get_all_message_request_mode,
         }
 
@@ -76,9 +72,3 @@ class HAAdminProcessor:
         """A RocketMQ 5 TimerCheckpoint, all zero: Bolide has no timer wheel, so there is no
         timer progress to copy (a 5.x slave logs an error for any answer but SUCCESS)."""
         return request.make_response(body=_EMPTY_TIMER_CHECKPOINT)
-
-    def get_timer_metrics(self, request: RemotingCommand) -> RemotingCommand:
-        """RocketMQ 5's TimerMetrics (messages waiting in its timer wheel, per topic), empty:
-        Bolide's timer messages wait in the delay levels' queues, which GET_ALL_DELAY_OFFSET
-        copies (a 5.x slave logs an error for any answer but SUCCESS)."""
-        return request.make_response(body=_EMPTY_TIMER_METRICS)

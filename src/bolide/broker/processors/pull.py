@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bolide.broker.processors.consumer import property_filter_refusal
+from bolide.broker.subscription_groups import INDEX_PERM_READ
 from bolide.broker.topic_config import PERM_READ
 from bolide.common.properties import decode_properties
 from bolide.common.sql92 import Selector, SelectorError
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
+SUBSCRIPTION_FORBIDDEN = "5"  # RocketMQ 5's ForbiddenType of a group forbidden to read a topic
 
 _RETRY = frozenset({GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING})
 _MOVED = frozenset({GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY})
@@ -179,6 +181,13 @@ class PullProcessor:
             sub = SubscriptionData.of(header.topic, header.subscription, header.sub_version,
                                       header.expression_type or EXPRESSION_TAG)
         else:
+            if broker.subscription_groups.forbidden(group.group_name, header.topic, INDEX_PERM_READ):
+                # RocketMQ 5 (UPDATE_AND_GET_GROUP_FORBIDDEN) refuses these pulls only
+                remark = (f"the consumer group[{header.consumer_group}] is forbidden for "
+                          f"topic[{header.topic}]")
+                return (request.make_response(ResponseCode.NO_PERMISSION, remark,
+                                              ext_fields={"forbiddenType": SUBSCRIPTION_FORBIDDEN}),
+                        None, (None, None))
             found = broker.clients.subscription(header.consumer_group, header.topic)
             if found is None:
                 return _refusal(request,

@@ -1,7 +1,7 @@
 """Deleting topics and their ConsumeQueues (mqadmin deleteTopic, cleanExpiredCQ and
 cleanUnusedTopic).
 
-DELETE_TOPIC_IN_BROKER (215) forgets the topic's config and consumer offsets and deletes its
+DELETE_TOPIC_IN_BROKER (215) forgets the topic's config, consumer offsets and timer metrics and deletes its
 ConsumeQueues at once, as RocketMQ 5 does: a topic created again under the name starts empty.
 CLEAN_UNUSED_TOPIC (316) deletes the queues of every topic the broker no longer has;
 CLEAN_EXPIRED_CONSUMEQUEUE (306) only those whose messages retention has all removed. The
@@ -60,6 +60,7 @@ class QueueCleanupProcessor:
                                          f"The topic[{topic}] is conflict with system topic.")
         dropped = await asyncio.to_thread(self.broker.store.delete_queues, topic.__eq__)
         self.broker.topics.delete(topic)
+        self.broker.timer_metrics.remove(topic)
         offsets = self.broker.offsets
         groups = sorted(offsets.groups_of_topic(topic))
         for group in groups:

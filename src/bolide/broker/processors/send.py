@@ -193,6 +193,7 @@ class SendProcessor:
         queue_id = header.queue_id
         dead = False
         extra: dict[str, str] | None = None
+        waits = False
         half = False
         group = group_of_retry_topic(topic)
         if group is not None and request.code != RequestCode.SEND_BATCH_MESSAGE:
@@ -254,7 +255,7 @@ class SendProcessor:
             encoded = stored_properties(header.properties, added, dead=dead)
             if b"TIMER_" in encoded and not dead:  # maybe a timer message (RocketMQ 5)
                 try:
-                    encoded, recall = self._timer(topic, encoded)
+                    encoded, recall, waits = self._timer(topic, encoded)
                     extra = {"recallHandle": recall} if recall is not None else None
                 except TimerRefusal as refusal:
                     return request.make_response(refusal.code, refusal.remark)
@@ -263,6 +264,8 @@ class SendProcessor:
                                        born_timestamp=header.born_timestamp, born_host=born,
                                        reconsume_times=header.reconsume_times or 0, wait_store=False)
         if result.ok:
+            if waits:  # a timer message waiting in the delay levels
+                self.broker.timer_metrics.add(topic, 1)
             self.broker.stats_items.on_put(TRANS_HALF_TOPIC if half else topic, result.msg_num,
                                            result.wrote_bytes)
             metrics = self.broker.metrics
@@ -271,16 +274,18 @@ class SendProcessor:
                                result.wrote_bytes)
         return result, queue_id, extra
 
-    def _timer(self, topic: str, encoded: bytes) -> tuple[bytes, str | None]:
-        """The properties of a timer message as stored (due time, first delay level) and its
-        recall handle; the same bytes and None for any other message. Raises TimerRefusal."""
+    def _timer(self, topic: str, encoded: bytes) -> tuple[bytes, str | None, bool]:
+        """The properties of a timer message as stored (due time, first delay level), its
+        recall handle and whether it waits in a delay level; the same bytes, None and False for
+        any other message. Raises TimerRefusal."""
         config = self.broker.config
         props = timer_properties(P.decode_properties(encoded), int(time.time() * 1000),
                                  self.broker.store.delay_millis, enabled=config.timer_wheel_enable,
                                  max_delay_s=config.timer_max_delay_sec)
         if props is None:
-            return encoded, None
-        return P.encode_properties(props), timer_recall_handle(topic, config.broker_name, props)
+            return encoded, None, False
+        return (P.encode_properties(props), timer_recall_handle(topic, config.broker_name, props),
+                P.DELAY_TIME_LEVEL in props)
 
     def _answer(self, request: RemotingCommand, result: PutMessageResult, queue_id: int,
                 extra: dict[str, str] | None = None, *, frame: bool = False) -> RemotingCommand | bytes:

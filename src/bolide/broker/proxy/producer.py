@@ -149,6 +149,8 @@ class GrpcProducer:
         if result.status not in _STORED:
             raise Refused(code, f"{result.status.value}: {result.remark}".rstrip(": "))
         broker.stats.on_put(1, result.wrote_bytes)
+        if kind != pb.TRANSACTION and P.TIMER_OUT_MS in props and P.DELAY_TIME_LEVEL in props:
+            broker.timer_metrics.add(topic, 1)  # a timer message waiting in the delay levels
         broker.stats_items.on_put(topic, 1, result.wrote_bytes)
         if broker.metrics is not None:
             broker.metrics.on_put(topic, _METRICS_TYPES.get(kind, "normal"), 1, result.wrote_bytes)

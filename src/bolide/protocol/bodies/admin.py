@@ -340,3 +340,20 @@ class ColdReadAcc(Bean):
     cold_acc: int = 0
     last_cold_read_ms: int = jfield(default=0, name="lastColdReadTimeMills")
     create_ms: int = jfield(default=0, name="createTimeMills")
+
+
+@bean
+class QueryCorrectionOffsetBody(Bean):
+    """QUERY_CORRECTION_OFFSET (308) answer: queue id -> the smallest committed offset of the
+    other groups (Java's Long.MAX_VALUE where the compared group is behind the queue's start)."""
+
+    correction_offsets: dict[int, int] = jfield(factory=dict)
+
+
+@bean
+class GroupForbidden(Bean):
+    """UPDATE_AND_GET_GROUP_FORBIDDEN (353) answer: whether ``group`` may read ``topic`` now."""
+
+    topic: str | None = None
+    group: str | None = None
+    readable: bool | None = None

@@ -148,3 +148,19 @@ class SubscriptionGroupWrapper(Bean):
 
     subscription_group_table: dict[str, SubscriptionGroupConfig] = jfield(factory=dict)
     data_version: DataVersion = jfield(factory=DataVersion)
+
+
+@bean
+class TimerMetric(Bean):
+    """Timer messages of one topic waiting in a broker's timers, and when that count changed."""
+
+    count: int = 0
+    time_stamp: int = 0
+
+
+@bean
+class TimerMetricsSerializeWrapper(Bean):
+    """GET_TIMER_METRICS (61, 5.x) answer, as RocketMQ 5 writes ``config/timermetrics``."""
+
+    timing_count: dict[str, TimerMetric] = jfield(factory=dict)
+    data_version: DataVersion = jfield(factory=DataVersion)

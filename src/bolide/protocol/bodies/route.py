@@ -69,3 +69,19 @@ class ClusterInfo(Bean):
 
     broker_addr_table: dict[str, BrokerData] = jfield(factory=dict)
     cluster_addr_table: dict[str, set[str]] = jfield(factory=dict)
+
+
+@bean
+class BrokerMemberGroup(Bean):
+    """The brokers of one broker group by broker id (0 = master)."""
+
+    cluster: str = ""
+    broker_name: str = ""
+    broker_addrs: dict[int, str] = jfield(factory=dict)
+
+
+@bean
+class GetBrokerMemberGroupResponseBody(Bean):
+    """GET_BROKER_MEMBER_GROUP (901, 5.x NameServer) answer."""
+
+    broker_member_group: BrokerMemberGroup | None = None

@@ -306,3 +306,33 @@ class GetConsumerStatusRequestHeader(Header):
     topic: str
     group: str
     client_addr: str | None = None
+
+
+@header
+class QueryCorrectionOffsetHeader(Header):
+    """QUERY_CORRECTION_OFFSET (308): per queue of ``topic``, the smallest committed offset of
+    every group but ``filterGroups`` (comma-separated), compared with ``compareGroup``'s; the
+    answer's body is a QueryCorrectionOffsetBody."""
+
+    compare_group: str
+    topic: str
+    filter_groups: str | None = None
+
+
+@header
+class ResumeCheckHalfMessageRequestHeader(Header):
+    """RESUME_CHECK_HALF_MESSAGE (323): ``msgId`` is the offset message id of a half message
+    (or of its copy in TRANS_CHECK_MAX_TIME_TOPIC); ``topic`` is for ACL checks only."""
+
+    topic: str | None = None
+    msg_id: str | None = None
+
+
+@header
+class UpdateGroupForbiddenRequestHeader(Header):
+    """UPDATE_AND_GET_GROUP_FORBIDDEN (353, 5.x): set whether ``group`` may read ``topic``
+    (``readable`` absent: only ask); the answer's body is a GroupForbidden."""
+
+    group: str
+    topic: str
+    readable: bool | None = None

@@ -133,3 +133,12 @@ class AddWritePermOfBrokerRequestHeader(Header):
 @header
 class AddWritePermOfBrokerResponseHeader(Header):
     add_topic_count: int
+
+
+@header
+class GetBrokerMemberGroupRequestHeader(Header):
+    """GET_BROKER_MEMBER_GROUP (901, 5.x NameServer); the answer's body is a
+    GetBrokerMemberGroupResponseBody."""
+
+    cluster_name: str
+    broker_name: str
