@@ -645,6 +645,85 @@ def test_bolide_admin_group_commands(rmq: RocketMQ) -> None:
     assert admin("deleteTopic", "-t", "CliGroups")["deleted"] is True
 
 
+def test_admin_operations_without_an_mqadmin_command(rmq: RocketMQ) -> None:
+    """The Admin's QUERY_CORRECTION_OFFSET and RESUME_CHECK_HALF_MESSAGE against the real broker,
+    and on 5.x GET_TIMER_METRICS, UPDATE_AND_GET_GROUP_FORBIDDEN and the NameServer's
+    GET_BROKER_MEMBER_GROUP: the same headers and bodies Bolide's servers answer."""
+    from bolide.protocol import RemotingCommand
+    from bolide.protocol.bodies.broker import SubscriptionGroupConfig
+    from bolide.protocol.codes import RequestCode, ResponseCode
+    from bolide.protocol.headers import UpdateConsumerOffsetRequestHeader
+    from bolide.remoting import RemotingClient
+
+    async def test() -> None:
+        addr = rmq.broker_addr
+        checked: list[bytes] = []
+
+        def check(msg: MessageExt) -> LocalTransactionState:
+            checked.append(msg.body)
+            return LocalTransactionState.ROLLBACK
+
+        async with (Admin(rmq.namesrv_addr) as admin, RemotingClient() as client,
+                    TransactionProducer(rmq.namesrv_addr, "interop-ops-pg", check_listener=check) as tx):
+            await admin.create_topic("ItOps", read_queue_nums=2, write_queue_nums=2, broker_addr=addr)
+            for group, q0, q1 in (("ops-g1", 3, 1), ("ops-g2", 2, 4), ("ops-cmp", 5, 0)):
+                await admin.create_subscription_group(SubscriptionGroupConfig(group_name=group),
+                                                      broker_addr=addr)
+                for queue_id, offset in ((0, q0), (1, q1)):
+                    r = await client.invoke(addr, RemotingCommand.request(
+                        RequestCode.UPDATE_CONSUMER_OFFSET, UpdateConsumerOffsetRequestHeader(
+                            consumer_group=group, topic="ItOps", queue_id=queue_id, commit_offset=offset)))
+                    assert r.code == ResponseCode.SUCCESS, r
+            assert await admin.query_correction_offset(addr, "ItOps", "ops-cmp") == {0: 2, 1: 0}
+            # (a RocketMQ broker deletes the offsets of the filter groups while answering)
+            assert await admin.query_correction_offset(addr, "ItOps", "ops-cmp", ["ops-g2"]) == {0: 3, 1: 0}
+
+            # a rolled-back transaction is never checked, unless an admin resumes its checks
+            def execute(msg: Message, arg: Any) -> LocalTransactionState:
+                return LocalTransactionState.ROLLBACK
+            resumed = await tx.send_message_in_transaction(Message("ItOps", b"resume-me"), execute, None)
+            await tx.send_message_in_transaction(Message("ItOps", b"left-alone"), execute, None)
+            half_id = resumed.offset_msg_id
+            assert half_id is not None
+            assert await admin.resume_check_half_message("RMQ_SYS_TRANS_HALF_TOPIC", half_id) == addr
+            await wait_until(lambda: b"resume-me" in checked)
+            assert b"left-alone" not in checked
+            r = await client.invoke(addr, RemotingCommand.request(
+                RequestCode.RESUME_CHECK_HALF_MESSAGE, ext_fields={"topic": "ItOps", "msgId": "nonsense"}))
+            assert r.code == ResponseCode.SYSTEM_ERROR, r
+
+            if rmq.major < 5:
+                return
+            group = await admin.broker_member_group("DefaultCluster", "broker-a")
+            assert (group.cluster, group.broker_name, group.broker_addrs) == (
+                "DefaultCluster", "broker-a", {0: addr})
+            assert (await admin.broker_member_group("DefaultCluster", "nobody")).broker_addrs == {}
+
+            asked = await admin.update_and_get_group_read_forbidden(addr, "ops-g1", "ItOps")
+            assert (asked.group, asked.topic, asked.readable) == ("ops-g1", "ItOps", True)
+            readable = []
+            for change in (False, None, True):
+                answer = await admin.update_and_get_group_read_forbidden(addr, "ops-g1", "ItOps", change)
+                readable.append(answer.readable)
+            assert readable == [False, False, True]
+
+            timer = Message("ItOps", b"timer")
+            timer.delay_time_ms = 600_000
+            async with Producer(rmq.namesrv_addr, "interop-ops-timer-pg") as producer:
+                await producer.send(timer)
+            found: dict[str, int] = {}
+
+            async def counted() -> bool:  # RocketMQ's wheel takes the message in its own time
+                metrics = await admin.timer_metrics(addr)
+                found.update({t: m.count for t, m in metrics.timing_count.items()})
+                return found.get("ItOps") == 1 and metrics.data_version.counter > 0
+            async with asyncio.timeout(20):
+                while not await counted():
+                    await asyncio.sleep(0.2)
+
+    run(test)
+
+
 def test_signed_requests_against_a_broker_with_plain_acl(tmp_path_factory: pytest.TempPathFactory) -> None:
     """ClientConfig(access_key, secret_key) signs for RocketMQ's plain ACL: a 4.9.7 broker with
     aclEnable=true (accounts in interop/rocketmq/home/conf/plain_acl.yml) lets the admin account
