@@ -161,6 +161,14 @@ def test_checks_in_rocketmq_order(acl: PlainAcl) -> None:
                                                   "admin-key", "12345678"))
     check_request(state, "127.0.0.1:5000", signed(RequestCode.SEND_MESSAGE_V2, {"b": "Anything"},
                                                   "admin-key", "12345678"))
+    # RocketMQ 5's changes of how groups are served: a read ban, cold data thresholds, read mode
+    for code, fields in ((RequestCode.UPDATE_AND_GET_GROUP_FORBIDDEN, {"group": "g", "topic": "Audit"}),
+                         (RequestCode.UPDATE_COLD_DATA_FLOW_CTR_CONFIG, {}),
+                         (RequestCode.REMOVE_COLD_DATA_FLOW_CTR_CONFIG, {}),
+                         (RequestCode.SET_COMMITLOG_READ_MODE, {"readMode": "1"})):
+        with pytest.raises(AclError, match=rf"^Need admin permission for request code={int(code)}"):
+            check_request(state, "127.0.0.1:5000", signed(code, fields))
+        check_request(state, "127.0.0.1:5000", signed(code, fields, "admin-key", "12345678"))
 
 
 def test_signature_variants_of_other_clients_are_accepted(acl: PlainAcl) -> None:

@@ -17,7 +17,9 @@ RETRY_PREFIX = "%RETRY%"
 
 # The codes only an account with ``admin: true`` may send: RocketMQ's five, RocketMQ 5's list
 # forms of the two creations, and the ACL changes and the read of every account's secret,
-# which RocketMQ lets any account send (so that an account could make itself admin).
+# which RocketMQ lets any account send (so that an account could make itself admin); also
+# RocketMQ 5's other changes of how the broker serves groups, which plain ACL predates: a
+# group's read ban, the cold data thresholds and the CommitLog's read mode.
 ADMIN_CODES = frozenset({RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDATE_BROKER_CONFIG,
                          RequestCode.DELETE_TOPIC_IN_BROKER,
                          RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
@@ -26,7 +28,11 @@ ADMIN_CODES = frozenset({RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDATE
                          RequestCode.DELETE_SUBSCRIPTIONGROUP,
                          RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, RequestCode.DELETE_ACL_CONFIG,
                          RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
-                         RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG})
+                         RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,
+                         RequestCode.UPDATE_AND_GET_GROUP_FORBIDDEN,
+                         RequestCode.UPDATE_COLD_DATA_FLOW_CTR_CONFIG,
+                         RequestCode.REMOVE_COLD_DATA_FLOW_CTR_CONFIG,
+                         RequestCode.SET_COMMITLOG_READ_MODE})
 
 _BY_NAME = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "DENY": DENY}
 
