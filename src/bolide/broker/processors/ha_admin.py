@@ -3,8 +3,8 @@ GET_ALL_DELAY_OFFSET (45) and GET_ALL_MESSAGE_REQUEST_MODE (402, RocketMQ 5), wh
 sync reads from its master, and
 GET_BROKER_HA_STATUS (907, RocketMQ 5), which mqadmin haStatus prints, and
 GET_TIMER_CHECK_POINT (60), which a RocketMQ 5 slave asks its master as it syncs (its
-GET_TIMER_METRICS is :mod:`bolide.broker.processors.broker_ops`'). Topic configs (21) and subscription groups (201) are answered by
-:mod:`bolide.broker.processors.admin`."""
+GET_TIMER_METRICS is :mod:`bolide.broker.processors.broker_ops`'). Topic configs (21) and
+subscription groups (201) are answered by :mod:`bolide.broker.processors.admin`."""
 
 from __future__ import annotations
 
