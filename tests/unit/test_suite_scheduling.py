@@ -1,5 +1,5 @@
-"""How ``make test`` shares the suite between its two pytest-xdist workers (tests/conftest.py):
-a module's tests on one worker, the Spark modules together on one."""
+"""How ``make test`` shares the suite between its pytest-xdist workers (tests/xdist_scheduling.py,
+taken in by tests/conftest.py): a module's tests on one worker, the Spark modules together on one."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from conftest import xdist_scope
+from xdist_scheduling import xdist_scope
 
-CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
+SCHEDULING = Path(__file__).resolve().parents[1] / "xdist_scheduling.py"
 MODULES = {"tests/unit/test_a.py": 4, "tests/unit/test_b.py": 4, "tests/spark/test_c.py": 2,
            "tests/interop/test_spark_d.py": 2}
 
@@ -28,7 +28,7 @@ def test_each_module_runs_on_one_worker(tmp_path: Path) -> None:
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "conftest.py").write_text(
         "import importlib.util\n"
-        f"spec = importlib.util.spec_from_file_location('suite_conftest', {str(CONFTEST)!r})\n"
+        f"spec = importlib.util.spec_from_file_location('suite_scheduling', {str(SCHEDULING)!r})\n"
         "suite = importlib.util.module_from_spec(spec)\n"
         "spec.loader.exec_module(suite)\n"
         "pytest_xdist_make_scheduler = suite.pytest_xdist_make_scheduler\n"
