@@ -206,11 +206,6 @@ def _resolve(cache: Path, poms: Mapping[str, Path]) -> None:
         (cache / f"rocketmq-{name}.classpath.tmp").replace(cache / f"rocketmq-{name}.classpath")
 
 
-def _batch_classes(version: str, cp: str) -> Path:
-    """``interop/rocketmq/MQAdminBatch.java`` compiled against ``version`` (once)."""
-    return _version_classes(version, cp)
-
-
 def _version_classes(version: str, cp: str) -> Path:
     """The mqadmin batch runner and the Java client drivers, compiled against ``version`` by one
     javac run (once) into ``interop/.cache/java-<version>``."""
@@ -549,7 +544,7 @@ class RocketMQ:
         self.run_dir = Path(run_dir).resolve()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.classpath = classpath(version)
-        self._batch_dir = _batch_classes(version, self.classpath)
+        self._batch_dir = _version_classes(version, self.classpath)
         self.external_namesrv = namesrv_port is not None
         self.namesrv_port = free_port() if namesrv_port is None else namesrv_port
         self._auto_broker_port = not broker_port  # free to move when another process takes it
