@@ -5,8 +5,9 @@ commands live in :mod:`~bolide.cli.admin_topics`, :mod:`~bolide.cli.admin_broker
 :mod:`~bolide.cli.admin_groups`, :mod:`~bolide.cli.admin_consumers`,
 :mod:`~bolide.cli.admin_messages`, :mod:`~bolide.cli.admin_ha`,
 :mod:`~bolide.cli.admin_config`, :mod:`~bolide.cli.admin_stats`, :mod:`~bolide.cli.admin_checks`,
-:mod:`~bolide.cli.admin_lists` and :mod:`~bolide.cli.admin_cold_data`; docs/admin.md describes
-each with examples.
+:mod:`~bolide.cli.admin_lists`, :mod:`~bolide.cli.admin_cold_data` and :mod:`~bolide.cli.admin_ops`
+(MQAdminExt's operations that mqadmin has no command for); docs/admin.md describes each with
+examples.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from bolide.cli import (
     admin_ha,
     admin_lists,
     admin_messages,
+    admin_ops,
     admin_stats,
     admin_topics,
 )
@@ -40,5 +42,6 @@ def admin() -> None:
 for _command in (*admin_topics.COMMANDS, *admin_brokers.COMMANDS, *admin_groups.COMMANDS,
                  *admin_consumers.COMMANDS, *admin_messages.COMMANDS, *admin_ha.COMMANDS,
                  *admin_acl.COMMANDS, *admin_auth.COMMANDS, *admin_config.COMMANDS, *admin_stats.COMMANDS,
-                 *admin_checks.COMMANDS, *admin_lists.COMMANDS, *admin_cold_data.COMMANDS):
+                 *admin_checks.COMMANDS, *admin_lists.COMMANDS, *admin_cold_data.COMMANDS,
+                 *admin_ops.COMMANDS):
     admin.add_command(_command)
