@@ -72,10 +72,13 @@ TOPIC = "AdminTopic"
 UNIQ = "0A0000010000ABCDEF0123456789{:04X}"
 
 
-def run(tmp_path: Path, test: Callable[[Servers, RemotingClient], Awaitable[None]]) -> None:
+def run(tmp_path: Path, test: Callable[[Servers, RemotingClient], Awaitable[None]], *,
+        timeout: float = TIMEOUT, **broker_options: object) -> None:
+    """``test(servers, client)`` against servers on a fresh store, failed after ``timeout`` s."""
     async def main() -> None:
-        async with (running_servers(tmp_path / "store") as servers, RemotingClient() as client):
-            await asyncio.wait_for(test(servers, client), TIMEOUT)
+        async with (running_servers(tmp_path / "store", **broker_options) as servers,
+                    RemotingClient() as client):
+            await asyncio.wait_for(test(servers, client), timeout)
 
     asyncio.run(main())
 

@@ -6,11 +6,13 @@ pulls it refuses) and GET_BROKER_MEMBER_GROUP."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from pathlib import Path
 
 import pytest
 from test_broker_admin_codes import call, create_topic, heartbeat
+from test_broker_admin_codes import run as run_for
 from test_broker_transactions import (
     COMMIT,
     answer_check,
@@ -33,19 +35,13 @@ from bolide.protocol.headers import PullMessageRequestHeader
 from bolide.protocol.headers.admin import QueryCorrectionOffsetHeader, ResumeCheckHalfMessageRequestHeader
 from bolide.remoting import RemotingClient
 from bolide.store.timer_metrics import TimerMetrics
-from bolide.testing.servers import Servers, running_servers
+from bolide.testing.servers import Servers
 from conftest import run_with_servers, wait_until
 
 TIMEOUT = 40.0
 
 
-def run(tmp_path: Path, test: object, **broker_options: object) -> None:
-    async def main() -> None:
-        async with (running_servers(tmp_path / "store", **broker_options) as servers,
-                    RemotingClient() as client):
-            await asyncio.wait_for(test(servers, client), TIMEOUT)  # type: ignore[operator]
-
-    asyncio.run(main())
+run = functools.partial(run_for, timeout=TIMEOUT)  # the broker option tests need longer
 
 
 def counts(admin_answer: object) -> dict[str, int]:
