@@ -39,7 +39,8 @@ lint: $(STAMP)
 		src/bolide/broker/processors/group_admin.py src/bolide/broker/processors/consumer_status.py \
 		src/bolide/broker/processors/read_mode.py src/bolide/broker/processors/rocksdb_admin.py \
 		src/bolide/broker/cold_data.py src/bolide/broker/processors/cold_data.py src/bolide/cli/admin_cold_data.py \
-		src/bolide/broker/processors/broker_ops.py src/bolide/store/timer_metrics.py src/bolide/cli/admin_ops.py
+		src/bolide/broker/processors/broker_ops.py src/bolide/store/timer_metrics.py src/bolide/cli/admin_ops.py \
+		src/bolide/common/waiting.py src/bolide/broker/loop_service.py
 
 # Real Apache RocketMQ (namesrv, broker, mqadmin) for tests/interop: the jars come from Maven
 # Central into interop/.m2 the first time, then from that cache. Without java/javac/mvn this

@@ -85,7 +85,19 @@ def produce(namesrv: str, topic: str, bodies: Iterable[bytes], *, queue_id: int 
             msg = Message(topic, body, tags=tags(i) if tags else None, keys=keys(i) if keys else None,
                           properties=properties)
             results.append(producer.send(msg, queue=queue))
+    _wait_dispatched(namesrv, results)
     return results
+
+
+def _wait_dispatched(namesrv: str, results: list[Any]) -> None:
+    """Wait until the broker's ConsumeQueues hold every sent message: a send is acknowledged
+    once in the CommitLog, and readers see it only after the dispatcher's next pass."""
+    ends: dict[Any, int] = {}
+    for r in results:
+        ends[r.queue] = max(ends.get(r.queue, 0), r.queue_offset + 1)
+    with Admin(namesrv) as admin:
+        for mq, end in ends.items():
+            wait_for(lambda mq=mq, end=end: admin.max_offset(mq) >= end, f"{mq} dispatched up to {end}")
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 
+from bolide.common.waiting import wait_for
 from bolide.store import MessageStore, PutStatus
 from bolide.store.results import PutMessageResult
 
@@ -48,7 +49,7 @@ class FlushWaiters:
         if not result.ok or not config.sync_flush:
             return
         try:
-            await asyncio.wait_for(self.wait(result.end_offset), config.sync_flush_timeout_ms / 1000)
+            await wait_for(self.wait(result.end_offset), config.sync_flush_timeout_ms / 1000)
         except TimeoutError:
             result.status = PutStatus.FLUSH_DISK_TIMEOUT
             result.remark = "the disk did not confirm the write within syncFlushTimeout"

@@ -5,7 +5,8 @@ transaction-check services, the slave's config sync."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
+
+from bolide.common.waiting import cancel_and_wait
 
 
 class LoopService:
@@ -27,9 +28,7 @@ class LoopService:
         """Cancel :meth:`_run` and wait until it has ended."""
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait([task])
 
     async def _run(self) -> None:
         raise NotImplementedError

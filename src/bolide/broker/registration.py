@@ -4,13 +4,13 @@ after a topic changes (REGISTER_BROKER with the topic config wrapper)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import zlib
 from collections.abc import Callable
 
 from bolide.broker.config import BrokerConfig
 from bolide.broker.topic_config import TopicConfigManager
+from bolide.common.waiting import cancel_and_wait
 from bolide.protocol.bodies.broker import RegisterBrokerBody
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
@@ -100,9 +100,5 @@ class BrokerRegistration:
             await self.register_all()
 
     async def close(self) -> None:
-        for task in (self._task, self._pending):
-            if task is not None and not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await cancel_and_wait(task for task in (self._task, self._pending) if task is not None)
         self._task = self._pending = None

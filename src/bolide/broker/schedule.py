@@ -28,6 +28,7 @@ from bolide.broker.timer_recall import TimerRecalls
 from bolide.common import properties as P
 from bolide.common.message import Message
 from bolide.common.topic import SCHEDULE_TOPIC
+from bolide.common.waiting import wait_for
 from bolide.store import MessageStore, PutStatus
 from bolide.store.config_files import DelayOffsetManager
 from bolide.store.consume_queue import EXT_ADDRESS_MAX
@@ -99,7 +100,7 @@ class ScheduleService(LoopService):
                 wait_s = RETRY_S
             if wait_s > 0:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), wait_s)
+                    await wait_for(self._wake.wait(), wait_s)
 
     async def deliver_due(self) -> float:
         """Deliver every due message; seconds until the next one is due (at most IDLE_S)."""

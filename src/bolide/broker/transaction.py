@@ -31,6 +31,7 @@ from bolide.common import sysflag
 from bolide.common.hosts import encode_host
 from bolide.common.message import Message, MessageExt
 from bolide.common.topic import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from bolide.common.waiting import wait_for
 from bolide.protocol.codes import RequestCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers.send import CheckTransactionStateRequestHeader
@@ -257,7 +258,7 @@ class TransactionCheckService(LoopService):
         interval = self.broker.config.transaction_check_interval_ms / 1000
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), interval)
+                await wait_for(self._wakeup.wait(), interval)
             self._wakeup.clear()
             try:
                 report = await self.check_once()

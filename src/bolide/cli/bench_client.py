@@ -28,6 +28,7 @@ from rich.table import Table
 from bolide.cli.bench_common import emit, load_avg, machine_info, r, stderr_console
 from bolide.cli.bench_server import ServerProcess
 from bolide.client import Admin, ConsumeFrom, ConsumeStatus, Message, MessageExt, Producer, PushConsumer
+from bolide.common.waiting import wait_for
 from bolide.errors import BolideError
 
 CASES = ("sync_send", "async_send", "batch_send", "push_consume")
@@ -104,7 +105,7 @@ async def _push_case(namesrv: str, topic: str, limit: int) -> dict[str, Any]:
                             consume_from=ConsumeFrom.FIRST_OFFSET, rebalance_interval_ms=1000)
     consumer.subscribe(topic)
     async with consumer:
-        await asyncio.wait_for(done.wait(), 600)
+        await wait_for(done.wait(), 600)
     wall, cpu = state["t1"] - state["t0"], state["cpu1"] - state["cpu0"]
     count = int(state["count"])
     return {"messages": count, "seconds": r(wall, 2), "msgs_s": r(count / wall) if wall > 0 else None,

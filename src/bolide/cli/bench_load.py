@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from bolide.common import Message
+from bolide.common.waiting import wait_for
 from bolide.protocol.bodies import encode_batch_body
 from bolide.protocol.codec import encode_command_bytes
 from bolide.protocol.codes import RequestCode, SerializeType
@@ -360,7 +361,7 @@ async def _work(spec: LoadSpec, pipe: Connection) -> dict[str, Any]:
     async def until(when: float) -> None:
         """Sleep until ``when``; raise at once if a connection is lost meanwhile."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(broken.wait(), max(0.0, when - time.perf_counter()))
+            await wait_for(broken.wait(), max(0.0, when - time.perf_counter()))
         if broken.is_set():
             raise ConnectionError(next(c.lost for c in conns if c.lost))
 

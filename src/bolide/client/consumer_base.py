@@ -4,13 +4,10 @@ queue starts, and rebalancing (which queues of the subscribed topics this member
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from bolide.client.config import ClientConfig, as_config
 from bolide.client.consumer_stats import ConsumerStats
@@ -35,16 +32,6 @@ from bolide.protocol.headers.admin import (
 from bolide.remoting import RequestContext
 
 log = logging.getLogger(__name__)
-
-
-async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]]) -> None:
-    """Cancel ``tasks`` and wait until each has ended (what they raised was theirs to report)."""
-    tasks = list(tasks)
-    for task in tasks:
-        task.cancel()
-    for task in tasks:
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
 
 
 class ConsumerBase:

@@ -18,6 +18,7 @@ from bolide.client.config import ClientConfig
 from bolide.client.errors import ClientStateError, NoRouteError
 from bolide.client.route import TopicRoute, build_route, default_route
 from bolide.common.topic import AUTO_CREATE_TOPIC_KEY
+from bolide.common.waiting import cancel_and_wait, wait_for
 from bolide.errors import BolideError
 from bolide.protocol.bodies.client import ConsumerData, HeartbeatData, MessageQueue, ProducerData
 from bolide.protocol.bodies.route import MASTER_ID
@@ -79,7 +80,7 @@ class ClientInstance:
         wait_ms = interval_ms if first_ms is None else first_ms
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._closing.wait(), wait_ms / 1000)
+                await wait_for(self._closing.wait(), wait_ms / 1000)
             if self._closing.is_set():
                 return
             wait_ms = interval_ms
@@ -102,11 +103,7 @@ class ClientInstance:
         tasks, self._tasks = self._tasks, []
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=TIMER_GRACE_S)
-            for task in pending:
-                task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(pending)
 
     async def close(self, producer_group: str | None = None, consumer_group: str | None = None) -> None:
         """Stop timers, unregister from every known broker, close every connection."""

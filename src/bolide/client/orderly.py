@@ -26,10 +26,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from bolide.client.consumer_base import cancel_and_wait
 from bolide.client.process_queue import ProcessQueue
 from bolide.client.results import ConsumeStatus, MessageModel
 from bolide.common.message import MessageExt
+from bolide.common.waiting import cancel_and_wait, wait_for
 from bolide.errors import BolideError
 from bolide.protocol.bodies.client import MessageQueue
 
@@ -151,7 +151,7 @@ class OrderlyService:
         lock = self.locks.setdefault(mq, QueueLock())
         lock.changed.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(lock.changed.wait(), timeout_s)
+            await wait_for(lock.changed.wait(), timeout_s)
 
     # -- consuming ------------------------------------------------------------------------------
     def wake(self, mq: MessageQueue, pq: ProcessQueue) -> None:
@@ -169,9 +169,7 @@ class OrderlyService:
         async with lock.busy:
             pass
         if lock.task is not None:
-            lock.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await lock.task
+            await cancel_and_wait([lock.task])
 
     async def close(self) -> set[MessageQueue]:
         """Stop every consuming task (a batch in progress is abandoned and delivered again);

@@ -49,6 +49,7 @@ from bolide.common.message import Message, MessageExt
 from bolide.common.msgid import UniqKeyGenerator
 from bolide.common.recall_handle import RecallError, decode_recall_handle
 from bolide.common.topic import AUTO_CREATE_TOPIC_KEY, RETRY_GROUP_TOPIC_PREFIX, validate_topic
+from bolide.common.waiting import wait_for
 from bolide.errors import ProtocolError, RemotingError, RemotingTimeoutError
 from bolide.protocol import RequestCode, ResponseCode
 from bolide.protocol.bodies.batch import encode_batch_body
@@ -217,7 +218,7 @@ class Producer:
         try:
             remaining_ms = max(1, int((deadline - loop.time()) * 1000))
             await self.send(msg, queue=queue, selector=selector, arg=arg, timeout_ms=remaining_ms)
-            return await asyncio.wait_for(reply, max(0.0, deadline - loop.time()))
+            return await wait_for(reply, max(0.0, deadline - loop.time()))
         except TimeoutError:
             raise RequestTimeoutError(
                 f"no reply to the request {correlation_id} on topic {msg.topic!r} within "

@@ -29,13 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bolide.client.config import ClientConfig
-from bolide.client.consumer_base import ConsumerBase, cancel_and_wait
+from bolide.client.consumer_base import ConsumerBase
 from bolide.client.errors import ClientConfigError, ClientStateError, NoRouteError
 from bolide.client.filtering import MessageSelector
 from bolide.client.process_queue import MIB
 from bolide.client.pulling import pull
 from bolide.client.results import ConsumeFrom, MessageModel, PullStatus
 from bolide.common.message import MessageExt
+from bolide.common.waiting import cancel_and_wait, wait_for
 from bolide.errors import BolideError
 from bolide.protocol.allocate import AllocateStrategy, allocate_averagely
 from bolide.protocol.bodies.admin import ProcessQueueInfo, ResetOffsetBody
@@ -231,9 +232,7 @@ class PullConsumer(ConsumerBase):
     async def _stop_task(self, mq: MessageQueue) -> None:
         task = self._tasks.pop(mq, None)
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait([task])
 
     async def _pull_loop(self, mq: MessageQueue, st: _QueueState) -> None:
         assert self._buffer is not None and self._stop is not None
@@ -255,7 +254,7 @@ class PullConsumer(ConsumerBase):
             except Exception as exc:
                 log.info("pull from %s failed (%s); retrying in %d ms", mq, exc, self.pull_retry_delay_ms)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), self.pull_retry_delay_ms / 1000)
+                    await wait_for(self._stop.wait(), self.pull_retry_delay_ms / 1000)
                 continue
             st.offset = result.next_begin_offset
             st.last_pull_ms = int(time.time() * 1000)

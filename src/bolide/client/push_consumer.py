@@ -39,7 +39,7 @@ from typing import Any, TypeAlias
 
 from bolide.client.callbacks import require_arguments
 from bolide.client.config import ClientConfig
-from bolide.client.consumer_base import ConsumerBase, cancel_and_wait
+from bolide.client.consumer_base import ConsumerBase
 from bolide.client.errors import ClientConfigError
 from bolide.client.filtering import subscription
 from bolide.client.orderly import OrderlyService
@@ -52,6 +52,7 @@ from bolide.common.compression import decompress_message
 from bolide.common.message import Message, MessageExt
 from bolide.common.records import decode_records
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
+from bolide.common.waiting import cancel_and_wait, wait_for
 from bolide.errors import BolideError
 from bolide.protocol import RequestCode, ResponseCode
 from bolide.protocol.allocate import AllocateStrategy, allocate_averagely
@@ -309,7 +310,7 @@ class PushConsumer(ConsumerBase):
         assert self._rebalance_wanted is not None and self._stop is not None
         while not self._stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._rebalance_wanted.wait(), self.rebalance_interval_ms / 1000)
+                await wait_for(self._rebalance_wanted.wait(), self.rebalance_interval_ms / 1000)
             self._rebalance_wanted.clear()
             if self._stop.is_set():
                 return
@@ -343,9 +344,7 @@ class PushConsumer(ConsumerBase):
         pq.drop()
         task = self._pull_tasks.pop(mq, None)
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait([task])
         if self._orderly is not None:
             await self._orderly.release(mq)  # its batch in progress ends and commits first
         await self.offsets.persist([mq])  # the next owner starts where this one stopped
@@ -357,7 +356,7 @@ class PushConsumer(ConsumerBase):
     async def _pause(self, ms: int) -> None:
         assert self._stop is not None
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stop.wait(), ms / 1000)
+            await wait_for(self._stop.wait(), ms / 1000)
 
     async def _pull_loop(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         try:

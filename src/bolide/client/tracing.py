@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from bolide.client.results import SendResult, SendStatus
 from bolide.common import properties as P
 from bolide.common.message import Message, MessageExt
+from bolide.common.waiting import wait_for
 from bolide.protocol.headers.send import DEFAULT_REGION
 from bolide.protocol.trace import (
     END_TRANSACTION,
@@ -177,7 +178,7 @@ class TraceDispatcher:
         assert self._wake is not None
         while not self._closed:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), FLUSH_S)
+                await wait_for(self._wake.wait(), FLUSH_S)
             self._wake.clear()
             await self._flush()
 

@@ -4,10 +4,10 @@ scan that expires silent brokers, and route cleanup when a broker's connection c
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from pathlib import Path
 
+from bolide.common.waiting import cancel_and_wait
 from bolide.namesrv.config import NamesrvConfig
 from bolide.namesrv.processors import NamesrvProcessor
 from bolide.protocol.command import RemotingCommand
@@ -67,8 +67,6 @@ class NamesrvController:
 
     async def close(self) -> None:
         if self._scan_task is not None:
-            self._scan_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._scan_task
+            await cancel_and_wait([self._scan_task])
             self._scan_task = None
         await self.server.close()

@@ -13,6 +13,7 @@ import time
 from bolide.broker.config import BrokerConfig
 from bolide.broker.ha.protocol import OffsetReader, encode_frame_header
 from bolide.broker.ha.status import ByteRate
+from bolide.common.waiting import cancel_and_wait, wait_for
 from bolide.store import MessageStore, PutStatus
 from bolide.store.results import PutMessageResult
 
@@ -62,7 +63,7 @@ class SlaveConnection:
         store = self.master.store
         while True:
             try:
-                data = await asyncio.wait_for(self.reader.read(4096),
+                data = await wait_for(self.reader.read(4096),
                                               cfg.ha_housekeeping_interval_ms / 1000)
             except TimeoutError:
                 log.warning("HA: slave %s sent nothing for haHousekeepingInterval=%d ms; "
@@ -180,11 +181,7 @@ class HAMaster:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(list(self._tasks))
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
@@ -224,7 +221,7 @@ class HAMaster:
         if self._new_data is None or self._new_data.done():
             self._new_data = asyncio.get_running_loop().create_future()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._new_data), timeout)
+            await wait_for(asyncio.shield(self._new_data), timeout)
 
     # -- acknowledgements and SYNC_MASTER ------------------------------------------------
     def on_ack(self, offset: int) -> None:
@@ -263,7 +260,7 @@ class HAMaster:
         heapq.heappush(self._waiters, (end, self._seq, fut))
         self.notify()
         try:
-            await asyncio.wait_for(fut, self.config.slave_timeout_ms / 1000)
+            await wait_for(fut, self.config.slave_timeout_ms / 1000)
         except TimeoutError:
             result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
             result.remark = (f"no slave acknowledged the message within slaveTimeout="

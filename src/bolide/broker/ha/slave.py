@@ -13,6 +13,7 @@ from typing import cast
 from bolide.broker.config import BrokerConfig
 from bolide.broker.ha.protocol import FrameDecoder, encode_offset
 from bolide.broker.ha.status import ByteRate
+from bolide.common.waiting import cancel_and_wait, wait_for
 from bolide.errors import BolideError
 from bolide.store import MessageStore
 
@@ -143,7 +144,7 @@ class HASlave:
             if addr:
                 host, _, port = addr.rpartition(":")
                 try:
-                    _, protocol = await asyncio.wait_for(
+                    _, protocol = await wait_for(
                         loop.create_connection(lambda: _SlaveProtocol(self), host, int(port)),
                         _CONNECT_TIMEOUT)
                 except (OSError, TimeoutError, ValueError) as exc:
@@ -166,12 +167,10 @@ class HASlave:
                         continue  # reconnect at once, unless the master drops us at once
             self._wakeup.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), retry)
+                await wait_for(self._wakeup.wait(), retry)
 
     async def close(self) -> None:
         self.disconnect()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait([self._task])
             self._task = None

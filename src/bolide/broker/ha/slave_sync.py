@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from bolide.broker.loop_service import LoopService
 from bolide.broker.request_modes import MessageRequestModes
+from bolide.common.waiting import wait_for
 from bolide.errors import BolideError
 from bolide.protocol.bodies.broker import DataVersion, TopicConfigSerializeWrapper
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -81,7 +82,7 @@ class SlaveSync(LoopService):
                 except Exception:  # keep syncing later; never let the task die silently
                     log.exception("slave sync from master %s failed", self.master_addr)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(),
+                await wait_for(self._wake.wait(),
                                        self.broker.config.slave_sync_interval_ms / 1000)
 
     async def sync_all(self) -> bool:

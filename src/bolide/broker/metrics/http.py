@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 
 from bolide.broker.metrics.exposition import CONTENT_TYPE
+from bolide.common.waiting import wait_for
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class MetricsEndpoint:
                 return
             while True:
                 try:
-                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_S)
+                    head = await wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_S)
                 except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
                     return
                 except asyncio.LimitOverrunError:

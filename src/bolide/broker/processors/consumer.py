@@ -3,13 +3,13 @@ and GET_CONSUMER_LIST_BY_GROUP (38)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING
 
 from bolide.broker.config import BrokerConfig
 from bolide.common.sql92 import SelectorError
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
+from bolide.common.waiting import wait_for
 from bolide.protocol.bodies.client import (
     EXPRESSION_SQL92,
     EXPRESSION_TAG,
@@ -78,7 +78,7 @@ class ConsumerProcessor:
         if registration is None:
             return
         try:
-            await asyncio.wait_for(registration.wait_pending(), REGISTER_WAIT_S)
+            await wait_for(registration.wait_pending(), REGISTER_WAIT_S)
         except Exception as exc:  # a NameServer down or slow: answer the heartbeat anyway
             log.warning("the new retry topics are not registered yet: %s", exc)
 

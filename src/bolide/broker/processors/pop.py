@@ -33,6 +33,7 @@ from bolide.broker.processors.consumer import property_filter_refusal
 from bolide.broker.processors.pull import sql_filter
 from bolide.broker.topic_config import PERM_READ
 from bolide.common.sql92 import SelectorError
+from bolide.common.waiting import wait_for
 from bolide.errors import ProtocolError
 from bolide.protocol.bodies.client import EXPRESSION_TAG, SubscriptionData
 from bolide.protocol.bodies.pop import BatchAckMessageRequestBody
@@ -158,7 +159,7 @@ class PopProcessor:
                 if left <= 0:
                     return self._nothing(request, header, ResponseCode.POLLING_TIMEOUT, "no new message")
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(fut), left)
+                    await wait_for(asyncio.shield(fut), left)
             finally:
                 if fut is not None:
                     pop.unwatch(header.topic, fut)

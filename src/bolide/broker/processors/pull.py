@@ -11,6 +11,7 @@ from bolide.broker.subscription_groups import INDEX_PERM_READ
 from bolide.broker.topic_config import PERM_READ
 from bolide.common.properties import decode_properties
 from bolide.common.sql92 import Selector, SelectorError
+from bolide.common.waiting import wait_for
 from bolide.protocol.bodies.client import CONSUME_ACTIVELY, EXPRESSION_TAG, SubscriptionData
 from bolide.protocol.bodies.route import MASTER_ID
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -101,7 +102,7 @@ class PullProcessor:
             if broker.store.get_max_offset_in_queue(header.topic, header.queue_id) > header.queue_offset:
                 fut.set_result(None)
             try:
-                await asyncio.wait_for(asyncio.shield(fut), deadline - loop.time())
+                await wait_for(asyncio.shield(fut), deadline - loop.time())
             except TimeoutError:
                 pass
             finally:
@@ -119,7 +120,7 @@ class PullProcessor:
         fut = holds.hold(*COLD_HOLD_KEY)  # None: the table is full or the broker closing
         if fut is not None:
             try:
-                await asyncio.wait_for(asyncio.shield(fut), COLD_HOLD_S)
+                await wait_for(asyncio.shield(fut), COLD_HOLD_S)
             except TimeoutError:
                 pass
             finally:

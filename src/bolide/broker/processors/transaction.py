@@ -3,13 +3,13 @@ transaction check (spec 3.4). Java clients send it oneway, so most answers are n
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING
 
 from bolide.broker.processors.send import PUT_STATUS_CODES
 from bolide.common import properties as P
 from bolide.common.message import MessageExt
+from bolide.common.waiting import wait_for
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers.send import (
@@ -91,6 +91,6 @@ class EndTransactionProcessor:
         timeout still counts as stored."""
         timeout = self.broker.store.config.sync_flush_timeout_ms / 1000
         try:
-            await asyncio.wait_for(self.broker.flush_waiters.wait(end_offset), timeout)
+            await wait_for(self.broker.flush_waiters.wait(end_offset), timeout)
         except TimeoutError:
             log.warning("a committed transaction message was not flushed within syncFlushTimeout")

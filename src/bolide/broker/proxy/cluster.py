@@ -17,7 +17,6 @@ query of a topic. Both tables are bounded.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from bolide.broker.acl.addresses import host_of
 from bolide.broker.namesrv_route import route_from_namesrv
 from bolide.common.config_file import parse_properties
+from bolide.common.waiting import cancel_and_wait
 from bolide.errors import ProtocolError, RemotingError
 from bolide.protocol.bodies.broker import TopicConfig
 from bolide.protocol.bodies.route import TopicRouteData
@@ -148,12 +148,7 @@ class ClusterRoutes:
         return await asyncio.shield(task)
 
     async def close(self) -> None:
-        tasks = list(self._fetching.values())
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(list(self._fetching.values()))
 
     def _task(self, key: str, start: Callable[[], Coroutine[Any, Any, T]]) -> asyncio.Task[T]:
         """The fetch running for ``key``, or a new one (one fetch per key at a time)."""

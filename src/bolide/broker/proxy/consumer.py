@@ -39,6 +39,7 @@ from bolide.broker.proxy.routes import find_topic
 from bolide.broker.topic_config import PERM_READ
 from bolide.common.message import MessageExt
 from bolide.common.sql92 import SelectorError
+from bolide.common.waiting import wait_for
 from bolide.protocol.bodies.client import SubscriptionData
 from bolide.protocol.v5 import messaging_pb2 as pb
 from bolide.store.topic_config import SubscriptionGroupConfig
@@ -153,7 +154,7 @@ class GrpcConsumer:
                 if found or left <= 0 or fut is None:
                     break
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(fut), left)
+                    await wait_for(asyncio.shield(fut), left)
             finally:
                 if fut is not None:
                     pop.unwatch(topic, fut)
