@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bolide.broker.topic_attributes import TopicAttributeError, apply_changes
+from bolide.broker.topic_attributes import TopicAttributeError, apply_changes, check_unchangeable
 from bolide.broker.topic_config import SYSTEM_TOPICS, TopicConfigManager
 from bolide.common.topic import validate_queue_nums, validate_topic
 from bolide.errors import BolideError
@@ -39,6 +39,8 @@ def checked_topic(topics: TopicConfigManager, tc: TopicConfig, attribute_changes
     old = topics.get(tc.topic_name)
     try:
         attributes = apply_changes(old.attributes if old is not None else None, attribute_changes)
+        if old is not None:
+            check_unchangeable(old.attributes, attributes)
     except TopicAttributeError as exc:
         raise CreateRefused(str(exc)) from None
     return TopicConfig(topic_name=tc.topic_name, read_queue_nums=tc.read_queue_nums,
