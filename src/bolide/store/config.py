@@ -114,6 +114,13 @@ class StoreConfig(PropertiesConfig):
     dispatch_batch_bytes: int = _key("bolideDispatchBatchBytes", 4 * 1024 * 1024)
     preallocate_next_segment: bool = _key("bolidePreallocateNextSegment", True)
     prefault_segments: bool = _key("bolidePrefaultSegments", True)
+    # compacted topics (cleanup.policy=COMPACTION), RocketMQ 5's CompactionStore
+    enable_compaction: bool = _key("enableCompaction", True)
+    compaction_mapped_file_size: int = _key("compactionMappedFileSize", 100 * 1024 * 1024)
+    compaction_cq_mapped_file_size: int = _key("compactionCqMappedFileSize", 10 * 1024 * 1024)
+    compaction_schedule_interval_ms: int = _key("compactionScheduleInternal", 15 * 60 * 1000)
+    max_offset_map_size: int = _key("maxOffsetMapSize", 100 * 1024 * 1024)
+    compaction_thread_num: int = _key("compactionThreadNum", 6)
 
     def __post_init__(self) -> None:
         if self.mapped_file_size_consume_queue <= 0:
@@ -128,6 +135,13 @@ class StoreConfig(PropertiesConfig):
                            ("accessMessageInMemoryHotRatio", self.access_message_in_memory_hot_ratio)):
             if not 0 <= ratio <= 100:
                 raise ConfigError(f"{key}={ratio} is not a percentage; use 0 to 100")
+        if self.compaction_cq_mapped_file_size < 46 * 3:
+            raise ConfigError(f"compactionCqMappedFileSize={self.compaction_cq_mapped_file_size} is too "
+                              "small; use at least 138 bytes (three 46-byte units; RocketMQ's default "
+                              "is 10485760)")
+        if self.compaction_schedule_interval_ms <= 0 or self.max_offset_map_size <= 0:
+            raise ConfigError("compactionScheduleInternal and maxOffsetMapSize must be positive "
+                              "(RocketMQ's defaults: 900000 ms and 104857600 bytes)")
         if self.mapped_file_size_commit_log < 4096:
             raise ConfigError(
                 f"mappedFileSizeCommitLog={self.mapped_file_size_commit_log} is too small; "

@@ -32,6 +32,8 @@ from bolide.store import checkpoint as files
 from bolide.store import entry_select
 from bolide.store.checkpoint import Checkpoint, StoreLock
 from bolide.store.commitlog import CommitLog, RecordFieldError, SegmentUnavailable
+from bolide.store.compaction import CompactionStore
+from bolide.store.compaction_log import record_keys
 from bolide.store.config import RUNTIME_KEYS, BrokerRole, StoreConfig
 from bolide.store.consume_queue import (
     ENTRY,
@@ -56,6 +58,7 @@ from bolide.store.record import (
     property_bytes,
     read_store_timestamp,
     read_total_size,
+    record_properties_blob,
     record_property,
 )
 from bolide.store.recovery import recover
@@ -79,6 +82,14 @@ _DELAY = P.DELAY_TIME_LEVEL.encode() + b"\x01"
 _TAGS = P.TAGS.encode() + b"\x01"
 _UNIQ_KEY = P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode() + b"\x01"
 _TOTAL_RAM = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _with_keys(record_filter: Callable[[memoryview], bool] | None) -> Callable[[memoryview], bool]:
+    """``record_filter`` that also drops records without KEYS (a compacted topic's)."""
+    def keyed(buf: memoryview) -> bool:
+        keys = record_keys(record_properties_blob(buf))
+        return bool(keys) and (record_filter is None or record_filter(buf))
+    return keyed
 
 
 def _delayed_in_batch() -> PutMessageResult:
@@ -139,6 +150,8 @@ class MessageStore:
         self._raw_tail = bytearray()  # a slave's received bytes of a record not yet whole
         self._raw_from = 0  # the global offset of the first byte of _raw_tail
         self._topic_retention: dict[str, float] = {}
+        self._compacted_topics: set[str] = set()
+        self.compaction: CompactionStore | None = None
         self._clean_service: CleanService | None = None
         self._allocator: SegmentAllocator | None = None
         self.commit_log: CommitLog
@@ -245,6 +258,14 @@ class MessageStore:
         self._dispatch_service.start()
         if self._index_service is not None:
             self._index_service.start()
+        self.compaction = None
+        if cfg.enable_compaction:
+            self.compaction = CompactionStore(cfg, self.commit_log, self._queue_snapshot)
+            self.compaction.load()
+            for topic in self._compacted_topics:
+                self.compaction.set_topic(topic, True)
+            self.dispatcher.listeners.append(self.compaction.wake)
+            self.compaction.start()
         self._disk_full_reason = None
         self._clean_service.topic_floors = dict(self._topic_retention)
         self._clean_service.check_disk()  # a full disk refuses the very first put
@@ -287,6 +308,9 @@ class MessageStore:
             self._index_service.stop()
             while self._index_builder is not None and self._index_builder.dispatch_available():
                 pass  # the index skips what it cannot write; the next open indexes the rest
+        if self.compaction is not None:
+            self.compaction.close()  # copies in the last records first
+            self.compaction = None
         self._cq_flusher.stop()
         caught_up = self.dispatcher.behind() == 0
         if self._read_only_reason is None and caught_up:
@@ -299,6 +323,9 @@ class MessageStore:
     shutdown = close
 
     def _close_files(self) -> None:
+        if self.compaction is not None:  # an open that failed part-way
+            self.compaction.close()
+            self.compaction = None
         if self._allocator is not None:
             self._allocator.close()
         if hasattr(self, "commit_log"):
@@ -878,6 +905,13 @@ class MessageStore:
         self._require_open()
         cq = self._queues.get((topic, queue_id))
         fix = self._next_offset_correction
+        compaction = self.compaction
+        if compaction is not None and topic in compaction.topics:
+            compacted = self._get_compacted(compaction, cq, topic, queue_id, offset, max_count, tags,
+                                            joined, record_filter)
+            if compacted is not None:
+                return compacted
+            record_filter = _with_keys(record_filter)  # RocketMQ serves keyed messages only
         if cq is None:
             return GetMessageResult(GetStatus.NO_MESSAGE_IN_QUEUE, fix(offset, 0), 0, 0)
         min_offset, max_offset = cq.min_offset, cq.max_offset
@@ -991,6 +1025,50 @@ class MessageStore:
             ([buffers] if qoffsets else []) if joined else buffers,  # type: ignore[list-item]
             qoffsets, total_bytes, cl_max - max_phy > memory_limit, joined=joined,
         )
+
+    def _get_compacted(self, compaction: CompactionStore, cq: ConsumeQueue | None, topic: str,
+                       queue_id: int, offset: int, max_count: int, tags: Iterable[str] | None,
+                       joined: bool, record_filter: Callable[[memoryview], bool] | None,
+                       ) -> GetMessageResult | None:
+        """A compacted topic's get below the end of its compaction log: served from there
+        (offsets compacted away, or gone with the CommitLog, give the next message kept);
+        None: the ConsumeQueue serves it."""
+        if offset >= compaction.ingested_end(topic, queue_id):
+            return None
+        tag_set = set(tags) if tags is not None else None
+        if tag_set is not None and ("*" in tag_set or not tag_set):
+            tag_set = None
+        codes = {java_string_hash(t) for t in tag_set} if tag_set is not None else None
+        cfg = self.config
+        max_count = min(max_count, cfg.max_transfer_count_on_message_in_memory)
+        min_offset = cq.min_offset if cq is not None else 0
+        max_offset = cq.max_offset if cq is not None else 0
+        return compaction.get_message(topic, queue_id, offset, max_count, codes, tag_set,
+                                      record_filter, joined, cfg.max_transfer_bytes_on_message_in_memory,
+                                      min_offset, max(max_offset, compaction.ingested_end(topic, queue_id)))
+
+    def set_topic_compaction(self, topic: str, compacted: bool) -> None:
+        """Declare ``topic`` compacted (its cleanup.policy is COMPACTION) or not. Not stored
+        by the store: declare it again after each open (the broker does, from topics.json)."""
+        if compacted:
+            self._compacted_topics.add(topic)
+        else:
+            self._compacted_topics.discard(topic)
+        if self.compaction is not None:
+            self.compaction.set_topic(topic, compacted)
+
+    def compacted_topics(self) -> set[str]:
+        return set(self._compacted_topics)
+
+    def compact_now(self) -> int:
+        """Copy the compacted topics' new records into their compaction logs and compact every
+        queue now (what the compaction thread does each compactionScheduleInternal); the
+        number of compaction passes made. StoreError when compaction is disabled."""
+        self._require_open()
+        if self.compaction is None:
+            raise StoreError("compaction is disabled (enableCompaction=false); enable it and restart")
+        self.wait_dispatched(indexed=False)  # what is stored so far reaches the ConsumeQueues
+        return self.compaction.compact_now()
 
     def _next_offset_correction(self, offset: int, corrected: int) -> int:
         """The next offset a get answers: a slave leaves the consumer's offset alone unless
