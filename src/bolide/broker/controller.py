@@ -68,7 +68,7 @@ from bolide.broker.stats_items import StatsItems
 from bolide.broker.subscription_groups import SubscriptionGroupManager
 from bolide.broker.timer_recall import TimerRecalls
 from bolide.broker.timer_takeover import TakeoverMark, TakeoverRefused, TakeoverReport, take_over_timer_wheel
-from bolide.broker.topic_attributes import TopicAttributeError, retention_hours
+from bolide.broker.topic_attributes import TopicAttributeError, is_compaction, retention_hours
 from bolide.broker.topic_config import TopicConfigManager
 from bolide.broker.transaction import TransactionalMessages, TransactionCheckService
 from bolide.common.recall_handle import RecallError, decode_recall_handle
@@ -448,8 +448,11 @@ class BrokerController:
 
     def _apply_topic_retention(self, topic: TopicConfig) -> None:
         """The topic's ``retention.hours`` attribute as the store's per-topic floor (none once
-        the attribute or the topic is gone)."""
+        the attribute or the topic is gone), and its ``cleanup.policy`` (compacted or not)."""
         current = self.topics.get(topic.topic_name)
+        compacted = current is not None and is_compaction(current.attributes)
+        if compacted or topic.topic_name in self.store.compacted_topics():
+            self.store.set_topic_compaction(topic.topic_name, compacted)  # cleanup.policy
         try:
             hours = retention_hours(current.attributes) if current is not None else None
         except TopicAttributeError as exc:

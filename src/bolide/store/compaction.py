@@ -181,6 +181,11 @@ class CompactionStore:
             self._ingest_all(limit=None)
             return self._compact_all(until_done=True)
 
+    def ingest_now(self) -> None:
+        """Copy the compacted queues' new records into their compaction logs now."""
+        with self._work:
+            self._ingest_all(limit=None)
+
     # -- ingest -------------------------------------------------------------------------
     def _ingest_all(self, limit: int | None) -> bool:
         """Copy the compacted queues' new keyed records; True when ``limit`` stopped one."""

@@ -8,6 +8,8 @@ import json
 import os
 import shutil
 import struct
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -139,7 +141,7 @@ def test_an_interrupted_compaction_leaves_the_previous_files(tmp_path: Path) -> 
         put_values(store, rounds=6)
         store.wait_dispatched()
         assert store.compaction is not None
-        store.compaction._ingest_all(limit=None)
+        store.compaction.ingest_now()
         before = read_all(store)
     # a compaction killed while writing its new files: compacting/ without swap.json
     qlog = tmp_path / "s/compaction/compactionLog" / TOPIC / "0"
@@ -165,7 +167,7 @@ def test_a_compaction_killed_during_its_swap_is_finished_at_open(tmp_path: Path)
         put_values(store, rounds=6)
         before = read_all(store)
         assert store.compaction is not None
-        store.compaction._ingest_all(limit=None)
+        store.compaction.ingest_now()
         clog = store.compaction.logs[(TOPIC, 0)]
         real = L._apply_swap
 
@@ -236,3 +238,17 @@ def test_topics_not_compacted_are_served_as_before(tmp_path: Path) -> None:
 def test_bad_compaction_settings_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="compactionCqMappedFileSize"):
         config(tmp_path, compaction_cq_mapped_file_size=46)
+
+
+def test_the_compaction_thread_runs_at_the_configured_interval(tmp_path: Path) -> None:
+    cfg = config(tmp_path / "s", compaction_schedule_interval_ms=20)
+    position = tmp_path / "s/compaction/position-checkpoint"
+    with MessageStore(cfg) as store:
+        store.set_topic_compaction(TOPIC, True)
+        put_values(store, rounds=6)
+        deadline = time.monotonic() + 10
+        while not position.is_file():  # copied in when dispatched, compacted by the thread
+            assert time.monotonic() < deadline, "no compaction within 10 s"
+            threading.Event().wait(0.01)
+        assert store.compaction is not None and store.compaction.last_error is None
+        assert next(o for o, _, _ in read_all(store)) > 0
