@@ -282,7 +282,8 @@ class Admin(AclAdminCalls, AuthAdminCalls, ColdDataAdminCalls, ConfigAdminCalls,
         """Create or update ``topic`` on the target masters; returns their addresses.
 
         ``attributes``: RocketMQ 5 topic attribute changes, ``"+key=value,-key"``; Bolide
-        brokers act on ``+retention.hours=N`` (a per-topic retention floor)."""
+        brokers act on ``+retention.hours=N`` (a per-topic retention floor),
+        ``+cleanup.policy=COMPACTION`` (a compacted topic, set at creation) and ``+message.type``."""
         header = CreateTopicRequestHeader(topic=topic, default_topic=DEFAULT_TOPIC,
                                           read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums,
                                           perm=perm, topic_filter_type="SINGLE_TAG", topic_sys_flag=0,
