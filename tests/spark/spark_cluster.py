@@ -97,7 +97,8 @@ def _wait_dispatched(namesrv: str, results: list[Any]) -> None:
         ends[r.queue] = max(ends.get(r.queue, 0), r.queue_offset + 1)
     with Admin(namesrv) as admin:
         for mq, end in ends.items():
-            wait_for(lambda mq=mq, end=end: admin.max_offset(mq) >= end, f"{mq} dispatched up to {end}")
+            wait_for(lambda mq=mq, end=end: admin.topic_stats(mq.topic)[mq].max_offset >= end,
+                     f"{mq} dispatched up to {end}")
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:

@@ -133,8 +133,13 @@ class CompactionStore:
                 log.error("compaction store: could not copy the last records in at close: %s", exc)
             for clog in self.logs.values():
                 clog.current.flush()
-                clog.close()
-            self.logs.clear()
+            self.close_files()
+
+    def close_files(self) -> None:
+        """Close the compaction logs' files (nothing is copied in or flushed)."""
+        for clog in self.logs.values():
+            clog.close()
+        self.logs.clear()
 
     def wake(self, touched: set[tuple[str, int]]) -> None:
         """Dispatch listener: new records in a compacted topic's queue."""

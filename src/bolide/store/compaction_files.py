@@ -117,18 +117,13 @@ class PartitionLog:
         without its queue file or the reverse (except an empty last one, removed)."""
         logs = _segment_names(self.log_dir)
         cqs = _segment_names(self.cq_dir)
+        self._drop_unwritten_newest(logs, cqs)
         for names, other, directory in ((logs, cqs, self.log_dir), (cqs, logs, self.cq_dir)):
             for name in sorted(set(names) - set(other)):
-                path = directory / name
-                if name == max(names) and (path.stat().st_size == 0 or not any(path.read_bytes())):
-                    log.warning("removing %s: a compaction file without its pair, never written", path)
-                    path.unlink()
-                    names.remove(name)
-                else:
-                    pair_dir = self.cq_dir if directory == self.log_dir else self.log_dir
-                    raise StoreFormatError(
-                        f"{path} has no matching file in {pair_dir}; "
-                        "restore it, or remove both compaction directories of the queue to rebuild them")
+                pair_dir = self.cq_dir if directory == self.log_dir else self.log_dir
+                raise StoreFormatError(
+                    f"{directory / name} has no matching file in {pair_dir}; "
+                    "restore it, or remove both compaction directories of the queue to rebuild them")
         try:
             for name in sorted(logs):
                 seg = Segment(MappedFile.open(self.log_dir / name, self.log_size),
@@ -138,6 +133,25 @@ class PartitionLog:
         except BaseException:
             self.close()
             raise
+
+    def _drop_unwritten_newest(self, logs: list[str], cqs: list[str]) -> None:
+        """Remove the newest file pair when a kill cut its creation short (one file missing or
+        not yet of full size) before anything was written to it."""
+        if not logs and not cqs:
+            return
+        newest = max(logs + cqs)
+        paths = [(self.log_dir / newest, self.log_size), (self.cq_dir / newest, self.cq_size)]
+        whole = all(path.is_file() and path.stat().st_size == size for path, size in paths)
+        if whole or not all(_unwritten(path) for path, _ in paths):
+            return
+        for path, _ in paths:
+            if path.is_file():
+                log.warning("removing %s: a compaction file whose creation was cut short, never written",
+                            path)
+                path.unlink()
+        for names in (logs, cqs):
+            if newest in names:
+                names.remove(newest)
 
     def _recover(self, seg: Segment, check_crc: bool) -> None:
         view = seg.cq.view
@@ -268,6 +282,17 @@ class PartitionLog:
         self.close()
         shutil.rmtree(self.log_dir, ignore_errors=True)
         shutil.rmtree(self.cq_dir, ignore_errors=True)
+
+
+def _unwritten(path: Path) -> bool:
+    """``path`` is missing or holds only zero bytes (read a chunk at a time)."""
+    if not path.is_file():
+        return True
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            if any(chunk):
+                return False
+    return True
 
 
 def _segment_names(directory: Path) -> list[str]:

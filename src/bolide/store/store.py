@@ -235,6 +235,15 @@ class MessageStore:
         segments = self.commit_log.files.files
         if self._allocator is not None and segments:  # the segment the writer goes on with
             self._allocator.warm(segments[-1])
+        self.compaction = None
+        if cfg.enable_compaction:  # before any thread starts: a load that fails stops the open
+            compaction = CompactionStore(cfg, self.commit_log, self._queue_snapshot)
+            try:
+                compaction.load()
+            except BaseException:
+                compaction.close_files()
+                raise
+            self.compaction = compaction
         self._flusher = CommitLogFlusher(cfg, self.commit_log, self.checkpoint,
                                          self._on_flushed, self._on_flush_error)
         self._cq_flusher = ConsumeQueueFlusher(cfg, self._queue_snapshot, self.checkpoint,
@@ -258,10 +267,7 @@ class MessageStore:
         self._dispatch_service.start()
         if self._index_service is not None:
             self._index_service.start()
-        self.compaction = None
-        if cfg.enable_compaction:
-            self.compaction = CompactionStore(cfg, self.commit_log, self._queue_snapshot)
-            self.compaction.load()
+        if self.compaction is not None:
             for topic in self._compacted_topics:
                 self.compaction.set_topic(topic, True)
             self.dispatcher.listeners.append(self.compaction.wake)

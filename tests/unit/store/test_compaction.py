@@ -16,7 +16,7 @@ import pytest
 
 import bolide.store.compaction_log as L
 from bolide.common import Message
-from bolide.errors import ConfigError
+from bolide.errors import ConfigError, StoreFormatError
 from bolide.store import GetStatus, MessageStore
 from bolide.store.compaction_files import UNIT_SIZE, log_file_size
 from bolide.store.offset_map import OffsetMap
@@ -158,6 +158,39 @@ def test_an_interrupted_compaction_leaves_the_previous_files(tmp_path: Path) -> 
         assert store.compact_now() >= 1
         after = read_all(store)
     assert len(after) < len(before)
+
+
+@pytest.mark.parametrize("cut", ["queue file empty", "log file missing", "log file short"])
+def test_a_file_pair_whose_creation_was_cut_short_is_dropped_at_open(tmp_path: Path, cut: str) -> None:
+    cfg = config(tmp_path / "s")
+    with MessageStore(cfg) as store:
+        store.set_topic_compaction(TOPIC, True)
+        put_values(store, rounds=4)
+        store.compact_now()
+        before = read_all(store)
+        assert store.compaction is not None
+        log_size, cq_size = store.compaction.log_size, store.compaction.cq_size
+    qlog = tmp_path / "s/compaction/compactionLog" / TOPIC / "0"
+    qcq = tmp_path / "s/compaction/compactionCq" / TOPIC / "0"
+    newest = "9" * 20  # after every pair written so far
+    if cut == "queue file empty":  # killed between creating the queue file and sizing it
+        (qlog / newest).write_bytes(bytes(log_size))
+        (qcq / newest).write_bytes(b"")
+    elif cut == "log file missing":
+        (qcq / newest).write_bytes(bytes(cq_size))
+    else:
+        (qlog / newest).write_bytes(bytes(100))
+        (qcq / newest).write_bytes(bytes(cq_size))
+    with MessageStore(cfg) as store:
+        store.set_topic_compaction(TOPIC, True)
+        assert read_all(store) == before
+        assert not (qlog / newest).exists() and not (qcq / newest).exists()
+        put_values(store, rounds=2, first=4)
+        store.compact_now()
+        assert {k: b for _, k, b in read_all(store)} == {f"k{k}": b"v%d-5" % k for k in range(5)}
+    (qcq / "1" .zfill(20)).write_bytes(bytes(cq_size))  # an older file without its pair: refused
+    with pytest.raises(StoreFormatError, match="no matching file"):
+        MessageStore(cfg).open()
 
 
 def test_a_compaction_killed_during_its_swap_is_finished_at_open(tmp_path: Path) -> None:
