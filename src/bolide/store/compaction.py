@@ -265,6 +265,14 @@ class CompactionStore:
         clog = self.logs.get((topic, queue_id))
         return clog.max_offset if clog is not None else 0
 
+    def min_offset(self, topic: str, queue_id: int) -> int | None:
+        """The first queue offset in the queue's compaction log (None: no log or no record
+        in it): what RocketMQ answers a compacted topic's pull with as minOffset."""
+        clog = self.logs.get((topic, queue_id))
+        if clog is None or clog.max_offset == 0:
+            return None
+        return clog.min_offset
+
     def get_message(self, topic: str, queue_id: int, offset: int, max_count: int,
                     codes: set[int] | None, tag_set: set[str] | None,
                     record_filter: Callable[[memoryview], bool] | None, joined: bool,

@@ -909,15 +909,25 @@ class MessageStore:
         ``joined``: the records copied back to back into one buffer (a pull's body) instead of
         a view per record."""
         self._require_open()
+        compaction = self.compaction
+        if compaction is None or topic not in compaction.topics:
+            return self._get_from_queue(topic, queue_id, offset, max_count, tags, joined, record_filter)
+        result = self._get_compacted(compaction, self._queues.get((topic, queue_id)), topic, queue_id,
+                                     offset, max_count, tags, joined, record_filter)
+        if result is None:  # RocketMQ serves keyed messages only
+            result = self._get_from_queue(topic, queue_id, offset, max_count, tags, joined,
+                                          _with_keys(record_filter))
+        low = compaction.min_offset(topic, queue_id)
+        if low is not None:  # RocketMQ answers its compaction queue's minimum
+            result.min_offset = low
+        return result
+
+    def _get_from_queue(self, topic: str, queue_id: int, offset: int, max_count: int,
+                        tags: Iterable[str] | None, joined: bool,
+                        record_filter: Callable[[memoryview], bool] | None) -> GetMessageResult:
+        """:meth:`get_message` through the ConsumeQueue."""
         cq = self._queues.get((topic, queue_id))
         fix = self._next_offset_correction
-        compaction = self.compaction
-        if compaction is not None and topic in compaction.topics:
-            compacted = self._get_compacted(compaction, cq, topic, queue_id, offset, max_count, tags,
-                                            joined, record_filter)
-            if compacted is not None:
-                return compacted
-            record_filter = _with_keys(record_filter)  # RocketMQ serves keyed messages only
         if cq is None:
             return GetMessageResult(GetStatus.NO_MESSAGE_IN_QUEUE, fix(offset, 0), 0, 0)
         min_offset, max_offset = cq.min_offset, cq.max_offset

@@ -614,12 +614,15 @@ class RocketMQ:
         return env
 
     # -- NameServer ---------------------------------------------------------------------------
-    def start_namesrv(self, timeout: float = BOOT_TIMEOUT) -> None:
+    def start_namesrv(self, timeout: float = BOOT_TIMEOUT, extra: Mapping[str, str] | None = None) -> None:
+        """Start the NameServer; ``extra``: more ``namesrv.conf`` lines (e.g.
+        ``orderMessageEnable``)."""
         home = self._home("namesrv")
         conf = home / "namesrv.conf"
         lines = [f"listenPort={self.namesrv_port}"]
         if self.major >= 5:
             lines.append("bindAddress=127.0.0.1")
+        lines += [f"{k}={v}" for k, v in (extra or {}).items()]
         conf.write_text("\n".join(lines) + "\n")
         cmd = self._java("namesrv", ["-Xms64m", "-Xmx256m", "-XX:+UseSerialGC",
                                      "-XX:TieredStopAtLevel=1"], NAMESRV_MAIN)
@@ -816,8 +819,9 @@ class RocketMQ:
 
 # -- topics.json ------------------------------------------------------------------------------
 def topics_json(topics: Mapping[str, int], *, rocketmq_5: bool = False, timestamp_ms: int | None = None,
-                perm: int = 6) -> str:
-    """``config/topics.json`` as a broker writes it (fastjson pretty print, tab indents)."""
+                perm: int = 6, attributes: Mapping[str, Mapping[str, str]] | None = None) -> str:
+    """``config/topics.json`` as a broker writes it (fastjson pretty print, tab indents);
+    ``attributes``: RocketMQ 5 topic attributes by topic (e.g. ``cleanup.policy``)."""
     ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     version: dict[str, int] = {"counter": 1}
     if rocketmq_5:
@@ -827,7 +831,7 @@ def topics_json(topics: Mapping[str, int], *, rocketmq_5: bool = False, timestam
     for name, queues in topics.items():
         cfg: dict[str, object] = {}
         if rocketmq_5:
-            cfg["attributes"] = {}
+            cfg["attributes"] = dict((attributes or {}).get(name, {}))
         cfg.update({"order": False, "perm": perm, "readQueueNums": queues,
                     "topicFilterType": "SINGLE_TAG", "topicName": name, "topicSysFlag": 0,
                     "writeQueueNums": queues})
@@ -836,11 +840,12 @@ def topics_json(topics: Mapping[str, int], *, rocketmq_5: bool = False, timestam
                       separators=(",", ":"))
 
 
-def write_topics_json(store_dir: Path, topics: Mapping[str, int], *, rocketmq_5: bool = False) -> Path:
+def write_topics_json(store_dir: Path, topics: Mapping[str, int], *, rocketmq_5: bool = False,
+                      attributes: Mapping[str, Mapping[str, str]] | None = None) -> Path:
     """Write ``<store>/config/topics.json`` so a broker started on the store knows ``topics``."""
     path = Path(store_dir) / "config" / "topics.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(topics_json(topics, rocketmq_5=rocketmq_5), encoding="utf-8")
+    path.write_text(topics_json(topics, rocketmq_5=rocketmq_5, attributes=attributes), encoding="utf-8")
     return path
 
 
