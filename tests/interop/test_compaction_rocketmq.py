@@ -39,8 +39,9 @@ from bolide.client.pull_consumer import PullConsumer
 from bolide.common import Message
 from bolide.protocol.bodies.client import MessageQueue
 from bolide.store import MessageStore, StoreConfig
+from bolide.store.compaction import encode_positions
 from bolide.store.compaction_files import END_UNIT, UNIT, UNIT_SIZE, log_file_size
-from bolide.store.record import RecordInfo, parse_record
+from bolide.store.record import BLANK_MAGIC, RecordInfo, parse_record
 from bolide.testing.rocketmq import BrokerSettings, RocketMQ, RocketMQUnavailable, write_topics_json
 from bolide.testing.servers import running_servers
 from conftest import unavailable
@@ -284,8 +285,8 @@ def test_rocketmq_compacts_as_bolide_expects(rocket_written: RocketWritten) -> N
 
 def test_rocketmq_compaction_files_have_bolide_layout(rocket_written: RocketWritten) -> None:
     comp = rocket_written.root / "compaction"
-    assert json.loads((comp / "position-checkpoint").read_text()) == {
-        "empty": False, "queueOffsetMap": {f"{TOPIC}_0": rocket_written.position}}
+    assert (comp / "position-checkpoint").read_bytes() == encode_positions(
+        {f"{TOPIC}_0": rocket_written.position})
     log_dir = comp / "compactionLog" / TOPIC / "0"
     cq_dir = comp / "compactionCq" / TOPIC / "0"
     logs = sorted(p.name for p in log_dir.iterdir() if p.is_file())
@@ -308,6 +309,28 @@ def test_rocketmq_compaction_files_have_bolide_layout(rocket_written: RocketWrit
             assert info.store_timestamp == store_ts
             seen.append(qoff)
     assert [o for o, _, _ in rocket_written.served] == seen
+
+
+def _file_shapes(store: Path) -> dict[str, tuple[list[int], bytes, bool]]:
+    """Per compaction file pair: the queue offsets of its units, what follows the last unit
+    (an end unit or zeros) and whether the log has a BLANK record after the last record."""
+    cq_dir = store / "compaction" / "compactionCq" / TOPIC / "0"
+    log_dir = store / "compaction" / "compactionLog" / TOPIC / "0"
+    shapes = {}
+    for path in sorted(cq_dir.iterdir()):
+        units = [u for u in _units(path) if u[1] > 0]
+        after = path.read_bytes()[len(units) * UNIT_SIZE:][:UNIT_SIZE]
+        end = units[-1][0] + units[-1][1] - int(path.name)
+        blank = (log_dir / path.name).read_bytes()[end + 4:end + 8] == BLANK_MAGIC.to_bytes(4, "big", signed=True)
+        shapes[path.name] = ([u[4] for u in units], after, blank)
+    return shapes
+
+
+def test_both_compact_the_same_sends_into_the_same_files(run: Run, rocket_written: RocketWritten) -> None:
+    """The same sends, compacted by each (RocketMQ once its position covers every file but the
+    last, Bolide by compact_now): the same file names, the same offsets in each, the same ends
+    (no end unit and no BLANK after a compaction's last records)."""
+    assert _file_shapes(run.bolide_root) == _file_shapes(rocket_written.root)
 
 
 def test_bolide_serves_a_rocketmq_compacted_store(run: Run, rocket_written: RocketWritten) -> None:

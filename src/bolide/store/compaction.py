@@ -2,7 +2,8 @@
 
 ``compactionLog/{topic}/{queueId}/`` and ``compactionCq/{topic}/{queueId}/`` hold each compacted
 queue (:mod:`bolide.store.compaction_log`); ``position-checkpoint`` (RocketMQ's
-``CompactionPositionMgr``, ``{"queueOffsetMap":{"<topic>_<queueId>":offset}}``) the queue offset
+``CompactionPositionMgr``, ``{"empty":false,"queueOffsetMap":{"<topic>_<queueId>":offset}}`` in
+fastjson's pretty format) the queue offset
 each queue is compacted up to.
 
 A background thread (``compaction``) copies the new keyed records of the compacted topics'
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bolide.common.config_persist import load_with_backup, write_atomic
-from bolide.common.fastjson import dumps, loads
+from bolide.common.fastjson import dumps_pretty, loads
 from bolide.errors import BolideError, ConfigError
 from bolide.store.commitlog import CommitLog
 from bolide.store.compaction_files import log_file_size
@@ -64,7 +65,14 @@ class PositionFile:
         self.persist()
 
     def persist(self) -> None:
-        write_atomic(self.path, dumps({"queueOffsetMap": dict(self.offsets)}))
+        """Write the file as RocketMQ's ``ConfigManager.persist`` does: fastjson's pretty
+        format, with the ``empty`` bean property its ``isEmpty()`` getter adds."""
+        write_atomic(self.path, encode_positions(self.offsets))
+
+
+def encode_positions(offsets: dict[str, int]) -> bytes:
+    """``position-checkpoint``'s text, byte for byte as RocketMQ 5.3.3 writes it."""
+    return dumps_pretty({"empty": not offsets, "queueOffsetMap": dict(offsets)})
 
 
 class CompactionStore:

@@ -11,6 +11,9 @@ record::
 Each log file has a queue file of the same name (the log file's first offset); the files need
 not be contiguous, as compaction leaves gaps. A file pair ends when either file is full: the
 log gets a BLANK record (size, BLANK_MAGIC) and the queue an end unit (offset -1, batch 0).
+The last file pair a compaction writes gets neither (RocketMQ 5.3.3's end callback writes
+nothing): its records are followed by zeros, and it is never written to again, as the file pair
+still being written always comes after it.
 """
 
 from __future__ import annotations
@@ -238,13 +241,14 @@ class PartitionLog:
         seg.last = queue_offset
         seg.units += 1  # last: readers see the unit only once it is whole
 
-    def end_segment(self, seg: Segment) -> None:
-        """Close the pair to writes: a BLANK in the log, an end unit in the queue."""
+    def end_segment(self, seg: Segment, marks: bool = True) -> None:
+        """Close the pair to writes: a BLANK in the log, an end unit in the queue (``marks``);
+        without them (a compaction's last file, as RocketMQ leaves it) only in memory."""
         room = self.log_size - seg.log.wrote_position
-        if room >= END_FILE_MIN_BLANK:
+        if marks and room >= END_FILE_MIN_BLANK:
             _BLANK.pack_into(seg.log.view, seg.log.wrote_position, room, BLANK_MAGIC)
         seg.log.wrote_position = self.log_size
-        if (seg.units + 1) * UNIT_SIZE <= self.cq_size:
+        if marks and (seg.units + 1) * UNIT_SIZE <= self.cq_size:
             seg.cq.view[seg.units * UNIT_SIZE : (seg.units + 1) * UNIT_SIZE] = END_UNIT
         seg.cq.wrote_position = self.cq_size
         seg.ended = True

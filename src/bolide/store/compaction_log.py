@@ -131,8 +131,8 @@ class CompactionLog:
                     if not keys or qoff < offset_map.get(keys) or record_body_length(view) <= 0:
                         continue
                 new.append(view, qoff, tags, ts)
-            if new.segments:
-                new.end_segment(new.segments[-1])
+            if new.segments:  # no BLANK and no end unit, as RocketMQ's putEndMessage
+                new.end_segment(new.segments[-1], marks=False)
             new.flush()
         except BaseException:
             new.destroy()

@@ -18,6 +18,7 @@ import bolide.store.compaction_log as L
 from bolide.common import Message
 from bolide.errors import ConfigError, StoreFormatError
 from bolide.store import GetStatus, MessageStore
+from bolide.store.compaction import encode_positions
 from bolide.store.compaction_files import UNIT_SIZE, log_file_size
 from bolide.store.offset_map import OffsetMap
 from conftest import assert_consistent, expire_all_but_the_last_segment, small_config
@@ -244,6 +245,69 @@ def test_compacted_files_have_rocketmq_layout(tmp_path: Path) -> None:
     assert struct.unpack_from(">i", record, 0)[0] == size
     assert struct.unpack_from(">q", record, 28)[0] == phys  # PHYSICALOFFSET: its place here
     assert struct.unpack_from(">q", record, 20)[0] == qoff  # QUEUEOFFSET: the original
+
+
+def test_a_compactions_last_file_ends_without_marks_as_rocketmq(tmp_path: Path) -> None:
+    """RocketMQ 5.3.3 writes no BLANK record and no end unit after a compaction's last
+    records (its end callback writes nothing): zeros follow them; the store reopens, goes on
+    and compacts again over such files."""
+    cfg = config(tmp_path / "s")
+    with MessageStore(cfg) as store:
+        store.set_topic_compaction(TOPIC, True)
+        put_values(store, rounds=6)  # 0-29: file pairs 0-8, 9-17, 18-26 compacted to one
+        assert store.compact_now() >= 1
+    qcq = tmp_path / "s/compaction/compactionCq" / TOPIC / "0"
+    qlog = tmp_path / "s/compaction/compactionLog" / TOPIC / "0"
+    first = sorted(p.name for p in qcq.iterdir())[0]
+    units = [struct.unpack_from(">qiqqqhii", (qcq / first).read_bytes(), i)
+             for i in range(0, CQ_SIZE - UNIT_SIZE + 1, UNIT_SIZE)]
+    kept = [u for u in units if u[1] > 0]
+    assert [u[4] for u in kept] == [22, 23, 24, 25, 26]
+    assert all(u == (0,) * 8 for u in units[len(kept):])  # no end unit
+    end = kept[-1][0] + kept[-1][1] - int(first)
+    assert not any((qlog / first).read_bytes()[end:])  # no BLANK record
+    with MessageStore(cfg) as store:
+        store.set_topic_compaction(TOPIC, True)
+        assert [o for o, _, _ in read_all(store)] == [22, 23, 24, 25, 26, 27, 28, 29]
+        put_values(store, rounds=6, first=6)  # 30-59
+        assert store.compact_now() >= 1
+        served = read_all(store)
+        assert {k: b for _, k, b in served} == {f"k{k}": b"v%d-11" % k for k in range(5)}
+        assert [o for o, _, _ in served] == sorted({o for o, _, _ in served})
+
+
+def test_position_checkpoint_is_written_as_rocketmq_writes_it(tmp_path: Path) -> None:
+    """Byte for byte what RocketMQ 5.3.3's CompactionPositionMgr wrote in the interop test."""
+    assert encode_positions({"CompactedInterop_0": 19}) == (
+        b'{\n\t"empty":false,\n\t"queueOffsetMap":{\n\t\t"CompactedInterop_0":19\n\t}\n}')
+    assert encode_positions({}) == b'{\n\t"empty":true,\n\t"queueOffsetMap":{}\n}'
+    cfg = config(tmp_path / "s")
+    with MessageStore(cfg) as store:
+        store.set_topic_compaction(TOPIC, True)
+        put_values(store, rounds=6)
+        store.compact_now()
+    text = (tmp_path / "s/compaction/position-checkpoint").read_bytes()
+    assert text.startswith(b'{\n\t"empty":false,\n\t"queueOffsetMap":{\n\t\t"Compacted_0":')
+    assert json.loads(text)["queueOffsetMap"] == {f"{TOPIC}_0": 26}
+
+
+def test_a_compacted_get_answers_the_compaction_queues_minimum(tmp_path: Path) -> None:
+    """RocketMQ serves a compacted topic from its compaction queue and answers that queue's
+    first offset as minOffset, whether the offset asked for was compacted away or not."""
+    cfg = config(tmp_path / "s")
+    with MessageStore(cfg) as store:
+        store.set_topic_compaction(TOPIC, True)
+        put_values(store, rounds=6)
+        assert store.wait_dispatched()
+        assert store.compaction is not None
+        store.compaction.ingest_now()
+        assert store.get_message("g", TOPIC, 0, 0, 1).min_offset == 0  # nothing compacted yet
+        store.compact_now()
+        assert store.get_min_offset_in_queue(TOPIC, 0) == 0  # the ConsumeQueue's, as RocketMQ
+        for offset in (0, 22, 29, 30, 40):
+            result = store.get_message("g", TOPIC, 0, offset, 2)
+            assert (result.min_offset, result.max_offset) == (22, 30), offset
+        assert store.get_message("g", TOPIC, 0, 40, 2).status is GetStatus.OFFSET_OVERFLOW_BADLY
 
 
 def test_bounded_offset_map_compacts_in_passes(tmp_path: Path) -> None:
