@@ -81,7 +81,6 @@ class Run:
     rmq: RocketMQ
     bolide_root: Path
     bolide_served: Served
-    dump: str
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +96,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     served = write_bolide_store(bolide_root, rmq.broker_port)
     try:
         rmq.start_namesrv(extra={"orderMessageEnable": "true"})
-        yield Run(rmq, bolide_root, served, "")
+        yield Run(rmq, bolide_root, served)
     finally:
         rmq.stop()
 
@@ -263,7 +262,8 @@ def rocket_written(run: Run, tmp_path_factory: pytest.TempPathFactory) -> Rocket
         with Admin(config) as admin:
             _wait("the topic route", lambda: True if TOPIC in admin.topic_list() else None, 30)
         with Producer(config, "compaction-writers") as producer:
-            with pytest.raises(Exception, match="key"):  # RocketMQ refuses keyless messages here
+            # RocketMQ refuses keyless messages on a compacted topic
+            with pytest.raises(MQClientError, match="Required message key is missing"):
                 producer.send(Message(TOPIC, b"no key"), queue=MessageQueue(TOPIC, "broker-a", 0))
             for i, (key, body) in enumerate(_plan()):
                 result = producer.send(Message(TOPIC, body, keys=key),
@@ -321,7 +321,8 @@ def _file_shapes(store: Path) -> dict[str, tuple[list[int], bytes, bool]]:
         units = [u for u in _units(path) if u[1] > 0]
         after = path.read_bytes()[len(units) * UNIT_SIZE:][:UNIT_SIZE]
         end = units[-1][0] + units[-1][1] - int(path.name)
-        blank = (log_dir / path.name).read_bytes()[end + 4:end + 8] == BLANK_MAGIC.to_bytes(4, "big", signed=True)
+        magic = (log_dir / path.name).read_bytes()[end + 4:end + 8]
+        blank = magic == BLANK_MAGIC.to_bytes(4, "big", signed=True)
         shapes[path.name] = ([u[4] for u in units], after, blank)
     return shapes
 
