@@ -29,7 +29,7 @@ from pathlib import Path
 from bolide.common.config_persist import sync_dir, write_atomic
 from bolide.errors import StoreFormatError
 from bolide.store.compaction_files import PartitionLog, Segment, record_body_length
-from bolide.store.offset_map import OffsetMap
+from bolide.store.offset_map import ENTRY_SIZE, OffsetMap
 from bolide.store.record import RecordError, RecordInfo, parse_record, property_bytes
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,9 @@ class CompactionLog:
         fresh = [seg for seg in old if seg.units and seg.last > position]
         if not fresh:
             return None
-        offset_map = OffsetMap(map_bytes)
+        # no larger than the pass needs: the buffer is the broker's own memory while it runs
+        needed = sum(seg.units for seg in fresh) * 4 // 3 + 2
+        offset_map = OffsetMap(min(map_bytes, needed * ENTRY_SIZE))
         for seg, i in _units(fresh):
             phys, size, _tags, _ts, qoff, _b, _c, _r = seg.unit(i)
             if qoff <= position:

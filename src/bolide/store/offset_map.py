@@ -2,7 +2,8 @@
 
 RocketMQ's ``CompactionLog.OffsetMap``: an open-addressing table of 24-byte entries (the MD5 of
 the key, then the offset), sized by ``maxOffsetMapSize`` divided among the compaction threads.
-Memory is the buffer, whatever the number of keys: when it holds as many keys as it can,
+Memory is the buffer (sized for the records a pass reads, up to that share), whatever the number
+of keys: when it holds as many keys as it can,
 :meth:`put` answers False and the compaction stops its pass there (the later messages are kept
 as they are and the next pass takes them on).
 """
