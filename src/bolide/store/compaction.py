@@ -184,6 +184,9 @@ class CompactionStore:
             except (OSError, BolideError) as exc:
                 self.last_error = str(exc)
                 log.error("compaction store: %s", exc)
+            except Exception as exc:  # never let the thread die silently: retry next round
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("compaction store: unexpected error; retried at the next round")
             if due:
                 next_compaction = time.monotonic() + interval
 
