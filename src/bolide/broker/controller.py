@@ -63,6 +63,8 @@ from bolide.broker.rebalance_notify import notify_consumer_ids_changed
 from bolide.broker.registration import BrokerRegistration
 from bolide.broker.request_modes import MessageRequestModes
 from bolide.broker.schedule import ScheduleService
+from bolide.broker.static_topics import FILE_NAME as STATIC_TOPICS_FILE
+from bolide.broker.static_topics import StaticTopicMappings
 from bolide.broker.stats import BrokerStats
 from bolide.broker.stats_items import StatsItems
 from bolide.broker.subscription_groups import SubscriptionGroupManager
@@ -156,6 +158,10 @@ class BrokerController:
             "bolide-timer-metrics-persist", self.timer_metrics.persist,
             self.config.flush_delay_offset_interval_ms / 1000)
         self._topics_persister = ConfigPersister("bolide-topics-persist", self.topics.persist)
+        self.static_topics = StaticTopicMappings(self.config.broker_name,
+                                                 config_dir / STATIC_TOPICS_FILE)
+        self._static_persister = ConfigPersister("bolide-static-topics-persist",
+                                                 self.static_topics.persist)
         self._offsets_persister = ConfigPersister("bolide-offsets-persist", self.offsets.persist,
                                                   self.config.flush_consumer_offset_interval_ms / 1000)
         self.subscription_groups = SubscriptionGroupManager(
@@ -250,6 +256,8 @@ class BrokerController:
             raise
         self._store = store
         self._topics_persister.start()
+        self._static_persister.start()
+        self.static_topics.on_change.append(lambda _topic: self._static_persister.request())
         self._offsets_persister.start()
         self._groups_persister.start()
         self._recalls_persister.start()
@@ -303,7 +311,7 @@ class BrokerController:
                 raise
         await self._start_metrics()
         self.registration = BrokerRegistration(self.config, self.topics, self.namesrv_client,
-                                               self.broker_addr, ha_addr)
+                                               self.broker_addr, ha_addr, self.static_topics)
         if self.ha_slave is not None:
             slave, learn_ha = self.ha_slave, not self.config.ha_master_address
             sync = self.slave_sync = SlaveSync(self)
@@ -317,6 +325,7 @@ class BrokerController:
         for tc in list(self.topics.table.values()):
             self._apply_topic_retention(tc)
         self.topics.on_change.append(self._topic_changed)
+        self.static_topics.on_change.append(lambda _topic: self._register_soon())
         await self.registration.start()
         if self.ha_slave is not None:
             self.ha_slave.start()
@@ -370,6 +379,7 @@ class BrokerController:
         for what, loaded in (("topic configs", self.topics.load()),
                              ("consumer offsets", self.offsets.load()),
                              ("delay offsets", self.delay_offsets.load()),
+                             ("static topic mappings", self.static_topics.load()),
                              ("recalled timer messages", self.timer_recalls.load()),
                              ("timer metrics", self.timer_metrics.load()),
                              ("consumer groups' request modes", self.request_modes.load()),
@@ -443,6 +453,9 @@ class BrokerController:
 
     def _topic_changed(self, topic: TopicConfig) -> None:
         self._apply_topic_retention(topic)
+        self._register_soon()
+
+    def _register_soon(self) -> None:
         if self.registration is not None:
             self.registration.request_register()
 
@@ -522,6 +535,7 @@ class BrokerController:
         if self._persisting:
             self._persisting = False
             await asyncio.to_thread(self._topics_persister.stop)
+            await asyncio.to_thread(self._static_persister.stop)
             await asyncio.to_thread(self._offsets_persister.stop)
             await asyncio.to_thread(self._groups_persister.stop)
             await asyncio.to_thread(self._recalls_persister.stop)

@@ -9,6 +9,7 @@ import zlib
 from collections.abc import Callable
 
 from bolide.broker.config import BrokerConfig
+from bolide.broker.static_topics import StaticTopicMappings
 from bolide.broker.topic_config import TopicConfigManager
 from bolide.common.waiting import cancel_and_wait
 from bolide.protocol.bodies.broker import RegisterBrokerBody
@@ -24,9 +25,10 @@ class BrokerRegistration:
     """Registers ``broker_addr`` with the configured NameServers through ``client``."""
 
     def __init__(self, config: BrokerConfig, topics: TopicConfigManager, client: RemotingClient,
-                 broker_addr: str, ha_addr: str) -> None:
+                 broker_addr: str, ha_addr: str, static_topics: StaticTopicMappings | None = None) -> None:
         self.config = config
         self.topics = topics
+        self.static_topics = static_topics
         self.client = client
         self.broker_addr = broker_addr
         self.ha_addr = ha_addr
@@ -37,7 +39,10 @@ class BrokerRegistration:
         self.on_registered: Callable[[RemotingCommand], None] | None = None
 
     def _request(self) -> RemotingCommand:
-        body = RegisterBrokerBody(topic_config_serialize_wrapper=self.topics.wrapper()).encode()
+        wrapper = self.topics.wrapper()
+        if self.static_topics is not None and self.static_topics.table:
+            wrapper.topic_queue_mapping_info_map = self.static_topics.infos()
+        body = RegisterBrokerBody(topic_config_serialize_wrapper=wrapper).encode()
         header = RegisterBrokerRequestHeader(
             broker_name=self.config.broker_name, broker_addr=self.broker_addr,
             cluster_name=self.config.broker_cluster_name, ha_server_addr=self.ha_addr,

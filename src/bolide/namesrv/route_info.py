@@ -36,6 +36,7 @@ from bolide.protocol.bodies.route import (
     QueueData,
     TopicRouteData,
 )
+from bolide.protocol.bodies.static_topic import TopicQueueMappingInfo
 
 BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000
 TOPIC_SYS_FLAG_UNIT = 0x1  # TopicSysFlag.FLAG_UNIT
@@ -111,6 +112,8 @@ class RouteInfoManager:
         self._clusters: dict[str, set[str]] = {}
         self._live: dict[str, BrokerLiveInfo] = {}
         self._filter_servers: dict[str, list[str]] = {}
+        # static topics: topic -> the mapping info each broker registered (by its ``bname``)
+        self._mappings: dict[str, dict[str, TopicQueueMappingInfo]] = {}
 
     # -- registration ---------------------------------------------------------------------
     def register_broker(
@@ -157,6 +160,8 @@ class RouteInfoManager:
         if topic_config_wrapper is not None and broker_id == MASTER_ID and (
                 register_first or self.is_data_version_changed(broker_addr, version)):
             self._update_queue_datas(broker_name, topic_config_wrapper.topic_config_table)
+            for topic, info in (topic_config_wrapper.topic_queue_mapping_info_map or {}).items():
+                self._mappings.setdefault(info.topic or topic, {})[info.bname or broker_name] = info
 
         self._live[broker_addr] = BrokerLiveInfo(
             self._clock(), timeout_ms or self._broker_timeout_ms, version, channel, ha_server_addr)
@@ -306,8 +311,10 @@ class RouteInfoManager:
                 for addr in broker.broker_addrs.values():
                     if addr in self._filter_servers:
                         filters[addr] = list(self._filter_servers[addr])
+        mappings = self._mappings.get(topic)
         return TopicRouteData(queue_datas=[dataclasses.replace(queues[n]) for n in names],
-                              broker_datas=brokers, filter_server_table=filters)
+                              broker_datas=brokers, filter_server_table=filters,
+                              topic_queue_mapping_by_broker=dict(mappings) if mappings else None)
 
     def get_all_cluster_info(self) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO: every broker group and each cluster's broker names."""
@@ -358,6 +365,7 @@ class RouteInfoManager:
     def delete_topic(self, topic: str, cluster: str | None = None) -> bool:
         """Forget ``topic`` everywhere, or only on the broker groups of ``cluster``."""
         if not cluster:
+            self._mappings.pop(topic, None)
             return self._topics.pop(topic, None) is not None
         queues = self._topics.get(topic)
         names = self._clusters.get(cluster, set())

@@ -174,6 +174,7 @@ class RequestCode(IntEnum):
     QUERY_TOPICS_BY_CONSUMER = 343  # 5.x
     QUERY_SUBSCRIPTION_BY_CONSUMER = 345  # 5.x
     GET_TOPIC_CONFIG = 351  # 5.x: mqadmin topicStatus/consumerProgress look for static topics
+    UPDATE_AND_CREATE_STATIC_TOPIC = 513  # 5.x: mqadmin updateStaticTopic
     GET_SUBSCRIPTIONGROUP_CONFIG = 352  # 5.x: one group's SubscriptionGroupConfig
     UPDATE_AND_GET_GROUP_FORBIDDEN = 353  # 5.x: a group's read-forbidden flag per topic
     CHECK_ROCKSDB_CQ_WRITE_PROGRESS = 354  # 5.3: RocksDB ConsumeQueue double-write check

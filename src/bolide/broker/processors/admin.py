@@ -11,16 +11,18 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from bolide.broker.admin_create import CreateRefused, checked_group, checked_topic
+from bolide.broker.admin_create import CreateRefused, checked_group, checked_topic, refuse_topic_name
 from bolide.broker.config import BrokerConfig
 from bolide.broker.runtime_info import runtime_info
+from bolide.broker.static_topics import MappingRefused
 from bolide.broker.topic_config import SYSTEM_TOPICS
 from bolide.common.config_file import known_values, parse_properties, update_properties_file
 from bolide.common.topic import reply_topic
 from bolide.errors import BolideError, ProtocolError
 from bolide.protocol import fastjson
 from bolide.protocol.bodies.admin import KVTable, TopicList
-from bolide.protocol.bodies.broker import DataVersion, TopicConfig
+from bolide.protocol.bodies.broker import DataVersion, TopicConfig, TopicConfigAndQueueMapping
+from bolide.protocol.bodies.static_topic import TopicQueueMappingDetail
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers.admin import (
@@ -80,7 +82,7 @@ class AdminProcessor:
              RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
              RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, RequestCode.DELETE_SUBSCRIPTIONGROUP,
              RequestCode.GET_TOPIC_CONFIG, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER,
-             RequestCode.DELETE_EXPIRED_COMMITLOG)
+             RequestCode.DELETE_EXPIRED_COMMITLOG, RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC)
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
@@ -90,6 +92,7 @@ class AdminProcessor:
             c.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
             c.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
             c.GET_TOPIC_CONFIG: self.get_topic_config,
+            c.UPDATE_AND_CREATE_STATIC_TOPIC: self.update_and_create_static_topic,
             c.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.get_system_topics,
             c.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
             c.GET_BROKER_CONFIG: self.get_broker_config,
@@ -121,13 +124,45 @@ class AdminProcessor:
         return request.make_response(body=self.broker.topics.wrapper().encode())
 
     def get_topic_config(self, request: RemotingCommand) -> RemotingCommand:
-        """One topic's config (5.x); 17 when the broker does not have it."""
+        """One topic's config (5.x) as TopicConfigAndQueueMapping, with the static topic's
+        ``mappingDetail`` when asked with ``lo=true``; 17 when the broker does not have it."""
         header = request.read_header(GetTopicConfigRequestHeader)
         tc = self.broker.topics.get(header.topic)
         if tc is None:
             return request.make_response(ResponseCode.TOPIC_NOT_EXIST,
                                          f"No topic in this broker. topic: {header.topic}")
-        return request.make_response(body=tc.encode())
+        detail = self.broker.static_topics.get(header.topic) if header.lo else None
+        answer = TopicConfigAndQueueMapping(**{f.attr: getattr(tc, f.attr) for f in tc.JSON_FIELDS},
+                                            mapping_detail=detail)
+        return request.make_response(body=answer.encode())
+
+    def update_and_create_static_topic(self, request: RemotingCommand) -> RemotingCommand:
+        """mqadmin updateStaticTopic (513, 5.x): the topic's config from the header and this
+        broker's TopicQueueMappingDetail from the body, kept in ``topicQueueMapping.json`` and
+        registered with the NameServers."""
+        header = request.read_header(CreateTopicRequestHeader)
+        why = refuse_topic_name(header.topic)
+        if why is not None:
+            return request.make_response(ResponseCode.INVALID_PARAMETER, why)
+        try:
+            detail = TopicQueueMappingDetail.decode(request.body_bytes())
+        except ProtocolError as exc:
+            return request.make_response(ResponseCode.SYSTEM_ERROR,
+                                         f"the body is no TopicQueueMappingDetail: {exc}")
+        wanted = TopicConfig(topic_name=header.topic, read_queue_nums=header.read_queue_nums,
+                             write_queue_nums=header.write_queue_nums, perm=header.perm,
+                             topic_filter_type=header.topic_filter_type,
+                             topic_sys_flag=header.topic_sys_flag or 0)
+        if detail.topic != header.topic:
+            return request.make_response(ResponseCode.SYSTEM_ERROR,
+                                         f"the mapping is of topic {detail.topic!r}, not {header.topic!r}")
+        try:
+            tc = checked_topic(self.broker.topics, wanted, None)
+            self.broker.static_topics.update(detail, force=bool(header.force))
+        except (CreateRefused, MappingRefused) as exc:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc))
+        self.broker.topics.update(tc)
+        return request.make_response()
 
     def get_system_topics(self, request: RemotingCommand) -> RemotingCommand:
         """The broker's system topics (305; mqadmin exportMetrics leaves them out), with the

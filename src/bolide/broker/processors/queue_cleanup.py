@@ -60,6 +60,7 @@ class QueueCleanupProcessor:
                                          f"The topic[{topic}] is conflict with system topic.")
         dropped = await asyncio.to_thread(self.broker.store.delete_queues, topic.__eq__)
         self.broker.topics.delete(topic)
+        self.broker.static_topics.delete(topic)
         self.broker.timer_metrics.remove(topic)
         offsets = self.broker.offsets
         groups = sorted(offsets.groups_of_topic(topic))

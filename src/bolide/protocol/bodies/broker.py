@@ -10,6 +10,7 @@ from typing import Any
 from bolide.errors import ProtocolError
 from bolide.protocol import fastjson
 from bolide.protocol.bodies.bean import Bean, bean, jfield
+from bolide.protocol.bodies.static_topic import TopicQueueMappingDetail, TopicQueueMappingInfo
 
 SINGLE_TAG = "SINGLE_TAG"
 MULTI_TAG = "MULTI_TAG"
@@ -40,10 +41,27 @@ class TopicConfig(Bean):
 
 @bean
 class TopicConfigSerializeWrapper(Bean):
-    """All topic configs of a broker (GET_ALL_TOPIC_CONFIG 21, and inside registration)."""
+    """All topic configs of a broker (GET_ALL_TOPIC_CONFIG 21, and inside registration, where
+    5.x's TopicConfigAndMappingSerializeWrapper adds the static topics' mapping infos)."""
 
     topic_config_table: dict[str, TopicConfig] = jfield(factory=dict)
     data_version: DataVersion = jfield(factory=DataVersion)
+    topic_queue_mapping_info_map: dict[str, TopicQueueMappingInfo] | None = None
+
+
+@bean
+class TopicQueueMappingSerializeWrapper(Bean):
+    """``config/topicQueueMapping.json``: the broker's static topics and their data version."""
+
+    topic_queue_mapping_info_map: dict[str, TopicQueueMappingDetail] | None = None
+    data_version: DataVersion = jfield(factory=DataVersion)
+
+
+@bean
+class TopicConfigAndQueueMapping(TopicConfig):
+    """GET_TOPIC_CONFIG's answer: the TopicConfig and, asked with ``lo=true``, the mapping."""
+
+    mapping_detail: TopicQueueMappingDetail | None = None
 
 
 @bean
@@ -55,8 +73,9 @@ class RegisterBrokerBody(Bean):
     filter_server_list: list[str] = jfield(factory=list)
 
     def encode_compressed(self) -> bytes:
-        """The ``compressed=true`` form: zlib of length-prefixed DataVersion, topic lines and
-        filter servers. Topic lines carry only name, queue counts, perm and filter type."""
+        """The ``compressed=true`` form: zlib of length-prefixed DataVersion, topic lines,
+        filter servers and (5.x) the static topics' mapping infos. Topic lines carry only name,
+        queue counts, perm and filter type."""
         wrapper = self.topic_config_serialize_wrapper
         parts = [_block(wrapper.data_version.encode()), _I32.pack(len(wrapper.topic_config_table))]
         for topic in wrapper.topic_config_table.values():
@@ -64,6 +83,9 @@ class RegisterBrokerBody(Bean):
                     f"{topic.perm} {topic.topic_filter_type}")
             parts.append(_block(line.encode()))
         parts.append(_block(fastjson.dumps(self.filter_server_list)))
+        infos = wrapper.topic_queue_mapping_info_map or {}
+        parts.append(_I32.pack(len(infos)))
+        parts.extend(_block(info.encode()) for info in infos.values())
         return zlib.compress(b"".join(parts), 9)
 
     @classmethod
@@ -90,7 +112,14 @@ class RegisterBrokerBody(Bean):
         servers = fastjson.loads(reader.block())
         if not isinstance(servers, list):
             servers = []
-        wrapper = TopicConfigSerializeWrapper(topic_config_table=table, data_version=version)
+        infos: dict[str, TopicQueueMappingInfo] | None = None
+        if reader.pos < len(reader.data):  # 5.x brokers add the static topics' mappings
+            infos = {}
+            for _ in range(reader.int32()):
+                info = TopicQueueMappingInfo.decode(reader.block())
+                infos[info.topic or ""] = info
+        wrapper = TopicConfigSerializeWrapper(topic_config_table=table, data_version=version,
+                                              topic_queue_mapping_info_map=infos or None)
         return cls(topic_config_serialize_wrapper=wrapper, filter_server_list=[str(s) for s in servers])
 
     @classmethod

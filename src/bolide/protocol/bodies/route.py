@@ -11,6 +11,7 @@ exactly what a Java NameServer sends them. Both spellings parse.
 from __future__ import annotations
 
 from bolide.protocol.bodies.bean import Bean, bean, jfield
+from bolide.protocol.bodies.static_topic import TopicQueueMappingInfo
 from bolide.protocol.codes import V4_9_4
 
 MASTER_ID = 0
@@ -50,12 +51,14 @@ class BrokerData(Bean):
 
 @bean
 class TopicRouteData(Bean):
-    """GET_ROUTEINFO_BY_TOPIC answer. ``queueDatas``/``brokerDatas`` are always written."""
+    """GET_ROUTEINFO_BY_TOPIC answer. ``queueDatas``/``brokerDatas`` are always written;
+    ``topicQueueMappingByBroker`` (5.x) only for a static topic, its mapping by broker name."""
 
     order_topic_conf: str | None = None
     queue_datas: list[QueueData] = jfield(factory=list)
     broker_datas: list[BrokerData] = jfield(factory=list)
     filter_server_table: dict[str, list[str]] = jfield(factory=dict)
+    topic_queue_mapping_by_broker: dict[str, TopicQueueMappingInfo] | None = None
 
     def encode_for(self, request_version: int, accept_standard_json_only: bool = False) -> bytes:
         """The body for a requester, styled as the Java NameServer styles it."""
