@@ -1,6 +1,7 @@
 """Static topics (RocketMQ 5's logic queues) created on Bolide by the real mqadmin 5.3.3:
 ``updateStaticTopic`` stores the mapping in ``config/topicQueueMapping.json``, the broker
-registers it, and ``topicRoute``/``topicStatus`` show it as against a RocketMQ broker."""
+registers it, and ``topicRoute``/``topicStatus`` show it as against a RocketMQ broker; a
+second ``updateStaticTopic -b`` adds queues, and a restarted broker loads and registers it."""
 
 from __future__ import annotations
 
@@ -59,7 +60,15 @@ def test_update_static_topic_on_bolide(tmp_path: Path) -> None:
             await wait_until(lambda: b'"totalQueues":%d' % MORE in path.read_bytes(), 10)
             return first + rest, path.read_bytes(), {"broker": broker}
 
+    async def restart() -> tuple[int | None, bool]:
+        async with running_servers(tmp_path / "store") as s:  # the mapping is loaded and registered
+            detail = s.broker.static_topics.get(TOPIC)
+            route = s.namesrv.processor.routes.pick_topic_route_data(TOPIC)
+            return (detail.total_queues if detail else None,
+                    route is not None and bool(route.topic_queue_mapping_by_broker))
+
     outputs, stored, info = asyncio.run(main())
+    assert asyncio.run(restart()) == (MORE, True)
     log = "\n=====\n".join(outputs)
     broker = info["broker"]
     assert "command failed" not in log and "Exception" not in log, log
