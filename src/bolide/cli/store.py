@@ -77,7 +77,7 @@ def demo(path: str, conf: str | None, count: int, output: str) -> None:
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def verify(path: str, conf: str | None, output: str) -> None:
     """Check a store (an fsck): record CRCs and chain, CommitLog <-> ConsumeQueue, index
-    chains, config files. Exit 1 on problems, each named with its global offset."""
+    chains, config files, compaction files. Exit 1 on problems, each named with its global offset."""
     config = _config(path, conf)
     total = sum(p.stat().st_size for p in config.commit_log_dir.glob("*")) if (
         config.commit_log_dir.is_dir()) else 0
@@ -96,7 +96,9 @@ def verify(path: str, conf: str | None, output: str) -> None:
         click.echo(f"{report.records} records, {report.bytes_checked} bytes ({rate:.0f} MiB/s), "
                    f"{report.queues} queues, {report.queue_entries} queue entries, "
                    f"{report.index_files} index files, {report.index_entries} index entries, "
-                   f"{report.config_files} config files")
+                   f"{report.config_files} config files"
+                   + (f", {report.compaction_queues} compacted queues ({report.compaction_records} "
+                      "records)" if report.compaction_queues else ""))
         if report.deleted_queue_records:
             click.echo(f"{report.deleted_queue_records} records of deleted queues (skipped "
                        "until retention removes them)")

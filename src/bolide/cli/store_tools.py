@@ -45,7 +45,8 @@ def _fail(exc: BolideError) -> click.ClickException:
 @CONFIG
 @OUTPUT
 def inspect_cmd(path: str, conf: str | None, output: str) -> None:
-    """Segments, offsets, topics and queues, index files, checkpoint, consumer lag."""
+    """Segments, offsets, topics and queues, index files, checkpoint, compacted queues,
+    consumer lag."""
     info = inspect_store(store_config(path, conf))
     if output == "json":
         _json(info)
@@ -81,6 +82,7 @@ def inspect_cmd(path: str, conf: str | None, output: str) -> None:
             click.echo(f"  {f['name']}: {f['entries']}/{f['max_entries']} entries, stored "
                        f"{format_ms(f['begin_timestamp'])} .. {format_ms(f['end_timestamp'])}, "
                        f"CommitLog {f['begin_phy_offset']} .. {f['end_phy_offset']}")
+    _echo_compaction(info["compaction"])
     click.echo("Consumer groups:" if info["consumer_groups"] else "Consumer groups: none")
     for group, topics in info["consumer_groups"].items():
         for topic, rows in topics.items():
@@ -89,6 +91,24 @@ def inspect_cmd(path: str, conf: str | None, output: str) -> None:
                 click.echo(f"  {group} on {topic} queue {qid}: offset {row['offset']}, "
                            f"max {row['max_offset']}, lag {lag}")
     click.echo("Config files: " + ", ".join(f"{k} {v}" for k, v in info["config_files"].items()))
+
+
+def _echo_compaction(comp: dict[str, Any]) -> None:
+    click.echo("Compacted queues:" if comp["queues"] else "Compacted queues: none")
+    for q in comp["queues"]:
+        kept = (f"offsets {q['first_offset']}..{q['last_offset']} kept" if q["records"]
+                else "no records")
+        position = "none" if q["position"] is None else q["position"]
+        click.echo(f"  {q['topic']} queue {q['queue_id']}: {q['files']} file pair(s), {kept}, "
+                   f"{q['records']} records, {q['bytes']} bytes, compacted up to {position}")
+        for problem in q["problems"]:
+            click.echo(f"    PROBLEM {problem}")
+    positions = comp["positions"]
+    if positions is not None:
+        click.echo("Compaction positions: " + (", ".join(f"{k} {v}" for k, v in positions.items())
+                                               or "none"))
+    for problem in comp["problems"]:
+        click.echo(f"  PROBLEM {problem}")
 
 
 # -- dump ---------------------------------------------------------------------------------
@@ -202,13 +222,17 @@ def _raw(config: StoreConfig, m: MessageExt) -> bytes:
 @click.option("--dry-run", is_flag=True, help="Show what would be done; change nothing.")
 @click.option("--rebuild-queues", is_flag=True, help="Rebuild every ConsumeQueue even if sound.")
 @click.option("--rebuild-index", is_flag=True, help="Rebuild the index even if sound.")
+@click.option("--rebuild-compaction", "rebuild_compaction", multiple=True, metavar="TOPIC[:QUEUE]",
+              help="Remove a compacted queue's compaction files (all queues of TOPIC without "
+              ":QUEUE); the broker copies them in again from the ConsumeQueue. Repeatable.")
 @OUTPUT
 def repair(path: str, conf: str | None, dry_run: bool, rebuild_queues: bool, rebuild_index: bool,
-           output: str) -> None:
-    """Cut a corrupt CommitLog tail, rebuild ConsumeQueues and index (refuses a locked store)."""
+           rebuild_compaction: tuple[str, ...], output: str) -> None:
+    """Cut a corrupt CommitLog tail, rebuild ConsumeQueues and index, cut compaction files at
+    their first bad record (refuses a locked store)."""
     config = store_config(path, conf)
     try:
-        plan = plan_repair(config, rebuild_queues, rebuild_index)
+        plan = plan_repair(config, rebuild_queues, rebuild_index, rebuild_compaction)
         if not dry_run and plan.actions:
             apply_repair(config, plan)
     except BolideError as exc:
@@ -221,7 +245,8 @@ def repair(path: str, conf: str | None, dry_run: bool, rebuild_queues: bool, reb
         for p in plan.report.problems:
             click.echo(f"PROBLEM {p}")
         if not plan.actions:
-            click.echo("nothing to repair: verify found no problems")
+            click.echo("nothing to repair: verify found no problems" if plan.report.ok else
+                       "no repair action for these problems: follow the fix each one names")
         for action in plan.actions:
             click.echo(("WOULD " if dry_run else "DONE ") + str(action))
         if plan.recovery is not None:
@@ -233,7 +258,7 @@ def repair(path: str, conf: str | None, dry_run: bool, rebuild_queues: bool, reb
                                                   f"{len(after.problems)} problem(s) left"))
             for p in after.problems:
                 click.echo(f"PROBLEM {p}")
-    sys.exit(0 if dry_run or after.ok else 1)
+    sys.exit(0 if (dry_run and plan.actions) or after.ok else 1)
 
 
 COMMANDS = (inspect_cmd, dump, query, repair)

@@ -25,7 +25,7 @@ from bolide.common.config_persist import load_with_backup, write_atomic
 from bolide.common.fastjson import dumps_pretty, loads
 from bolide.errors import BolideError, ConfigError
 from bolide.store.commitlog import CommitLog
-from bolide.store.compaction_files import log_file_size
+from bolide.store.compaction_files import file_sizes
 from bolide.store.compaction_log import CompactionLog, record_keys
 from bolide.store.config import StoreConfig
 from bolide.store.consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue
@@ -48,14 +48,8 @@ class PositionFile:
         self.offsets: dict[str, int] = {}
 
     def load(self) -> None:
-        def decode(data: bytes) -> dict[str, int]:
-            obj = loads(data)
-            table = obj.get("queueOffsetMap") if isinstance(obj, dict) else None
-            if not isinstance(table, dict):
-                raise ConfigError("no queueOffsetMap object")
-            return {str(k): int(v) for k, v in table.items()}
-
-        self.offsets = load_with_backup(self.path, decode, what="the compaction positions") or {}
+        self.offsets = load_with_backup(self.path, decode_positions,
+                                        what="the compaction positions") or {}
 
     def get(self, topic: str, queue_id: int) -> int:
         return self.offsets.get(f"{topic}_{queue_id}", -1)
@@ -68,6 +62,15 @@ class PositionFile:
         """Write the file as RocketMQ's ``ConfigManager.persist`` does: fastjson's pretty
         format, with the ``empty`` bean property its ``isEmpty()`` getter adds."""
         write_atomic(self.path, encode_positions(self.offsets))
+
+
+def decode_positions(data: bytes) -> dict[str, int]:
+    """``position-checkpoint``'s queue offsets; ConfigError or ValueError when it does not decode."""
+    obj = loads(data)
+    table = obj.get("queueOffsetMap") if isinstance(obj, dict) else None
+    if not isinstance(table, dict):
+        raise ConfigError("no queueOffsetMap object")
+    return {str(k): int(v) for k, v in table.items()}
 
 
 def encode_positions(offsets: dict[str, int]) -> bytes:
@@ -84,8 +87,7 @@ class CompactionStore:
         self.root = config.root / COMPACTION_DIR
         self.log_root = self.root / "compactionLog"
         self.cq_root = self.root / "compactionCq"
-        self.cq_size = config.compaction_cq_mapped_file_size // 46 * 46
-        self.log_size = log_file_size(self.cq_size, config.compaction_mapped_file_size)
+        self.log_size, self.cq_size = file_sizes(config)
         threads = min(os.cpu_count() or 1, max(1, config.compaction_thread_num))
         self.map_bytes = config.max_offset_map_size // threads
         self.positions = PositionFile(self.root / POSITION_FILE)

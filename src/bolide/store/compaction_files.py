@@ -27,6 +27,7 @@ from pathlib import Path
 
 from bolide.common import sysflag
 from bolide.errors import StoreFormatError
+from bolide.store.config import StoreConfig
 from bolide.store.mapped_file import MappedFile, file_name
 from bolide.store.record import BLANK_MAGIC, RecordError, parse_record
 
@@ -48,6 +49,13 @@ def log_file_size(cq_file_size: int, log_size: int) -> int:
     if n < 5:
         return cq_file_size * 5
     return n * cq_file_size if 0 < m < cq_file_size >> 1 else (n + 1) * cq_file_size
+
+
+def file_sizes(config: StoreConfig) -> tuple[int, int]:
+    """(log file size, queue file size) from ``compactionMappedFileSize`` and
+    ``compactionCqMappedFileSize``, rounded as RocketMQ does."""
+    cq_size = config.compaction_cq_mapped_file_size // UNIT_SIZE * UNIT_SIZE
+    return log_file_size(cq_size, config.compaction_mapped_file_size), cq_size
 
 
 def record_body_length(buf: memoryview | bytes) -> int:
@@ -145,7 +153,7 @@ class PartitionLog:
         newest = max(logs + cqs)
         paths = [(self.log_dir / newest, self.log_size), (self.cq_dir / newest, self.cq_size)]
         whole = all(path.is_file() and path.stat().st_size == size for path, size in paths)
-        if whole or not all(_unwritten(path) for path, _ in paths):
+        if whole or not all(unwritten(path) for path, _ in paths):
             return
         for path, _ in paths:
             if path.is_file():
@@ -288,7 +296,7 @@ class PartitionLog:
         shutil.rmtree(self.cq_dir, ignore_errors=True)
 
 
-def _unwritten(path: Path) -> bool:
+def unwritten(path: Path) -> bool:
     """``path`` is missing or holds only zero bytes (read a chunk at a time)."""
     if not path.is_file():
         return True

@@ -1,7 +1,8 @@
 """``bolide store inspect``: what a store directory holds, read-only, as a JSON-ready dict.
 
 Segments and the CommitLog's min/max offsets, each topic's queues (min/max offsets, counts),
-index files, checkpoint times, the abort flag and lock, and consumer groups with their lag.
+index files, checkpoint times, the abort flag and lock, consumer groups with their lag, and the
+compacted queues' files with ``position-checkpoint``'s offsets.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from bolide.store.offline import (
     queue_range,
     scan_end,
 )
+from bolide.store.verify_compaction import compaction_info
 from bolide.store.verify_config import MANAGERS, load_config_file
 
 _CHECKPOINT = struct.Struct(">qqqqq")
@@ -76,6 +78,7 @@ def inspect_store(config: StoreConfig) -> dict[str, Any]:
                 "files": len(segs.maps)}
     out["topics"] = topics
     out["index_files"] = _index_files(config)
+    out["compaction"] = compaction_info(config)
     out["consumer_groups"] = _groups(config, topics)
     out["config_files"] = {
         cls.FILE_NAME: ("missing" if not (root / "config" / cls.FILE_NAME).exists()

@@ -6,13 +6,15 @@ them out: extend a last CommitLog segment cut short, restore a config file from 
 ``abort`` file and a zeroed checkpoint, so that recovery re-checks every record's CRC from
 the first segment, cuts the CommitLog at the first bad record (zeroing the rest, deleting
 later segments) and rebuilds the missing ConsumeQueue entries and the index, exactly as
-after a crash. Refuses while a running process holds the store's lock.
+after a crash. Compaction files are repaired first (:mod:`bolide.store.repair_compaction`);
+the recovery leaves them alone. Refuses while a running process holds the store's lock.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bolide.errors import BolideError, StoreError, StoreLockedError
@@ -20,6 +22,7 @@ from bolide.store.checkpoint import CHECKPOINT_SIZE, is_locked_by_other_process
 from bolide.store.config import StoreConfig
 from bolide.store.config_files import JsonConfigFile
 from bolide.store.index_reader import index_paths
+from bolide.store.repair_compaction import CompactionRepairRefused, apply_compaction, plan_compaction
 from bolide.store.results import RecoveryReport
 from bolide.store.verify import VerifyReport, verify_store
 from bolide.store.verify_config import MANAGERS
@@ -31,7 +34,9 @@ class RepairRefused(StoreError):
 
 @dataclass(slots=True)
 class Action:
-    kind: str  # extend-segment, restore-config, truncate, rebuild-queues, rebuild-index
+    kind: str  # extend-segment, restore-config, truncate, rebuild-queues, rebuild-index, recover
+    # and (bolide.store.repair_compaction) restore-positions, remove-positions,
+    # truncate-compaction, rebuild-compaction
     target: str
     detail: str
 
@@ -73,11 +78,17 @@ def check_unlocked(config: StoreConfig) -> None:
 
 
 def plan_repair(config: StoreConfig, rebuild_queues: bool = False,
-                rebuild_index: bool = False) -> RepairPlan:
-    """What :func:`apply_repair` would do (nothing is changed)."""
+                rebuild_index: bool = False, rebuild_compaction: Sequence[str] = ()) -> RepairPlan:
+    """What :func:`apply_repair` would do (nothing is changed). ``rebuild_compaction`` names
+    compacted queues (``TOPIC`` or ``TOPIC:QUEUE``) whose compaction files are to be removed."""
     check_unlocked(config)
     report = verify_store(config.root, config)
     plan = RepairPlan(report)
+    if report.compaction is not None:
+        try:
+            plan_compaction(config, report.compaction, rebuild_compaction, plan.actions)
+        except CompactionRepairRefused as exc:
+            raise RepairRefused(str(exc)) from None
     size = config.mapped_file_size_commit_log
     segments = sorted(p for p in config.commit_log_dir.glob("*") if p.name.isdigit()) if (
         config.commit_log_dir.is_dir()) else []
@@ -145,6 +156,8 @@ def apply_repair(config: StoreConfig, plan: RepairPlan) -> RepairPlan:
 
     check_unlocked(config)
     root = config.root
+    if plan.report.compaction is not None:
+        apply_compaction(config, plan.actions, plan.report.compaction)
     for action in plan.actions:
         if action.kind == "extend-segment":
             os.truncate(action.target, config.mapped_file_size_commit_log)
@@ -160,7 +173,8 @@ def apply_repair(config: StoreConfig, plan: RepairPlan) -> RepairPlan:
         with open(root / "checkpoint", "wb") as f:  # all zero: recover from the first segment
             f.write(bytes(CHECKPOINT_SIZE))
             os.fsync(f.fileno())
-        safe = config.replace(file_reserved_time_hours=1 << 30, clean_file_forcibly_enable=False)
+        safe = config.replace(file_reserved_time_hours=1 << 30, clean_file_forcibly_enable=False,
+                              enable_compaction=False)  # compaction files: repaired above
         store = MessageStore(safe)
         try:
             store.open()

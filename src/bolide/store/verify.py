@@ -4,7 +4,8 @@ Reads the files read-only: every CommitLog record's framing and CRC, the record 
 across segments, CommitLog <-> ConsumeQueue agreement in both directions, the index files'
 hash chains (:mod:`bolide.store.verify_index`, in a child process beside the CommitLog scan
 when the index is large) and the config files
-(:mod:`bolide.store.verify_config`). Each problem names its global offset.
+(:mod:`bolide.store.verify_config`) and the compacted queues' files
+(:mod:`bolide.store.verify_compaction`). Each problem names its global offset.
 
 The CommitLog scan is the hot loop (docs/performance.md): one ``struct`` unpack and one
 ``zlib.crc32`` over a memoryview slice of the mapping per record, and ConsumeQueue entries
@@ -20,6 +21,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from bolide.errors import BolideError
 from bolide.store.config import StoreConfig
@@ -35,6 +37,9 @@ from bolide.store.offline import (
     queue_range,
 )
 from bolide.store.record import MAGIC_V1, RecordInfo, parse_record
+
+if TYPE_CHECKING:
+    from bolide.store.verify_compaction import CompactionScan
 
 # TOTALSIZE MAGIC BODYCRC QUEUEID (FLAG) QUEUEOFFSET PHYSICALOFFSET SYSFLAG, then BODYLENGTH
 # at 84 for a record with IPv4 hosts: everything the scan needs in one unpack.
@@ -68,6 +73,9 @@ class VerifyReport:
     index_entries: int = 0
     config_files: int = 0
     deleted_queue_records: int = 0  # records of deleted queues (config/droppedQueues.json)
+    compaction_queues: int = 0
+    compaction_records: int = 0
+    compaction: CompactionScan | None = None  # the compaction files as read (for repair)
     problems: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
 
@@ -83,6 +91,8 @@ class VerifyReport:
             "index_files": self.index_files, "index_entries": self.index_entries,
             "config_files": self.config_files,
             "deleted_queue_records": self.deleted_queue_records,
+            "compaction_queues": self.compaction_queues,
+            "compaction_records": self.compaction_records,
             "problems": [p.to_json() for p in self.problems],
             "warnings": [p.to_json() for p in self.warnings],
         }
@@ -123,6 +133,7 @@ class _Queue:
 def verify_store(root: str | os.PathLike[str], config: StoreConfig | None = None,
                  progress: Callable[[int], None] | None = None) -> VerifyReport:
     """Check the store at ``root``; ``progress(bytes)`` is called as the CommitLog is read."""
+    from bolide.store.verify_compaction import check_compaction
     from bolide.store.verify_config import check_config_files
     from bolide.store.verify_index import BackgroundIndexCheck, check_index_files
 
@@ -156,6 +167,7 @@ def verify_store(root: str | os.PathLike[str], config: StoreConfig | None = None
             return ranges[(topic, qid)]
 
         check_config_files(cfg, bounds, report)
+        check_compaction(cfg, report)
     finally:
         if index_check is not None:
             index_check.cancel()
