@@ -75,7 +75,7 @@ def plan_compaction(config: StoreConfig, scan: CompactionScan, rebuild: Sequence
         if q in chosen:
             continue
         for pair in q.pairs:
-            if pair.cut < 0:
+            if pair.cut < 0 or pair.backwards:
                 continue
             at = (f"log offset {pair.cut_phys} ({pair.reason})" if pair.cut_phys >= 0
                   else "an invalid unit")

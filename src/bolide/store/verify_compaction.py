@@ -56,6 +56,7 @@ class PairScan:
     cut_phys: int = -1
     reason: str = ""  # why the unit at ``cut`` is bad
     log_end: int = 0  # end of the last sound record in the log file
+    backwards: bool = False  # its first unit's offset goes back: a cut cannot mend that
 
     @property
     def base(self) -> int:
@@ -191,7 +192,7 @@ def scan_queue(config: StoreConfig, topic: str, queue_id: int, check_crc: bool =
                                     "store ignores): `bolide store repair` cuts the queue file there"))
         elif pair.cut == 0 and pair.reason.startswith("queue offset"):  # back across files
             q.problems.append(Issue(f"{rel_cq}/{name}", 0, f"{pair.reason}: {rebuild}"))
-            q.needs_rebuild = True
+            q.needs_rebuild = pair.backwards = True
         elif pair.cut >= 0:
             q.problems.append(Issue(f"{rel_log}/{name}", pair.cut_phys, f"unit {pair.cut}: "
                                     f"{pair.reason}: `bolide store repair` cuts the queue there "
