@@ -89,6 +89,14 @@ import org.apache.rocketmq.remoting.RPCHook;
  *                                  (setClientRebalance(false): with the group's mode POP it pops
  *                                  them), then N sends of "pop-I": MSG body reconsumeTimes hasPopCk,
  *                                  until all N were consumed
+ *   compacted NAMESRV TOPIC GROUP KEYS ROUNDS TIMEOUT
+ *                                  RocketMQ's docs/en/Example_Compaction_Topic.md: ROUNDS rounds of
+ *                                  one send per key "key-K" (body "vK-R", a selector by key picks
+ *                                  the queue): SEND key queueId queueOffset; then SENT, and waits
+ *                                  for a line on stdin (the test compacts); then a lite pull
+ *                                  consumer assigned every queue, seekToBegin on each, polls into
+ *                                  a key -> body map: MSG key body queueId queueOffset, until
+ *                                  every key holds its round ROUNDS-1 value; then KV key body
  *   digests NAMESRV TOPIC GROUP N TIMEOUT
  *                                  a push consumer printing MSG head length md5 (head: the body
  *                                  up to its first ':') until N distinct bodies arrived
@@ -140,6 +148,10 @@ public final class BolideScenarios {
                 break;
             case "compressed":
                 code = compressed(a[1], a[2], Integer.parseInt(a[3]), Integer.parseInt(a[4]));
+                break;
+            case "compacted":
+                code = compacted(a[1], a[2], a[3], Integer.parseInt(a[4]), Integer.parseInt(a[5]),
+                                 Integer.parseInt(a[6]));
                 break;
             case "digests":
                 code = digests(a[1], a[2], a[3], Integer.parseInt(a[4]), Integer.parseInt(a[5]));
@@ -513,6 +525,62 @@ public final class BolideScenarios {
             consumer.shutdown();
         }
         return seen.size() >= n ? 0 : 3;
+    }
+
+    private static int compacted(String namesrv, String topic, String group, int keys, int rounds,
+                                 int timeoutSec) throws Exception {
+        DefaultMQProducer producer = producer(namesrv);
+        try {
+            for (int r = 0; r < rounds; r++) {
+                for (int k = 0; k < keys; k++) {
+                    String key = "key-" + k;
+                    Message msg = new Message(topic, "tag1", key, utf8("v" + k + "-" + r));
+                    SendResult sent = producer.send(msg, (mqs, message, shardingKey) -> {
+                        int select = Math.abs(shardingKey.hashCode());
+                        if (select < 0) {
+                            select = 0;
+                        }
+                        return mqs.get(select % mqs.size());
+                    }, key);
+                    line("SEND", key, String.valueOf(sent.getMessageQueue().getQueueId()),
+                         String.valueOf(sent.getQueueOffset()));
+                }
+            }
+        } finally {
+            producer.shutdown();
+        }
+        line("SENT", String.valueOf(keys * rounds));
+        System.out.flush();
+        new java.io.BufferedReader(new java.io.InputStreamReader(System.in, StandardCharsets.UTF_8))
+            .readLine();
+        DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(group);
+        consumer.setNamesrvAddr(namesrv);
+        consumer.setInstanceName(instance("c"));
+        consumer.setPullThreadNums(4);
+        consumer.setVipChannelEnabled(false);
+        consumer.start();
+        java.util.Map<String, String> kvStore = new java.util.TreeMap<>();
+        String last = "-" + (rounds - 1);
+        long deadline = System.currentTimeMillis() + timeoutSec * 1000L;
+        try {
+            java.util.Collection<MessageQueue> queues = consumer.fetchMessageQueues(topic);
+            consumer.assign(queues);
+            for (MessageQueue mq : queues) {
+                consumer.seekToBegin(mq);
+            }
+            while (System.currentTimeMillis() < deadline && !(kvStore.size() == keys
+                    && kvStore.values().stream().allMatch(v -> v.endsWith(last)))) {
+                for (MessageExt m : consumer.poll(1000)) {
+                    line("MSG", m.getKeys(), text(m), String.valueOf(m.getQueueId()),
+                         String.valueOf(m.getQueueOffset()));
+                    kvStore.put(m.getKeys(), text(m));
+                }
+            }
+        } finally {
+            consumer.shutdown();
+        }
+        kvStore.forEach((k, v) -> line("KV", k, v));
+        return kvStore.size() == keys ? 0 : 3;
     }
 
     private static int sql(String namesrv, String topic, String group, int n, int expect, String expression,

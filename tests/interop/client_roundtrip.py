@@ -187,10 +187,11 @@ def with_servers(tmp_path: Path, test: Callable[[Servers], Awaitable[Any]],
     return asyncio.run(main())
 
 
-async def create_topic(s: Servers, topic: str, queues: int = 4) -> None:
-    """Create ``topic`` and wait until the NameServer routes it."""
+async def create_topic(s: Servers, topic: str, queues: int = 4, attributes: str | None = None) -> None:
+    """Create ``topic`` (``attributes``: RocketMQ 5's, ``+cleanup.policy=COMPACTION``) and wait
+    until the NameServer routes it."""
     header = CreateTopicRequestHeader(topic=topic, default_topic="TBW102", read_queue_nums=queues,
-                                      write_queue_nums=queues, perm=6)
+                                      write_queue_nums=queues, perm=6, attributes=attributes)
     async with RemotingClient() as client:
         r = await client.invoke(s.broker_addr,
                                 RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header))

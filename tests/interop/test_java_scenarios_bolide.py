@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 from client_roundtrip import (
+    CLIENT_TIMEOUT,
     FAST_RETRIES,
     create_topic,
     run_driver,
@@ -148,8 +150,10 @@ def test_two_consumers_in_one_group(tmp_path: Path, model: str) -> None:
         assert received["a"] == received["b"] == everything
 
 
-def test_lite_pull_consumer(tmp_path: Path) -> None:
-    java, n, topic = scenarios(tmp_path), 10, "JavaLitePull"
+@pytest.mark.parametrize("version", VERSIONS)
+def test_lite_pull_consumer(tmp_path: Path, version: str) -> None:
+    """5.x's lite pull consumer pulls with LITE_PULL_MESSAGE (361), 4.9's with PULL_MESSAGE."""
+    java, n, topic = scenarios(tmp_path, version), 10, "JavaLitePull"
 
     async def test(s: Servers) -> tuple[list[list[str]], int]:
         await create_topic(s, topic, queues=2)
@@ -326,3 +330,81 @@ def test_compressed_bodies_both_ways(tmp_path: Path) -> None:
                 for b in [body(k, i) for k in kinds for i in range(n)]
                 + [body(f"py{k}", i) for k in kinds for i in range(n)]}
     assert {tuple(f[1:]) for f in digests} == expected
+
+
+COMPACTION_FILES = {"compaction_cq_mapped_file_size": 46 * 10,  # nine records a file pair
+                    "compaction_mapped_file_size": 64 * 1024,
+                    "compaction_schedule_interval_ms": 3_600_000}
+
+
+async def run_compacted_driver(cmd: list[str], log: Path,
+                               compact: Callable[[], Awaitable[None]]) -> list[list[str]]:
+    """Run the ``compacted`` command: once it printed SENT, ``await compact()``, then let it read."""
+    proc = await asyncio.create_subprocess_exec(*cmd, stdin=asyncio.subprocess.PIPE,
+                                                stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    head: list[str] = []
+    try:
+        async with asyncio.timeout(CLIENT_TIMEOUT):
+            while not head or not head[-1].startswith("SENT"):
+                line = (await proc.stdout.readline()).decode(errors="replace")
+                if not line:
+                    break
+                head.append(line.rstrip("\n"))
+            await compact()
+            proc.stdin.write(b"go\n")
+            await proc.stdin.drain()
+            out, err = await proc.communicate()
+    except BaseException:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        raise
+    text = "\n".join(head) + "\n" + out.decode(errors="replace")
+    errors = err.decode(errors="replace")
+    log.write_text(text + "\n--- stderr ---\n" + errors)
+    assert proc.returncode == 0, (f"{cmd[-7:]} exited {proc.returncode}; see {log}:\n"
+                                  f"{text[-3000:]}\n{errors[-3000:]}")
+    return [line.split("\t") for line in text.splitlines() if "\t" in line]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_compacted_topic_read_from_the_beginning(tmp_path: Path, version: str) -> None:
+    """RocketMQ's Example_Compaction_Topic.md against Bolide: sends by key with a selector, a
+    compaction, then DefaultLitePullConsumer assign + seekToBegin + poll into a key -> body map."""
+    java, topic, keys, rounds = scenarios(tmp_path, version), "JavaCompacted", 8, 8
+
+    async def test(s: Servers) -> tuple[list[list[str]], dict[tuple[int, int], str]]:
+        await create_topic(s, topic, queues=4, attributes="+cleanup.policy=COMPACTION")
+        store = s.broker.store
+        assert topic in store.compacted_topics()
+
+        async def compact() -> None:
+            assert await asyncio.to_thread(store.wait_dispatched)
+            assert await asyncio.to_thread(store.compact_now) >= 1
+
+        lines = await run_compacted_driver(
+            [*java, "compacted", s.namesrv_addr, topic, "java_compacted_cg", str(keys), str(rounds),
+             "60"], tmp_path / "compacted.log", compact)
+        kept = {}  # (queue, offset) -> body the store serves from offset 0
+        for qid in range(4):
+            offset = 0
+            while True:
+                got = store.get_message("check", topic, qid, offset, 32)
+                kept.update(((qid, m.queue_offset), m.body.decode()) for m in got.messages)
+                if got.next_begin_offset <= offset:
+                    break
+                offset = got.next_begin_offset
+        return lines, kept
+
+    lines, kept = with_servers(tmp_path, test, store=COMPACTION_FILES)
+    sent = [f for f in lines if f[0] == "SEND"]
+    assert len(sent) == keys * rounds
+    queue_of = {f[1]: f[2] for f in sent}
+    assert all(queue_of[f[1]] == f[2] for f in sent)  # the selector kept each key on one queue
+    got = [f for f in lines if f[0] == "MSG"]
+    assert {(int(f[3]), int(f[4])): f[2] for f in got} == kept  # what the store keeps, no more
+    assert len(got) < keys * rounds  # compaction dropped older values
+    kv = {f[1]: f[2] for f in lines if f[0] == "KV"}
+    assert kv == {f"key-{k}": f"v{k}-{rounds - 1}" for k in range(keys)}

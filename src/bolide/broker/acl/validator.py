@@ -47,7 +47,8 @@ _GROUP_ONLY = {RequestCode.CONSUMER_SEND_MSG_BACK: "group",
                RequestCode.UNREGISTER_CLIENT: "consumerGroup",
                RequestCode.GET_CONSUMER_LIST_BY_GROUP: "consumerGroup"}
 _TOPIC_AND_GROUP = {code: ("topic", "consumerGroup") for code in (
-    RequestCode.PULL_MESSAGE, RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.POP_MESSAGE,
+    RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE, RequestCode.UPDATE_CONSUMER_OFFSET,
+    RequestCode.POP_MESSAGE,
     RequestCode.ACK_MESSAGE, RequestCode.CHANGE_MESSAGE_INVISIBLETIME)}
 
 

@@ -32,7 +32,8 @@ SIZE_BOUNDS = (1024, 4096, 512 * 1024, 1024 * 1024, 2 * 1024 * 1024, 4 * 1024 * 
 LATENCY_BOUNDS_MS = (1, 3, 5, 7, 10, 100, 1000, 2000, 3000)
 _LATENCY_BOUNDS_S = tuple(ms / 1000 for ms in LATENCY_BOUNDS_MS)
 # held until a message comes or the wait ends when answered later (is_long_polling)
-_LONG_POLLING_CODES = frozenset({RequestCode.PULL_MESSAGE, RequestCode.POP_MESSAGE})
+_LONG_POLLING_CODES = frozenset({RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE,
+                                 RequestCode.POP_MESSAGE})
 OTHER = "__other__"
 NORMAL, FIFO, DELAY, TRANSACTION = "normal", "fifo", "delay", "transaction"  # RocketMQ's values
 SYSTEM_GROUP_PREFIX = "cid_rmq_sys_"

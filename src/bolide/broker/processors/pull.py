@@ -1,4 +1,5 @@
-"""PULL_MESSAGE (11) with long polling (spec 3.5)."""
+"""PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361, what RocketMQ 5's lite pull consumer sends;
+refused when ``litePullMessageEnable`` is false) with long polling (spec 3.5)."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def sql_filter(selector: Selector) -> RecordFilter:
 class PullProcessor:
     """Reads the store for a pull; holds a pull that finds nothing until a message arrives."""
 
-    CODES = (RequestCode.PULL_MESSAGE,)
+    CODES = (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)  # 5.x lite pull consumers
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
@@ -155,6 +156,10 @@ class PullProcessor:
         broker = self.broker
         if not broker.config.broker_permission & PERM_READ:
             return _refusal(request, ResponseCode.NO_PERMISSION, "this broker is not readable now")
+        if request.code == RequestCode.LITE_PULL_MESSAGE and not broker.config.lite_pull_message_enable:
+            return _refusal(request, ResponseCode.NO_PERMISSION,
+                            f"the broker[{broker.config.broker_ip1}] for lite pull consumer is "
+                            "forbidden: set litePullMessageEnable=true to serve lite pull consumers")
         group = broker.subscription_groups.find(header.consumer_group)
         if group is None:
             return _refusal(request,
