@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
+from click.testing import CliRunner
 
+from bolide.cli.main import cli
 from bolide.client import ClientConfig, MQClientError, SendStatus, pulling
 from bolide.client.blocking import Admin, Producer
 from bolide.client.filtering import subscription
@@ -309,6 +311,23 @@ def test_rocketmq_compaction_files_have_bolide_layout(rocket_written: RocketWrit
             assert info.store_timestamp == store_ts
             seen.append(qoff)
     assert [o for o, _, _ in rocket_written.served] == seen
+
+
+def test_bolide_store_verify_and_inspect_rocketmq_compaction_files(run: Run,
+                                                                   rocket_written: RocketWritten) -> None:
+    """``bolide store verify`` and ``inspect`` (with RocketMQ's broker.conf) on the store RocketMQ
+    compacted: no problem, its compacted queue and position as RocketMQ wrote them."""
+    root, conf = str(rocket_written.root), str(run.rmq.broker_conf_path)
+    result = CliRunner().invoke(cli, ["store", "verify", root, "-c", conf, "--output", "json"])
+    report = json.loads(result.output)
+    assert result.exit_code == 0 and report["ok"], report["problems"]
+    assert (report["compaction_queues"], report["compaction_records"]) == (1, len(rocket_written.served))
+    result = CliRunner().invoke(cli, ["store", "inspect", root, "-c", conf, "--output", "json"])
+    assert result.exit_code == 0, result.output
+    [q] = json.loads(result.output)["compaction"]["queues"]
+    offsets = [o for o, _, _ in rocket_written.served]
+    assert (q["topic"], q["first_offset"], q["last_offset"], q["records"], q["position"]) == (
+        TOPIC, offsets[0], offsets[-1], len(offsets), rocket_written.position)
 
 
 def _file_shapes(store: Path) -> dict[str, tuple[list[int], bytes, bool]]:
