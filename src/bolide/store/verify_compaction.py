@@ -167,39 +167,43 @@ def scan_queue(config: StoreConfig, topic: str, queue_id: int, check_crc: bool =
             q.needs_rebuild = True
     previous = -1
     for name in sorted(logs & cqs):
-        wrong = [(rel, size, (config.root / rel / name).stat().st_size)
-                 for rel, size in ((rel_log, log_size), (rel_cq, cq_size))
-                 if (config.root / rel / name).stat().st_size != size]
-        if wrong and name == newest and all(unwritten(d / name) for d in (log_dir, cq_dir)):
-            q.warnings.append(Issue(f"{wrong[0][0]}/{name}", -1, "a file pair whose creation was "
-                                    "cut short, never written: the store removes it at open"))
-            continue
-        if wrong:
-            for rel, size, length in wrong:
-                q.problems.append(Issue(
-                    f"{rel}/{name}", -1, f"{length} bytes, expected {size}: pass the broker.conf it "
-                    "was written with (-c, compactionMappedFileSize/compactionCqMappedFileSize), "
-                    f"or {rebuild}"))
-            q.needs_rebuild = True
-            continue
-        pair = PairScan(name)
-        with _mapped(log_dir / name) as log, _mapped(cq_dir / name) as cq:
-            _scan_pair(pair, log, cq, topic, queue_id, check_crc, previous)
-        if pair.cut < 0 and not pair.ended and nonzero_after(cq_dir / name, pair.units * UNIT_SIZE):
-            pair.cut, pair.cut_phys = pair.units, -1
-            q.problems.append(Issue(f"{rel_cq}/{name}", pair.units * UNIT_SIZE,
-                                    f"unit {pair.units} is not valid but bytes follow it (units the "
-                                    "store ignores): `bolide store repair` cuts the queue file there"))
-        elif pair.cut == 0 and pair.reason.startswith("queue offset"):  # back across files
-            q.problems.append(Issue(f"{rel_cq}/{name}", 0, f"{pair.reason}: {rebuild}"))
-            q.needs_rebuild = pair.backwards = True
-        elif pair.cut >= 0:
-            q.problems.append(Issue(f"{rel_log}/{name}", pair.cut_phys, f"unit {pair.cut}: "
-                                    f"{pair.reason}: `bolide store repair` cuts the queue there "
-                                    "(the store's load ignores it and what follows in the file)"))
-        if pair.units:
-            previous = pair.last
-        q.pairs.append(pair)
+        try:
+            wrong = [(rel, size, (config.root / rel / name).stat().st_size)
+                     for rel, size in ((rel_log, log_size), (rel_cq, cq_size))
+                     if (config.root / rel / name).stat().st_size != size]
+            if wrong and name == newest and all(unwritten(d / name) for d in (log_dir, cq_dir)):
+                q.warnings.append(Issue(f"{wrong[0][0]}/{name}", -1, "a file pair whose creation was "
+                                        "cut short, never written: the store removes it at open"))
+                continue
+            if wrong:
+                for rel, size, length in wrong:
+                    q.problems.append(Issue(
+                        f"{rel}/{name}", -1, f"{length} bytes, expected {size}: pass the broker.conf it "
+                        "was written with (-c, compactionMappedFileSize/compactionCqMappedFileSize), "
+                        f"or {rebuild}"))
+                q.needs_rebuild = True
+                continue
+            pair = PairScan(name)
+            with _mapped(log_dir / name) as log, _mapped(cq_dir / name) as cq:
+                _scan_pair(pair, log, cq, topic, queue_id, check_crc, previous)
+            if pair.cut < 0 and not pair.ended and nonzero_after(cq_dir / name, pair.units * UNIT_SIZE):
+                pair.cut, pair.cut_phys = pair.units, -1
+                q.problems.append(Issue(f"{rel_cq}/{name}", pair.units * UNIT_SIZE,
+                                        f"unit {pair.units} is not valid but bytes follow it (units the "
+                                        "store ignores): `bolide store repair` cuts the queue file there"))
+            elif pair.cut == 0 and pair.reason.startswith("queue offset"):  # back across files
+                q.problems.append(Issue(f"{rel_cq}/{name}", 0, f"{pair.reason}: {rebuild}"))
+                q.needs_rebuild = pair.backwards = True
+            elif pair.cut >= 0:
+                q.problems.append(Issue(f"{rel_log}/{name}", pair.cut_phys, f"unit {pair.cut}: "
+                                        f"{pair.reason}: `bolide store repair` cuts the queue there "
+                                        "(the store's load ignores it and what follows in the file)"))
+            if pair.units:
+                previous = pair.last
+            q.pairs.append(pair)
+        except FileNotFoundError:  # a running broker swapped files as they were read
+            q.warnings.append(Issue(f"{rel_log}/{name}", -1, "removed while it was read (a compaction "
+                                    "of a running broker?): run again for a full check"))
     return q
 
 
