@@ -17,6 +17,7 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
+import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.RequestCallback;
 import org.apache.rocketmq.client.producer.SendCallback;
@@ -363,9 +364,7 @@ public final class BolideScenarios {
                     }
                 }
                 dlq.assign(queues);
-                for (MessageQueue q : queues) {
-                    dlq.seekToBegin(q);
-                }
+                seekToBegin(dlq, queues);
                 while (dead.size() < odds && System.currentTimeMillis() < deadline) {
                     for (MessageExt m : dlq.poll(1000)) {
                         line("DLQ", text(m), String.valueOf(m.getReconsumeTimes()), m.getTopic(),
@@ -565,9 +564,7 @@ public final class BolideScenarios {
         try {
             java.util.Collection<MessageQueue> queues = consumer.fetchMessageQueues(topic);
             consumer.assign(queues);
-            for (MessageQueue mq : queues) {
-                consumer.seekToBegin(mq);
-            }
+            seekToBegin(consumer, queues);
             while (System.currentTimeMillis() < deadline && !(kvStore.size() == keys
                     && kvStore.values().stream().allMatch(v -> v.endsWith(last)))) {
                 for (MessageExt m : consumer.poll(1000)) {
@@ -581,6 +578,29 @@ public final class BolideScenarios {
         }
         kvStore.forEach((k, v) -> line("KV", k, v));
         return kvStore.size() == keys ? 0 : 3;
+    }
+
+    /**
+     * seekToBegin on each queue, once more when it fails: assign() starts the lite pull consumer's
+     * pull tasks at once, a seek cancels a queue's task with an interrupt, and an interrupted
+     * request makes the client close its connection to the broker (invokeSync: "send request
+     * exception, so close the channel"), failing the other requests under way on it, the seek's
+     * own GET_MIN_OFFSET among them. A client-side race, against any broker.
+     */
+    private static void seekToBegin(DefaultLitePullConsumer consumer, java.util.Collection<MessageQueue> queues)
+            throws Exception {
+        for (MessageQueue mq : queues) {
+            for (int attempt = 1; ; attempt++) {
+                try {
+                    consumer.seekToBegin(mq);
+                    break;
+                } catch (MQClientException e) {
+                    if (attempt == 3) {
+                        throw e;
+                    }
+                }
+            }
+        }
     }
 
     private static int sql(String namesrv, String topic, String group, int n, int expect, String expression,
