@@ -9,11 +9,13 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from client_roundtrip import unavailable
+from client_roundtrip import run_driver, unavailable
 
 from bolide.broker.static_topics import StaticTopicMappings
+from bolide.client import Producer
+from bolide.common import Message
 from bolide.common.fastjson import loads
-from bolide.testing.rocketmq import RocketMQ, RocketMQUnavailable
+from bolide.testing.rocketmq import JAVA_SCENARIOS_MAIN, RocketMQ, RocketMQUnavailable, java_client_command
 from bolide.testing.servers import running_servers
 from conftest import wait_until
 
@@ -93,3 +95,63 @@ def test_update_static_topic_on_bolide(tmp_path: Path) -> None:
     # topicStatus lists the logic queues under the mock broker name
     rows = [line.split() for line in outputs[2].splitlines() if "__syslo__global__" in line]
     assert sorted(int(r[1]) for r in rows) == list(range(QUEUES)), outputs[2]
+
+
+
+def test_java_client_sends_and_consumes_a_static_topic(tmp_path: Path) -> None:
+    """The Java 5.3.3 client addresses the logic queues (broker ``__syslo__global__``) of a
+    static topic made by updateStaticTopic: sync, async, oneway and batch sends land on the
+    physical queues and answer logic offsets; push consumers of a new group start at the
+    queues' ends (GET_MAX_OFFSET), receive every message sent then, commit their offsets
+    (UPDATE_CONSUMER_OFFSET) and, started again, resume from them (QUERY_CONSUMER_OFFSET)."""
+    rmq = _rmq(tmp_path)
+    try:
+        java = java_client_command("5.3.3", home=tmp_path / "jhome", main=JAVA_SCENARIOS_MAIN)
+    except RocketMQUnavailable as exc:
+        unavailable(f"real RocketMQ unavailable: {exc}")
+        raise
+    topic, group, n = "StaticJava", "static_java_cg", 4
+
+    async def main() -> tuple[list[list[str]], ...]:
+        async with running_servers(tmp_path / "store") as s:
+            rmq.namesrv_port = s.namesrv.port
+            await asyncio.to_thread(rmq.mqadmin_batch, [
+                ["updateStaticTopic", "-t", topic, "-qn", str(QUEUES), "-c", "DefaultCluster"]])
+            await wait_until(lambda: s.broker.static_topics.get(topic) is not None, 10)
+            await s.broker.registration.wait_pending()
+            sent = await run_driver([*java, "send-modes", s.namesrv_addr, topic, str(n)],
+                                    tmp_path / "send.log")
+
+            def ends() -> list[int]:
+                return [s.broker.store.get_max_offset_in_queue(topic, q) for q in range(QUEUES)]
+
+            await wait_until(lambda: sum(ends()) == 4 * n, 10)
+            first = await run_driver([*java, "group", s.namesrv_addr, topic, group, "CLUSTERING",
+                                      str(n), "60"], tmp_path / "group1.log")
+            await wait_until(lambda: [s.broker.offsets.query(group, topic, q)
+                                      for q in range(QUEUES)] == ends(), 10)
+            committed = [[str(s.broker.offsets.query(group, topic, q)) for q in range(QUEUES)],
+                         [str(end) for end in ends()]]
+            async with Producer(s.namesrv_addr, "static_py_pg") as producer:
+                for i in range(n):  # sent while no consumer runs
+                    await producer.send(Message(topic, f"py-{i}".encode()))
+            second = await run_driver([*java, "group", s.namesrv_addr, topic, group, "CLUSTERING",
+                                       str(2 * n), "60"], tmp_path / "group2.log")
+            return sent, first, committed, second
+
+    sent, first, committed, second = asyncio.run(main())
+    # sends: every mode SEND_OK on a logic queue, each queue's offsets counting from 0
+    assert [f[2] for f in sent] == ["SEND_OK"] * (2 * n + 1), sent
+    offsets: dict[int, list[int]] = {}
+    for f in sent:
+        offsets.setdefault(int(f[4]), []).append(int(f[5]))
+    assert set(offsets) <= set(range(QUEUES)) and all(min(o) >= 0 for o in offsets.values())
+    # the new group started at the ends (not the 4n sent before) and got what came after
+    got = [f for f in first if f[0] == "MSG"]
+    assert {f[2] for f in got} == {f"g-{i}" for i in range(n)}, first
+    # its offsets were committed on the physical queues: every queue read to its end
+    assert committed[0] == committed[1], committed
+    # started again, the group resumed there: it got what was sent while it was away
+    again = [f for f in second if f[0] == "MSG"]
+    assert {f"py-{i}" for i in range(n)} <= {f[2] for f in again}, second
+    assert not {f[3] for f in got} & {f[3] for f in again}, (first, second)

@@ -254,6 +254,7 @@ class ResponseCode(IntEnum):
     POLLING_TIMEOUT = 210  # 5.x
     BROKER_NOT_EXIST = 211  # 5.x
     FLOW_CONTROL = 215
+    NOT_LEADER_FOR_QUEUE = 501  # 5.x: a static topic's logic queue led by another broker
     ILLEGAL_OPERATION = 604  # 5.x: e.g. a recall with a handle of another topic or broker
     GO_AWAY = 1500  # 5.x
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from bolide.broker import static_rewrite as sr
 from bolide.broker.config import BrokerConfig
 from bolide.common.sql92 import SelectorError
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
@@ -82,10 +83,23 @@ class ConsumerProcessor:
         except Exception as exc:  # a NameServer down or slow: answer the heartbeat anyway
             log.warning("the new retry topics are not registered yet: %s", exc)
 
+    def _logic(self, request: RemotingCommand, topic: str, queue_id: int) -> sr.LogicQueue | None:
+        """The static topic's logic queue a request addresses (None: serve it as it is)."""
+        statics = self.broker.static_topics.table
+        return sr.logic_queue(statics, topic, queue_id, request.ext_fields) if statics else None
+
     def query_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """The committed offset, or QUERY_NOT_FOUND (22) when the group has none (spec trap 8)."""
         header = request.read_header(h.QueryConsumerOffsetRequestHeader)
-        offset = self.broker.offsets.query(header.consumer_group, header.topic, header.queue_id)
+        lq = self._logic(request, header.topic, header.queue_id)
+        if lq is None:
+            offset = self.broker.offsets.query(header.consumer_group, header.topic, header.queue_id)
+        else:
+            found = sr.query_offset(lq, lambda queue_id: self.broker.offsets.query(
+                header.consumer_group, header.topic, queue_id))
+            if isinstance(found, sr.Refusal):
+                return request.make_response(*found)
+            offset = found
         if offset is None:
             return request.make_response(ResponseCode.QUERY_NOT_FOUND,
                                          "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
@@ -93,18 +107,40 @@ class ConsumerProcessor:
 
     def update_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = request.read_header(h.UpdateConsumerOffsetRequestHeader)
-        self.broker.offsets.commit(header.consumer_group, header.topic, header.queue_id,
-                                   header.commit_offset)
+        queue_id, offset = header.queue_id, header.commit_offset
+        lq = self._logic(request, header.topic, queue_id)
+        if lq is not None:
+            physical = sr.commit_offset(lq, offset)
+            if isinstance(physical, sr.Refusal):
+                return request.make_response(*physical)
+            queue_id, offset = physical
+        self.broker.offsets.commit(header.consumer_group, header.topic, queue_id, offset)
         return request.make_response()
 
     def get_max_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = request.read_header(h.GetMaxOffsetRequestHeader)
-        offset = self.broker.store.get_max_offset_in_queue(header.topic, header.queue_id)
+        store = self.broker.store
+        lq = self._logic(request, header.topic, header.queue_id)
+        if lq is None:
+            offset = store.get_max_offset_in_queue(header.topic, header.queue_id)
+        else:
+            found = sr.max_offset(lq, lambda queue_id: store.get_max_offset_in_queue(header.topic, queue_id))
+            if isinstance(found, sr.Refusal):
+                return request.make_response(*found)
+            offset = found
         return request.make_response(header=h.GetMaxOffsetResponseHeader(offset=offset))
 
     def get_min_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = request.read_header(h.GetMinOffsetRequestHeader)
-        offset = self.broker.store.get_min_offset_in_queue(header.topic, header.queue_id)
+        store = self.broker.store
+        lq = self._logic(request, header.topic, header.queue_id)
+        if lq is None:
+            offset = store.get_min_offset_in_queue(header.topic, header.queue_id)
+        else:
+            found = sr.min_offset(lq, lambda queue_id: store.get_min_offset_in_queue(header.topic, queue_id))
+            if isinstance(found, sr.Refusal):
+                return request.make_response(*found)
+            offset = found
         return request.make_response(header=h.GetMinOffsetResponseHeader(offset=offset))
 
     def search_offset_by_timestamp(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
@@ -112,17 +148,35 @@ class ConsumerProcessor:
         message is older); 5.x ``boundaryType=UPPER``: the last one stored at or before it."""
         header = request.read_header(h.SearchOffsetRequestHeader)
         store = self.broker.store
-        if (header.boundary_type or "").upper() == "UPPER":
-            after = store.get_offset_in_queue_by_time(header.topic, header.queue_id, header.timestamp + 1)
-            offset = max(after - 1, store.get_min_offset_in_queue(header.topic, header.queue_id))
+        upper = (header.boundary_type or "").upper() == "UPPER"
+
+        def search(queue_id: int) -> int:
+            if upper:
+                after = store.get_offset_in_queue_by_time(header.topic, queue_id, header.timestamp + 1)
+                return max(after - 1, store.get_min_offset_in_queue(header.topic, queue_id))
+            return store.get_offset_in_queue_by_time(header.topic, queue_id, header.timestamp)
+
+        lq = self._logic(request, header.topic, header.queue_id)
+        if lq is None:
+            offset = search(header.queue_id)
         else:
-            offset = store.get_offset_in_queue_by_time(header.topic, header.queue_id, header.timestamp)
+            found = sr.search_offset(lq, search)
+            if isinstance(found, sr.Refusal):
+                return request.make_response(*found)
+            offset = found
         return request.make_response(header=h.SearchOffsetResponseHeader(offset=offset))
 
     def get_earliest_msg_storetime(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """Store time of the queue's first retained message; -1 for an empty or unknown queue."""
         header = request.read_header(h.GetEarliestMsgStoretimeRequestHeader)
-        timestamp = self.broker.store.get_earliest_message_time(header.topic, header.queue_id)
+        queue_id = header.queue_id
+        lq = self._logic(request, header.topic, queue_id)
+        if lq is not None:
+            physical = sr.earliest_queue(lq)
+            if isinstance(physical, sr.Refusal):
+                return request.make_response(*physical)
+            queue_id = physical
+        timestamp = self.broker.store.get_earliest_message_time(header.topic, queue_id)
         return request.make_response(header=h.GetEarliestMsgStoretimeResponseHeader(timestamp=timestamp))
 
     async def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:

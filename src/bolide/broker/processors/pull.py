@@ -8,6 +8,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bolide.broker.processors.consumer import property_filter_refusal
+from bolide.broker.static_rewrite import (
+    LogicQueue,
+    PullPlan,
+    Refusal,
+    logic_queue,
+    pull_request,
+    pull_response,
+)
+from bolide.broker.static_rewrite import commit_offset as logic_commit_offset
 from bolide.broker.subscription_groups import INDEX_PERM_READ
 from bolide.broker.topic_config import PERM_READ
 from bolide.common.properties import decode_properties
@@ -50,7 +59,9 @@ def pull_code(result: GetMessageResult, offset: int) -> int:
 
 
 RecordFilter = Callable[[memoryview], bool]
-_Selection = tuple[list[str] | None, RecordFilter | None]  # tags, SQL92 filter of the records
+# tags, SQL92 filter of the records; a static topic's logic queue and where its pull reads
+_Logic = tuple[LogicQueue, PullPlan] | None
+_Selection = tuple[list[str] | None, RecordFilter | None, _Logic]
 # the response (None: a pull consumer's pull of cold data to hold first), the header (None: refused)
 _Read = tuple[RemotingCommand | None, PullMessageRequestHeader | None, _Selection]
 COLD_HOLD_S = 3.0  # RocketMQ's ColdDataPullRequestHoldService holds such a pull 3 s (and up to 5 more)
@@ -59,7 +70,7 @@ COLD_BUSY = "This consumer group is reading cold data. It has been flow control"
 
 
 def _refusal(request: RemotingCommand, code: int, remark: str) -> _Read:
-    return request.make_response(code, remark), None, (None, None)
+    return request.make_response(code, remark), None, (None, None, None)
 
 
 def sql_filter(selector: Selector) -> RecordFilter:
@@ -178,6 +189,23 @@ class PullProcessor:
         if not tc.perm & PERM_READ:
             return _refusal(request, ResponseCode.NO_PERMISSION,
                                          f"the topic[{header.topic}] pulling message is forbidden")
+        logic: _Logic = None
+        commit_at: tuple[int, int] | None = None
+        statics = broker.static_topics.table
+        if statics and (lq := logic_queue(statics, header.topic, header.queue_id,
+                                          request.ext_fields)) is not None:
+            plan = pull_request(lq, header.queue_offset, header.max_msg_nums)
+            if isinstance(plan, Refusal):
+                return _refusal(request, *plan)
+            logic = (lq, plan)
+            if header.sys_flag & FLAG_COMMIT_OFFSET:  # committed as UPDATE_CONSUMER_OFFSET does
+                committed = logic_commit_offset(lq, header.commit_offset)
+                if isinstance(committed, Refusal):
+                    header.sys_flag &= ~FLAG_COMMIT_OFFSET
+                else:
+                    commit_at = committed
+            header.queue_id, header.queue_offset = plan.queue_id, plan.queue_offset
+            header.max_msg_nums = plan.max_msg_nums
         if not 0 <= header.queue_id < tc.read_queue_nums:
             return _refusal(request,
                 ResponseCode.SYSTEM_ERROR,
@@ -193,7 +221,7 @@ class PullProcessor:
                           f"topic[{header.topic}]")
                 return (request.make_response(ResponseCode.NO_PERMISSION, remark,
                                               ext_fields={"forbiddenType": SUBSCRIPTION_FORBIDDEN}),
-                        None, (None, None))
+                        None, (None, None, None))
             found = broker.clients.subscription(header.consumer_group, header.topic)
             if found is None:
                 return _refusal(request,
@@ -201,13 +229,13 @@ class PullProcessor:
                     f"the consumer's subscription of {header.topic} not exist: send HEART_BEAT "
                     "first or post the subscription with the pull")
             sub = found
-        selection: _Selection = (None if sub.matches_all else sub.tags_set, None)
+        selection: _Selection = (None if sub.matches_all else sub.tags_set, None, logic)
         if sub.expression_type != EXPRESSION_TAG:
             refused = property_filter_refusal(broker.config, sub.expression_type)
             if refused is not None:
                 return _refusal(request, ResponseCode.SYSTEM_ERROR, refused)
             try:
-                selection = (None, sql_filter(broker.selectors.get(sub.sub_string)))
+                selection = (None, sql_filter(broker.selectors.get(sub.sub_string)), logic)
             except SelectorError as exc:
                 return _refusal(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                                 f"the consumer's SQL92 subscription of {header.topic} does not "
@@ -217,14 +245,14 @@ class PullProcessor:
             if throttled is not None:
                 return throttled
         if header.sys_flag & FLAG_COMMIT_OFFSET and broker.role is not BrokerRole.SLAVE:
-            broker.offsets.commit(header.consumer_group, header.topic, header.queue_id,
-                                  header.commit_offset)
+            queue_id, offset = commit_at or (header.queue_id, header.commit_offset)
+            broker.offsets.commit(header.consumer_group, header.topic, queue_id, offset)
         return self._read(request, header, selection), header, selection
 
     def _read(self, request: RemotingCommand, header: PullMessageRequestHeader,
               selection: _Selection) -> RemotingCommand:
         broker = self.broker
-        tags, record_filter = selection
+        tags, record_filter, logic = selection
         result = broker.store.get_message(header.consumer_group, header.topic, header.queue_id,
                                           header.queue_offset, header.max_msg_nums, tags,
                                           joined=True, record_filter=record_filter)
@@ -238,6 +266,13 @@ class PullProcessor:
         answer = PullMessageResponseHeader(next_begin_offset=result.next_begin_offset,
                                            min_offset=result.min_offset, max_offset=result.max_offset,
                                            suggest_which_broker_id=suggest)
+        if logic is not None:  # a static topic: logic offsets (RocketMQ rewriteResponseForStaticTopic)
+            lq, plan = logic
+            offsets = pull_response(lq, plan.item, header.queue_offset, code,
+                                    result.next_begin_offset, result.min_offset, result.max_offset)
+            code = offsets.code
+            answer.next_begin_offset, answer.min_offset = offsets.next_begin_offset, offsets.min_offset
+            answer.max_offset, answer.offset_delta = offsets.max_offset, offsets.offset_delta
         # the store copies the records into one buffer as it selects them: one copy costs less
         # than a view per record written as separate buffers (a pull's body is at most
         # maxTransferBytesOnMessageInMemory, 256 KiB)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from bolide.broker.metrics.collect import message_type
 from bolide.broker.retry import dlq_topic, group_of_retry_topic, max_reconsume_times
+from bolide.broker.static_rewrite import LogicQueue, Refusal, logic_queue, send_offset, send_queue
 from bolide.broker.timer import TimerRefusal, timer_properties
 from bolide.broker.timer_recall import timer_recall_handle
 from bolide.broker.topic_config import NOT_SENDABLE, PERM_WRITE
@@ -156,18 +157,19 @@ class SendProcessor:
         put = self._put(ctx, request)
         if type(put) is RemotingCommand:
             return put
-        result, queue_id, extra = put  # type: ignore[misc]
+        result, queue_id, extra, logic = put  # type: ignore[misc]
         if waits_for_store(request.ext_fields):
             await self.broker.flush_waiters.settle(result)
             if (ha := self.broker.sync_master) is not None:
                 await ha.wait_replicated(result)
-        return self._answer(request, result, queue_id, extra)
+        return self._answer(request, result, queue_id, extra, logic)
 
     def _put(self, ctx: RequestContext, request: RemotingCommand,
-             ) -> RemotingCommand | tuple[PutMessageResult, int, dict[str, str] | None]:
+             ) -> RemotingCommand | tuple[PutMessageResult, int, dict[str, str] | None,
+                                          LogicQueue | None]:
         """Store the message(s) of a send; (put result, queue id, extFields the answer adds:
-        a timer message's recall handle, a half message's transaction id), or the response
-        refusing it."""
+        a timer message's recall handle, a half message's transaction id; the static topic's
+        logic queue it was sent to), or the response refusing it."""
         header = decode_send_request_header(request.code, request.ext_fields)
         topic = header.topic
         if topic in NOT_SENDABLE:
@@ -191,6 +193,14 @@ class SendProcessor:
             return request.make_response(ResponseCode.NO_PERMISSION,
                                          f"the topic {topic} or this broker is not writable")
         queue_id = header.queue_id
+        logic = None
+        statics = self.broker.static_topics.table
+        if statics and (logic := logic_queue(statics, topic, queue_id, request.ext_fields,
+                                             select_one=True)) is not None:
+            physical = send_queue(logic)
+            if type(physical) is Refusal:
+                return request.make_response(*physical)
+            queue_id = physical  # type: ignore[assignment]
         dead = False
         extra: dict[str, str] | None = None
         waits = False
@@ -272,7 +282,7 @@ class SendProcessor:
             if metrics is not None:
                 metrics.on_put(topic, message_type(header.properties, half=half), result.msg_num,
                                result.wrote_bytes)
-        return result, queue_id, extra
+        return result, queue_id, extra, logic
 
     def _timer(self, topic: str, encoded: bytes) -> tuple[bytes, str | None, bool]:
         """The properties of a timer message as stored (due time, first delay level), its
@@ -288,18 +298,23 @@ class SendProcessor:
                 P.DELAY_TIME_LEVEL in props)
 
     def _answer(self, request: RemotingCommand, result: PutMessageResult, queue_id: int,
-                extra: dict[str, str] | None = None, *, frame: bool = False) -> RemotingCommand | bytes:
-        """The send response for a put result, with the ``extra`` extFields; with ``frame``, a
-        plain success to a JSON request as its encoded frame (``send_ok_frame``)."""
+                extra: dict[str, str] | None = None, logic: LogicQueue | None = None, *,
+                frame: bool = False) -> RemotingCommand | bytes:
+        """The send response for a put result, with the ``extra`` extFields (a send to a
+        static topic answers its logic queue and offset); with ``frame``, a plain success to a
+        JSON request as its encoded frame (``send_ok_frame``)."""
         code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if code not in _STORED:
             return request.make_response(code, f"{result.status.value}: {result.remark}")
         self.broker.stats.on_put(result.msg_num, result.wrote_bytes)
         msg_id = ",".join(result.offset_msg_ids)  # a batch's ids, comma-separated
+        queue_offset = result.queue_offset
+        if logic is not None:
+            queue_id, queue_offset = logic.global_id, send_offset(logic, queue_offset)
         if (frame and code == ResponseCode.SUCCESS and not result.remark and extra is None
                 and request.serialize_type is _JSON):
-            return send_ok_frame(request.opaque, msg_id, queue_id, result.queue_offset)
-        ext = send_response_ext(msg_id, queue_id, result.queue_offset)
+            return send_ok_frame(request.opaque, msg_id, queue_id, queue_offset)
+        ext = send_response_ext(msg_id, queue_id, queue_offset)
         if extra is not None:
             ext.update(extra)
         return request.make_response_ext(code, ext, result.remark or None)

@@ -1,0 +1,290 @@
+"""Serving a static topic's logic queues (RIP-21) on the broker that leads them, as RocketMQ 5's
+TopicQueueMappingManager.buildTopicQueueMappingContext and the processors'
+rewriteRequestForStaticTopic / rewriteResponseForStaticTopic do.
+
+A client addresses a static topic's queue by its global id (MessageQueue broker
+``__syslo__global__``) and logic offsets; the broker maps them onto the physical queue and
+offsets of the mapping item that holds them and back. A request is rewritten when its topic is
+static here and it does not say ``lo=false`` (a forwarded, physical request). Requests for a
+logic queue led by another broker are refused with RocketMQ's answer (NOT_LEADER_FOR_QUEUE);
+offsets held by an item on another broker (after a remapping) would be forwarded there by
+RocketMQ, which this broker does not do: they are refused with SYSTEM_ERROR naming the broker.
+
+Pure functions over the mapping; the processors read and write the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from bolide.protocol.bodies.static_topic import (
+    LogicQueueMappingItem,
+    TopicQueueMappingDetail,
+    find_item,
+    find_next,
+)
+from bolide.protocol.codes import ResponseCode
+
+_MAX_LONG = 2**63 - 1
+
+
+class Refusal(NamedTuple):
+    """A rewritten request's answer instead of serving it."""
+
+    code: int
+    remark: str
+
+
+@dataclass(slots=True)
+class LogicQueue:
+    """A request's logic queue (RocketMQ TopicQueueMappingContext)."""
+
+    topic: str
+    global_id: int
+    detail: TopicQueueMappingDetail
+    items: list[LogicQueueMappingItem]
+
+    @property
+    def leader(self) -> LogicQueueMappingItem | None:
+        return self.items[-1] if self.items else None
+
+    def not_leader(self, what: str = "does not exit in") -> Refusal | None:
+        """RocketMQ's refusal when this broker does not lead the queue, naming the leader."""
+        leader = self.leader
+        if leader is not None and leader.bname == self.detail.bname:
+            return None
+        where = f"; its leader is broker {leader.bname}" if leader is not None else ""
+        return Refusal(ResponseCode.NOT_LEADER_FOR_QUEUE,
+                       f"{self.topic}-{self.global_id} {what} request process of current broker "
+                       f"{self.detail.bname}{where}")
+
+    def local(self, item: LogicQueueMappingItem | None) -> Refusal | None:
+        """None when ``item`` is on this broker; else the refusal of a request RocketMQ would
+        forward to the item's broker."""
+        if item is None:
+            return Refusal(ResponseCode.SYSTEM_ERROR,
+                           f"{self.topic}-{self.global_id} has no mapping item with a logic offset")
+        if item.bname == self.detail.bname:
+            return None
+        return Refusal(ResponseCode.SYSTEM_ERROR,
+                       f"{self.topic}-{self.global_id}: the logic offsets from {item.logic_offset} "
+                       f"are on broker {item.bname}; this broker does not forward static topic "
+                       "requests to another broker")
+
+
+def logic_queue(table: Mapping[str, TopicQueueMappingDetail], topic: str, queue_id: int,
+                ext_fields: Mapping[str, str], *, select_one: bool = False) -> LogicQueue | None:
+    """The logic queue a request addresses, or None to serve it as it is (the topic is not
+    static here, or the request says ``lo=false``). With ``select_one`` (sends), a negative
+    queue id picks the first hosted logic queue, as RocketMQ does."""
+    detail = table.get(topic)
+    if detail is None:
+        return None
+    lo = ext_fields.get("lo")
+    if lo is not None and lo.lower() != "true":
+        return None
+    if queue_id < 0 and select_one and detail.hosted_queues:
+        queue_id = next(iter(detail.hosted_queues))
+    items = detail.hosted_queues.get(queue_id) if queue_id >= 0 else None
+    return LogicQueue(topic, queue_id, detail, items or [])
+
+
+# -- sends ------------------------------------------------------------------------------------
+def send_queue(lq: LogicQueue) -> int | Refusal:
+    """The physical queue a send to the logic queue is stored in."""
+    refused = lq.not_leader()
+    if refused is not None:
+        return refused
+    assert lq.leader is not None
+    return lq.leader.queue_id
+
+
+def send_offset(lq: LogicQueue, physical_offset: int) -> int:
+    """The logic queue offset a send answers for the physical one it was stored at."""
+    assert lq.leader is not None
+    return lq.leader.static_offset_loosely(physical_offset)
+
+
+# -- pulls ------------------------------------------------------------------------------------
+class PullPlan(NamedTuple):
+    """Where a pull of a logic queue reads: the item, its physical queue and offset, the
+    message count (no more than the item holds)."""
+
+    item: LogicQueueMappingItem
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int
+
+
+def pull_request(lq: LogicQueue, logic_offset: int, max_msg_nums: int) -> PullPlan | Refusal:
+    """The physical read of a pull from ``logic_offset``."""
+    refused = lq.not_leader("cannot find mapping item in")
+    if refused is not None:
+        return refused
+    item = find_item(lq.items, logic_offset, ignore_negative=True)
+    refused = lq.local(item)
+    if refused is not None:
+        return refused
+    assert item is not None
+    if item.end_decided():
+        max_msg_nums = min(item.end_offset - item.start_offset, max_msg_nums)
+    return PullPlan(item, item.queue_id, item.physical_offset(logic_offset), max_msg_nums)
+
+
+class PullOffsets(NamedTuple):
+    """A pull response's code and offsets, in logic offsets."""
+
+    code: int
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    offset_delta: int
+
+
+def pull_response(lq: LogicQueue, current: LogicQueueMappingItem, request_offset: int, code: int,
+                  next_begin: int, min_offset: int, max_offset: int) -> PullOffsets:
+    """The pull response for the physical read of ``current`` from ``request_offset``:
+    the code (moving on to the next item when this one is read to its end) and the offsets
+    as logic offsets (RocketMQ PullMessageProcessor.rewriteResponseForStaticTopic)."""
+    leader = lq.leader
+    assert leader is not None
+    earliest = find_item(lq.items, 0, ignore_negative=True)
+    new_code = code
+    if code != ResponseCode.SUCCESS:
+        revised = False
+        if leader.gen == current.gen:
+            if request_offset > max_offset:
+                if code == ResponseCode.PULL_OFFSET_MOVED:
+                    next_begin = max_offset
+            elif request_offset < min_offset:
+                next_begin, new_code = min_offset, ResponseCode.PULL_RETRY_IMMEDIATELY
+        if earliest is not None and earliest.gen == current.gen:
+            if request_offset < min_offset:
+                next_begin, new_code = min_offset, ResponseCode.PULL_OFFSET_MOVED
+            elif request_offset >= max_offset:
+                after = find_next(lq.items, current, ignore_negative=True)
+                if after is not None:
+                    revised, current = True, after
+                    next_begin = min_offset = max_offset = after.start_offset
+                    new_code = ResponseCode.PULL_RETRY_IMMEDIATELY
+                else:
+                    new_code = ResponseCode.PULL_NOT_FOUND
+            else:
+                new_code = code
+        if (not revised and leader.gen != current.gen
+                and (earliest is None or earliest.gen != current.gen)):
+            if request_offset < min_offset:
+                next_begin, new_code = min_offset, ResponseCode.PULL_RETRY_IMMEDIATELY
+            elif request_offset >= max_offset:
+                after = find_next(lq.items, current, ignore_negative=True)
+                if after is not None:
+                    current = after
+                    next_begin = min_offset = max_offset = after.start_offset
+                    new_code = ResponseCode.PULL_RETRY_IMMEDIATELY
+                else:
+                    new_code = ResponseCode.PULL_NOT_FOUND
+            else:
+                new_code = code
+    if current.end_decided() and next_begin >= current.end_offset:
+        next_begin = current.end_offset
+    return PullOffsets(
+        new_code,
+        current.static_offset_strictly(next_begin),
+        current.static_offset_strictly(max(current.start_offset, min_offset)),
+        max(current.static_offset_strictly(max_offset), lq.detail.max_static_offset(lq.global_id)),
+        current.logic_offset - current.start_offset)
+
+
+# -- consumer offsets -------------------------------------------------------------------------
+def query_offset(lq: LogicQueue, stored: Callable[[int], int | None]) -> int | Refusal | None:
+    """A group's logic offset from the offsets it committed on the items' physical queues
+    (``stored(queue id)``, None when none), the leader's first; None when there is none."""
+    refused = lq.not_leader()
+    if refused is not None:
+        return refused
+    items = lq.items
+    if len(items) == 1 and items[0].logic_offset == 0:  # as physical
+        offset = stored(items[0].queue_id)
+        return None if offset is None else items[0].static_offset_strictly(offset)
+    for item in reversed(items):
+        refused = lq.local(item)
+        if refused is not None:
+            return refused
+        offset = stored(item.queue_id)
+        if offset is not None and offset >= 0:
+            return item.static_offset_strictly(offset)
+    return None
+
+
+def commit_offset(lq: LogicQueue, logic_offset: int) -> tuple[int, int] | Refusal:
+    """The physical queue and offset a group's logic offset is committed as."""
+    refused = lq.not_leader()
+    if refused is not None:
+        return refused
+    item = find_item(lq.items, logic_offset, ignore_negative=True)
+    refused = lq.local(item)
+    if refused is not None:
+        return refused
+    assert item is not None
+    return item.queue_id, item.physical_offset(logic_offset)
+
+
+# -- queue offsets and times ------------------------------------------------------------------
+def max_offset(lq: LogicQueue, store_max: Callable[[int], int]) -> int | Refusal:
+    """GET_MAX_OFFSET: the logic offset after the queue's last message."""
+    refused = lq.not_leader()
+    if refused is not None:
+        return refused
+    item = find_item(lq.items, _MAX_LONG, ignore_negative=True)
+    refused = lq.local(item)
+    if refused is not None:
+        return refused
+    assert item is not None
+    return item.static_offset_strictly(store_max(item.queue_id))
+
+
+def min_offset(lq: LogicQueue, store_min: Callable[[int], int]) -> int | Refusal:
+    """GET_MIN_OFFSET: the logic offset of the queue's first retained message."""
+    refused = lq.not_leader()
+    if refused is not None:
+        return refused
+    item = find_item(lq.items, 0, ignore_negative=True)
+    refused = lq.local(item)
+    if refused is not None:
+        return refused
+    assert item is not None
+    return item.static_offset_loosely(store_min(item.queue_id))
+
+
+def search_offset(lq: LogicQueue, search: Callable[[int], int]) -> int | Refusal:
+    """SEARCH_OFFSET_BY_TIMESTAMP: the first item (oldest first) whose physical queue finds a
+    message past its start for the time (``search(queue id)``), as a logic offset."""
+    refused = lq.not_leader()
+    if refused is not None:
+        return refused
+    offset = -1
+    for item in lq.items:
+        if not item.logic_offset_decided():
+            continue
+        refused = lq.local(item)
+        if refused is not None:
+            return refused
+        offset = search(item.queue_id)
+        if offset > 0:
+            return item.static_offset_strictly(offset)
+    return offset
+
+
+def earliest_queue(lq: LogicQueue) -> int | Refusal:
+    """GET_EARLIEST_MSG_STORETIME: the physical queue of the queue's earliest item."""
+    refused = lq.not_leader()
+    if refused is not None:
+        return refused
+    item = find_item(lq.items, 0, ignore_negative=True)
+    refused = lq.local(item)
+    if refused is not None:
+        return refused
+    assert item is not None
+    return item.queue_id
