@@ -9,12 +9,13 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from client_roundtrip import run_driver, unavailable
+from client_roundtrip import run_driver, stored, unavailable
 
 from bolide.broker.static_topics import StaticTopicMappings
 from bolide.client import Producer
 from bolide.common import Message
 from bolide.common.fastjson import loads
+from bolide.protocol.bodies.static_topic import TopicQueueMappingDetail
 from bolide.testing.rocketmq import JAVA_SCENARIOS_MAIN, RocketMQ, RocketMQUnavailable, java_client_command
 from bolide.testing.servers import running_servers
 from conftest import wait_until
@@ -98,6 +99,22 @@ def test_update_static_topic_on_bolide(tmp_path: Path) -> None:
 
 
 
+BASE = 100  # the logic offset the shifted mapping's items start at
+
+
+def shift_mapping(mappings: StaticTopicMappings, topic: str) -> None:
+    """Make the logic queues differ from the physical ones: logic queue g on physical queue
+    g+1 (mod QUEUES), logic offset BASE + physical offset."""
+    detail = mappings.get(topic)
+    assert detail is not None
+    shifted = TopicQueueMappingDetail.decode(detail.encode())
+    for global_id, items in shifted.hosted_queues.items():
+        (item,) = items
+        item.queue_id, item.logic_offset = (global_id + 1) % QUEUES, BASE
+    shifted.epoch += 1
+    mappings.update(shifted, force=True)
+
+
 def test_java_client_sends_and_consumes_a_static_topic(tmp_path: Path) -> None:
     """The Java 5.3.3 client addresses the logic queues (broker ``__syslo__global__``) of a
     static topic made by updateStaticTopic: sync, async, oneway and batch sends land on the
@@ -118,6 +135,7 @@ def test_java_client_sends_and_consumes_a_static_topic(tmp_path: Path) -> None:
             await asyncio.to_thread(rmq.mqadmin_batch, [
                 ["updateStaticTopic", "-t", topic, "-qn", str(QUEUES), "-c", "DefaultCluster"]])
             await wait_until(lambda: s.broker.static_topics.get(topic) is not None, 10)
+            shift_mapping(s.broker.static_topics, topic)
             await s.broker.registration.wait_pending()
             sent = await run_driver([*java, "send-modes", s.namesrv_addr, topic, str(n)],
                                     tmp_path / "send.log")
@@ -137,15 +155,21 @@ def test_java_client_sends_and_consumes_a_static_topic(tmp_path: Path) -> None:
                     await producer.send(Message(topic, f"py-{i}".encode()))
             second = await run_driver([*java, "group", s.namesrv_addr, topic, group, "CLUSTERING",
                                        str(2 * n), "60"], tmp_path / "group2.log")
-            return sent, first, committed, second
+            stores = [[m.properties["UNIQ_KEY"], str(m.queue_id), str(m.queue_offset)]
+                      for m in stored(s, topic)]
+            return sent, first, committed, second, stores
 
-    sent, first, committed, second = asyncio.run(main())
+    sent, first, committed, second, stores = asyncio.run(main())
     # sends: every mode SEND_OK on a logic queue, each queue's offsets counting from 0
     assert [f[2] for f in sent] == ["SEND_OK"] * (2 * n + 1), sent
     offsets: dict[int, list[int]] = {}
     for f in sent:
         offsets.setdefault(int(f[4]), []).append(int(f[5]))
-    assert set(offsets) <= set(range(QUEUES)) and all(min(o) >= 0 for o in offsets.values())
+    assert set(offsets) <= set(range(QUEUES)) and all(min(o) >= BASE for o in offsets.values())
+    where = {uniq: (int(q), int(o)) for uniq, q, o in stores}
+    for f in sent:  # logic queue g, offset o: stored in physical queue g+1, offset o - BASE
+        if f[1] != "batch":
+            assert where[f[3]] == ((int(f[4]) + 1) % QUEUES, int(f[5]) - BASE), (f, where[f[3]])
     # the new group started at the ends (not the 4n sent before) and got what came after
     got = [f for f in first if f[0] == "MSG"]
     assert {f[2] for f in got} == {f"g-{i}" for i in range(n)}, first
