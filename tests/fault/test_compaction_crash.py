@@ -5,15 +5,12 @@ offset, with nothing torn; compacting again after the crash keeps that true."""
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 from bolide.store import GetStatus, MessageStore, StoreConfig
+from bolide.testing.crash import kill_after_acks
 from conftest import SMALL_COMMIT_LOG, SMALL_CONSUME_QUEUE, assert_consistent
 
 TOPIC = "Compacted"
@@ -83,20 +80,8 @@ def test_sigkill_while_compacting_loses_no_acknowledged_value(tmp_path: Path) ->
         root = tmp_path / f"store{round_no}"
         target = rng.choice([rng.randrange(1, 60), rng.randrange(60, 400), rng.randrange(400, 900)])
         ctx = f"round {round_no}, seed {seed}, killed after {target} acks"
-        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(root), str(SMALL_COMMIT_LOG),
-                                 str(SMALL_CONSUME_QUEUE)], stdout=subprocess.PIPE, text=True)
-        try:
-            assert proc.stdout is not None
-            deadline = time.monotonic() + 90
-            acked = 0
-            while acked < target and time.monotonic() < deadline:
-                line = proc.stdout.readline()
-                assert line, f"{ctx}: the writer exited ({proc.poll()})"
-                acked = int(line) + 1
-            os.kill(proc.pid, signal.SIGKILL)
-        finally:
-            proc.kill()
-            proc.wait()
+        acked = kill_after_acks([sys.executable, "-c", CHILD, str(root), str(SMALL_COMMIT_LOG),
+                                 str(SMALL_CONSUME_QUEUE)], target, ctx)
         cfg = config(root)
         with MessageStore(cfg) as store:
             assert store.recovery_report.abnormal, ctx

@@ -5,16 +5,13 @@ which are still in the CommitLog."""
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 from bolide.store import MessageStore, StoreConfig
 from bolide.store.repair import apply_repair, plan_repair
+from bolide.testing.crash import kill_after_acks
 from conftest import SMALL_COMMIT_LOG, SMALL_CONSUME_QUEUE, assert_consistent
 
 CHILD = """
@@ -72,21 +69,8 @@ def test_sigkill_after_deleting_a_topic_brings_none_of_it_back(tmp_path: Path) -
         root = tmp_path / f"store{round_no}"
         target = rng.choice([0, rng.randrange(1, 20), rng.randrange(20, 300)])
         ctx = f"round {round_no}, seed {seed}, killed after {target} new acks"
-        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(root), str(SMALL_COMMIT_LOG),
-                                 str(SMALL_CONSUME_QUEUE)], stdout=subprocess.PIPE, text=True)
-        try:
-            assert proc.stdout is not None
-            deadline = time.monotonic() + 60
-            assert proc.stdout.readline().strip() == "deleted", ctx
-            acked = 0
-            while acked < target and time.monotonic() < deadline:
-                line = proc.stdout.readline()
-                assert line, f"{ctx}: the writer exited ({proc.poll()})"
-                acked = int(line) + 1
-            os.kill(proc.pid, signal.SIGKILL)
-        finally:
-            proc.kill()
-            proc.wait()
+        acked = kill_after_acks([sys.executable, "-c", CHILD, str(root), str(SMALL_COMMIT_LOG),
+                                 str(SMALL_CONSUME_QUEUE)], target, ctx, first_line="deleted")
         cfg = config(root)
         with MessageStore(cfg) as store:
             assert store.recovery_report.abnormal, ctx

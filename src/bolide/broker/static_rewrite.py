@@ -92,6 +92,20 @@ def logic_queue(table: Mapping[str, TopicQueueMappingDetail], topic: str, queue_
 
 
 # -- sends ------------------------------------------------------------------------------------
+def _local_item(lq: LogicQueue, logic_offset: int,
+                what: str = "does not exit in") -> LogicQueueMappingItem | Refusal:
+    """The item holding ``logic_offset`` when this broker leads the queue and hosts it."""
+    refused = lq.not_leader(what)
+    if refused is not None:
+        return refused
+    item = find_item(lq.items, logic_offset, ignore_negative=True)
+    refused = lq.local(item)
+    if refused is not None:
+        return refused
+    assert item is not None
+    return item
+
+
 def send_queue(lq: LogicQueue) -> int | Refusal:
     """The physical queue a send to the logic queue is stored in."""
     refused = lq.not_leader()
@@ -120,14 +134,9 @@ class PullPlan(NamedTuple):
 
 def pull_request(lq: LogicQueue, logic_offset: int, max_msg_nums: int) -> PullPlan | Refusal:
     """The physical read of a pull from ``logic_offset``."""
-    refused = lq.not_leader("cannot find mapping item in")
-    if refused is not None:
-        return refused
-    item = find_item(lq.items, logic_offset, ignore_negative=True)
-    refused = lq.local(item)
-    if refused is not None:
-        return refused
-    assert item is not None
+    item = _local_item(lq, logic_offset, "cannot find mapping item in")
+    if isinstance(item, Refusal):
+        return item
     if item.end_decided():
         max_msg_nums = min(item.end_offset - item.start_offset, max_msg_nums)
     return PullPlan(item, item.queue_id, item.physical_offset(logic_offset), max_msg_nums)
@@ -220,41 +229,26 @@ def query_offset(lq: LogicQueue, stored: Callable[[int], int | None]) -> int | R
 
 def commit_offset(lq: LogicQueue, logic_offset: int) -> tuple[int, int] | Refusal:
     """The physical queue and offset a group's logic offset is committed as."""
-    refused = lq.not_leader()
-    if refused is not None:
-        return refused
-    item = find_item(lq.items, logic_offset, ignore_negative=True)
-    refused = lq.local(item)
-    if refused is not None:
-        return refused
-    assert item is not None
+    item = _local_item(lq, logic_offset)
+    if isinstance(item, Refusal):
+        return item
     return item.queue_id, item.physical_offset(logic_offset)
 
 
 # -- queue offsets and times ------------------------------------------------------------------
 def max_offset(lq: LogicQueue, store_max: Callable[[int], int]) -> int | Refusal:
     """GET_MAX_OFFSET: the logic offset after the queue's last message."""
-    refused = lq.not_leader()
-    if refused is not None:
-        return refused
-    item = find_item(lq.items, _MAX_LONG, ignore_negative=True)
-    refused = lq.local(item)
-    if refused is not None:
-        return refused
-    assert item is not None
+    item = _local_item(lq, _MAX_LONG)
+    if isinstance(item, Refusal):
+        return item
     return item.static_offset_strictly(store_max(item.queue_id))
 
 
 def min_offset(lq: LogicQueue, store_min: Callable[[int], int]) -> int | Refusal:
     """GET_MIN_OFFSET: the logic offset of the queue's first retained message."""
-    refused = lq.not_leader()
-    if refused is not None:
-        return refused
-    item = find_item(lq.items, 0, ignore_negative=True)
-    refused = lq.local(item)
-    if refused is not None:
-        return refused
-    assert item is not None
+    item = _local_item(lq, 0)
+    if isinstance(item, Refusal):
+        return item
     return item.static_offset_loosely(store_min(item.queue_id))
 
 
@@ -279,12 +273,7 @@ def search_offset(lq: LogicQueue, search: Callable[[int], int]) -> int | Refusal
 
 def earliest_queue(lq: LogicQueue) -> int | Refusal:
     """GET_EARLIEST_MSG_STORETIME: the physical queue of the queue's earliest item."""
-    refused = lq.not_leader()
-    if refused is not None:
-        return refused
-    item = find_item(lq.items, 0, ignore_negative=True)
-    refused = lq.local(item)
-    if refused is not None:
-        return refused
-    assert item is not None
+    item = _local_item(lq, 0)
+    if isinstance(item, Refusal):
+        return item
     return item.queue_id

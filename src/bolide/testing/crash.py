@@ -181,6 +181,29 @@ class CrashWriterProcess:
 # -- checks of a reopened store -----------------------------------------------------------
 
 
+def kill_after_acks(cmd: list[str], target: int, ctx: str, *, first_line: str | None = None,
+                    timeout_s: float = 90.0) -> int:
+    """Run ``cmd``, a writer printing the index of each message it had acknowledged (one a
+    line, after ``first_line`` when given), and SIGKILL it once ``target`` are acknowledged (or
+    after ``timeout_s``); how many it had acknowledged. ``ctx`` names the round in failures."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    acked = 0
+    try:
+        assert proc.stdout is not None
+        if first_line is not None:
+            assert proc.stdout.readline().strip() == first_line, f"{ctx}: no {first_line!r} line"
+        deadline = time.monotonic() + timeout_s
+        while acked < target and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            assert line, f"{ctx}: the writer exited ({proc.poll()})"
+            acked = int(line) + 1
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    return acked
+
+
 def check_acknowledged(store: MessageStore, acks: list[Ack]) -> list[str]:
     """Every acknowledged message must be readable, intact and where it was reported."""
     problems: list[str] = []
