@@ -269,8 +269,13 @@ def test_go_message_traces(tmp_path: Path) -> None:
         await create_topic(s, topic, queues=2)
         lines = await run_driver([*go, "trace", s.namesrv_addr, topic, group, str(n), "90"],
                                  tmp_path / "trace.log", env, prefixes=("SEND", "MSG", "TRACED", "TIMEOUT"))
-        async with Admin(s.namesrv_addr) as admin:  # the driver saw them stored: all are there
-            traces = {f[3]: await admin.message_trace(f[3]) for f in lines if f[0] == "SEND"}
+        ids = [f[3] for f in lines if f[0] == "SEND"]
+        async with Admin(s.namesrv_addr) as admin:  # the driver read them all from the topic;
+            for _ in range(500):                    # the index, built after, finds them soon
+                traces = {i: await admin.message_trace(i) for i in ids}
+                if all({v.type for v in views} >= {"Pub", "SubAfter"} for views in traces.values()):
+                    break
+                await asyncio.sleep(0.02)
         return lines, traces
 
     lines, traces = with_servers(tmp_path, test, trace_topic_enable=True)
