@@ -173,13 +173,10 @@ def pull_response(lq: LogicQueue, current: LogicQueueMappingItem, request_offset
             if request_offset < min_offset:
                 next_begin, new_code = min_offset, ResponseCode.PULL_OFFSET_MOVED
             elif request_offset >= max_offset:
-                after = find_next(lq.items, current, ignore_negative=True)
-                if after is not None:
-                    revised, current = True, after
-                    next_begin = min_offset = max_offset = after.start_offset
-                    new_code = ResponseCode.PULL_RETRY_IMMEDIATELY
-                else:
-                    new_code = ResponseCode.PULL_NOT_FOUND
+                read = current
+                current, next_begin, min_offset, max_offset, new_code = _after_item(
+                    lq, current, next_begin, min_offset, max_offset)
+                revised = current is not read
             else:
                 new_code = code
         if (not revised and leader.gen != current.gen
@@ -187,13 +184,8 @@ def pull_response(lq: LogicQueue, current: LogicQueueMappingItem, request_offset
             if request_offset < min_offset:
                 next_begin, new_code = min_offset, ResponseCode.PULL_RETRY_IMMEDIATELY
             elif request_offset >= max_offset:
-                after = find_next(lq.items, current, ignore_negative=True)
-                if after is not None:
-                    current = after
-                    next_begin = min_offset = max_offset = after.start_offset
-                    new_code = ResponseCode.PULL_RETRY_IMMEDIATELY
-                else:
-                    new_code = ResponseCode.PULL_NOT_FOUND
+                current, next_begin, min_offset, max_offset, new_code = _after_item(
+                    lq, current, next_begin, min_offset, max_offset)
             else:
                 new_code = code
     if current.end_decided() and next_begin >= current.end_offset:
@@ -204,6 +196,17 @@ def pull_response(lq: LogicQueue, current: LogicQueueMappingItem, request_offset
         current.static_offset_strictly(max(current.start_offset, min_offset)),
         max(current.static_offset_strictly(max_offset), lq.detail.max_static_offset(lq.global_id)),
         current.logic_offset - current.start_offset)
+
+
+def _after_item(lq: LogicQueue, current: LogicQueueMappingItem, next_begin: int, min_offset: int,
+                max_offset: int) -> tuple[LogicQueueMappingItem, int, int, int, int]:
+    """A pull past ``current``'s end: the next item, its start as next/min/max offset and
+    PULL_RETRY_IMMEDIATELY; or ``current`` and the offsets as they were with PULL_NOT_FOUND."""
+    after = find_next(lq.items, current, ignore_negative=True)
+    if after is None:
+        return current, next_begin, min_offset, max_offset, ResponseCode.PULL_NOT_FOUND
+    start = after.start_offset
+    return after, start, start, start, ResponseCode.PULL_RETRY_IMMEDIATELY
 
 
 # -- consumer offsets -------------------------------------------------------------------------
