@@ -37,7 +37,7 @@ lint: $(STAMP)
 		src/bolide/broker/metrics src/bolide/broker/timer_takeover.py src/bolide/store/timer_checkpoint.py \
 		src/bolide/broker/admin_create.py src/bolide/broker/processors/admin_lists.py \
 		src/bolide/broker/static_topics.py src/bolide/protocol/bodies/static_topic.py \
-		src/bolide/broker/static_rewrite.py \
+		src/bolide/broker/static_rewrite.py src/bolide/broker/static_forward.py \
 		src/bolide/broker/processors/group_admin.py src/bolide/broker/processors/consumer_status.py \
 		src/bolide/broker/processors/read_mode.py src/bolide/broker/processors/rocksdb_admin.py \
 		src/bolide/broker/cold_data.py src/bolide/broker/processors/cold_data.py src/bolide/cli/admin_cold_data.py \

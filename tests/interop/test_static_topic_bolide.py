@@ -6,6 +6,7 @@ second ``updateStaticTopic -b`` adds queues, and a restarted broker loads and re
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from bolide.common import Message
 from bolide.common.fastjson import loads
 from bolide.protocol.bodies.static_topic import TopicQueueMappingDetail
 from bolide.testing.rocketmq import JAVA_SCENARIOS_MAIN, RocketMQ, RocketMQUnavailable, java_client_command
-from bolide.testing.servers import running_servers
+from bolide.testing.servers import another_broker, running_servers
 from conftest import wait_until
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(600)]
@@ -179,3 +180,56 @@ def test_java_client_sends_and_consumes_a_static_topic(tmp_path: Path) -> None:
     again = [f for f in second if f[0] == "MSG"]
     assert {f"py-{i}" for i in range(n)} <= {f[2] for f in again}, second
     assert not {f[3] for f in got} & {f[3] for f in again}, (first, second)
+
+
+def test_remapped_static_topic_is_read_across_brokers(tmp_path: Path) -> None:
+    """mqadmin 5.3.3's ``remappingStaticTopic`` moves a static topic's logic queues from
+    broker-a to broker-b: later sends land on broker-b, and a Java 5.3.3 push consumer reading
+    from the first offset gets every message, the old ones read by broker-b on broker-a
+    (forwarded physical pulls) at their logic offsets."""
+    rmq = _rmq(tmp_path)
+    try:
+        java = java_client_command("5.3.3", home=tmp_path / "jhome", main=JAVA_SCENARIOS_MAIN)
+    except RocketMQUnavailable as exc:
+        unavailable(f"real RocketMQ unavailable: {exc}")
+        raise
+    topic, group, before, after = "StaticMoved", "static_moved_cg", 6, 4  # after: send-modes 1
+
+    async def main() -> tuple[list[str], list[list[str]], dict[str, int]]:
+        async with running_servers(tmp_path / "store") as s, \
+                another_broker(s, tmp_path / "store-b") as b:
+            rmq.namesrv_port = s.namesrv.port
+            a_name, b_name = s.broker.config.broker_name, b.config.broker_name
+            outputs = await asyncio.to_thread(rmq.mqadmin_batch, [
+                ["updateStaticTopic", "-t", topic, "-qn", "2", "-b", a_name]])
+            await wait_until(lambda: s.broker.static_topics.get(topic) is not None, 10)
+            await s.broker.registration.wait_pending()
+            async with Producer(s.namesrv_addr, "static_moved_pg") as producer:
+                for i in range(before):
+                    await producer.send(Message(topic, f"old{i}:x".encode()))
+            s.broker.store.wait_dispatched()
+            outputs += await asyncio.to_thread(rmq.mqadmin_batch, [
+                ["remappingStaticTopic", "-t", topic, "-b", b_name]])
+            await wait_until(lambda: b.static_topics.get(topic) is not None, 10)
+            await s.broker.registration.wait_pending()
+            await b.registration.wait_pending()
+            # the Java client sends to the logic queues' new leader (one of each send mode)
+            sent = await run_driver([*java, "send-modes", s.namesrv_addr, topic, "1"],
+                                    tmp_path / "send.log")
+            assert [f[2] for f in sent] == ["SEND_OK"] * 3, sent
+            await wait_until(lambda: sum(b.store.get_max_offset_in_queue(topic, q)
+                                         for q in range(2)) == after, 10)
+            stored_on = {"a": sum(s.broker.store.get_max_offset_in_queue(topic, q) for q in range(2)),
+                         "b": sum(b.store.get_max_offset_in_queue(topic, q) for q in range(2))}
+            got = await run_driver([*java, "digests", s.namesrv_addr, topic, group,
+                                    str(before + after), "60"], tmp_path / "digests.log")
+            return outputs, got, stored_on
+
+    outputs, got, stored_on = asyncio.run(main())
+    log = "\n=====\n".join(outputs)
+    assert "command failed" not in log and "Exception" not in log, log
+    assert stored_on == {"a": before, "b": after}, stored_on
+    digests = sorted(f[3] for f in got if f[0] == "MSG")
+    bodies = [f"old{i}:x" for i in range(before)] + [f"{m}-0" for m in ("sync", "async", "oneway",
+                                                                        "batch")]
+    assert digests == sorted(hashlib.md5(body.encode()).hexdigest() for body in bodies), got

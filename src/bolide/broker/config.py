@@ -49,6 +49,7 @@ class BrokerConfig(PropertiesConfig):
     metrics_otel_cardinality_limit: int = _key("metricsOtelCardinalityLimit", 50_000)
     broker_permission: int = _key("brokerPermission", 6)
     lite_pull_message_enable: bool = _key("litePullMessageEnable", True)  # LITE_PULL_MESSAGE served
+    forward_timeout: int = _key("forwardTimeout", 3000)  # ms: static topic requests forwarded
     auto_create_topic_enable: bool = _key("autoCreateTopicEnable", True)
     default_topic_queue_nums: int = _key("defaultTopicQueueNums", 8)
     # the built-in topics named after the cluster and the broker take sends and pulls

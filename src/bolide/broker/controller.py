@@ -63,6 +63,7 @@ from bolide.broker.rebalance_notify import notify_consumer_ids_changed
 from bolide.broker.registration import BrokerRegistration
 from bolide.broker.request_modes import MessageRequestModes
 from bolide.broker.schedule import ScheduleService
+from bolide.broker.static_forward import BrokerDirectory
 from bolide.broker.static_topics import FILE_NAME as STATIC_TOPICS_FILE
 from bolide.broker.static_topics import StaticTopicMappings
 from bolide.broker.stats import BrokerStats
@@ -181,6 +182,7 @@ class BrokerController:
         # useTLS: the broker's own connections (NameServers, a slave's master) start with TLS
         self.namesrv_client = RemotingClient(tls=client_context() if self.config.use_tls else None,
                                              hooks=inner_hooks(self.config))
+        self.broker_directory = BrokerDirectory(self)  # static topic requests forwarded
         self._store: MessageStore | None = None
         self._flush_waiters: FlushWaiters | None = None
         self._pull_holds: PullHoldService | None = None

@@ -6,16 +6,17 @@ A client addresses a static topic's queue by its global id (MessageQueue broker
 ``__syslo__global__``) and logic offsets; the broker maps them onto the physical queue and
 offsets of the mapping item that holds them and back. A request is rewritten when its topic is
 static here and it does not say ``lo=false`` (a forwarded, physical request). Requests for a
-logic queue led by another broker are refused with RocketMQ's answer (NOT_LEADER_FOR_QUEUE);
-offsets held by an item on another broker (after a remapping) would be forwarded there by
-RocketMQ, which this broker does not do: they are refused with SYSTEM_ERROR naming the broker.
+logic queue led by another broker are refused with RocketMQ's answer (NOT_LEADER_FOR_QUEUE).
+Offsets held by an item on another broker (a queue remapped from there) are read there: these
+functions name the item, and the processors read it locally or forward the physical request
+(:mod:`bolide.broker.static_forward`).
 
 Pure functions over the mapping; the processors read and write the store.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -60,18 +61,9 @@ class LogicQueue:
                        f"{self.topic}-{self.global_id} {what} request process of current broker "
                        f"{self.detail.bname}{where}")
 
-    def local(self, item: LogicQueueMappingItem | None) -> Refusal | None:
-        """None when ``item`` is on this broker; else the refusal of a request RocketMQ would
-        forward to the item's broker."""
-        if item is None:
-            return Refusal(ResponseCode.SYSTEM_ERROR,
-                           f"{self.topic}-{self.global_id} has no mapping item with a logic offset")
-        if item.bname == self.detail.bname:
-            return None
-        return Refusal(ResponseCode.SYSTEM_ERROR,
-                       f"{self.topic}-{self.global_id}: the logic offsets from {item.logic_offset} "
-                       f"are on broker {item.bname}; this broker does not forward static topic "
-                       "requests to another broker")
+    def is_local(self, item: LogicQueueMappingItem) -> bool:
+        """Whether ``item``'s physical queue is on this broker (else it is read over there)."""
+        return item.bname == self.detail.bname
 
 
 def logic_queue(table: Mapping[str, TopicQueueMappingDetail], topic: str, queue_id: int,
@@ -92,17 +84,16 @@ def logic_queue(table: Mapping[str, TopicQueueMappingDetail], topic: str, queue_
 
 
 # -- sends ------------------------------------------------------------------------------------
-def _local_item(lq: LogicQueue, logic_offset: int,
-                what: str = "does not exit in") -> LogicQueueMappingItem | Refusal:
-    """The item holding ``logic_offset`` when this broker leads the queue and hosts it."""
+def _item(lq: LogicQueue, logic_offset: int,
+          what: str = "does not exit in") -> LogicQueueMappingItem | Refusal:
+    """The item holding ``logic_offset`` when this broker leads the queue."""
     refused = lq.not_leader(what)
     if refused is not None:
         return refused
     item = find_item(lq.items, logic_offset, ignore_negative=True)
-    refused = lq.local(item)
-    if refused is not None:
-        return refused
-    assert item is not None
+    if item is None:
+        return Refusal(ResponseCode.SYSTEM_ERROR,
+                       f"{lq.topic}-{lq.global_id} has no mapping item with a logic offset")
     return item
 
 
@@ -133,8 +124,8 @@ class PullPlan(NamedTuple):
 
 
 def pull_request(lq: LogicQueue, logic_offset: int, max_msg_nums: int) -> PullPlan | Refusal:
-    """The physical read of a pull from ``logic_offset``."""
-    item = _local_item(lq, logic_offset, "cannot find mapping item in")
+    """The physical read of a pull from ``logic_offset`` (on another broker when the item is)."""
+    item = _item(lq, logic_offset, "cannot find mapping item in")
     if isinstance(item, Refusal):
         return item
     if item.end_decided():
@@ -210,54 +201,49 @@ def _after_item(lq: LogicQueue, current: LogicQueueMappingItem, next_begin: int,
 
 
 # -- consumer offsets -------------------------------------------------------------------------
-def query_offset(lq: LogicQueue, stored: Callable[[int], int | None]) -> int | Refusal | None:
+Ask = Callable[[LogicQueueMappingItem], Awaitable[int | None]]
+
+
+async def query_offset(lq: LogicQueue, stored: Ask) -> int | Refusal | None:
     """A group's logic offset from the offsets it committed on the items' physical queues
-    (``stored(queue id)``, None when none), the leader's first; None when there is none."""
+    (``stored(item)``, None when none), the leader's first; None when there is none."""
     refused = lq.not_leader()
     if refused is not None:
         return refused
     items = lq.items
     if len(items) == 1 and items[0].logic_offset == 0:  # as physical
-        offset = stored(items[0].queue_id)
+        offset = await stored(items[0])
         return None if offset is None else items[0].static_offset_strictly(offset)
     for item in reversed(items):
-        refused = lq.local(item)
-        if refused is not None:
-            return refused
-        offset = stored(item.queue_id)
+        offset = await stored(item)
         if offset is not None and offset >= 0:
             return item.static_offset_strictly(offset)
     return None
 
 
-def commit_offset(lq: LogicQueue, logic_offset: int) -> tuple[int, int] | Refusal:
-    """The physical queue and offset a group's logic offset is committed as."""
-    item = _local_item(lq, logic_offset)
+def commit_offset(lq: LogicQueue, logic_offset: int) -> tuple[LogicQueueMappingItem, int] | Refusal:
+    """The item and physical offset a group's logic offset is committed as."""
+    item = _item(lq, logic_offset)
     if isinstance(item, Refusal):
         return item
-    return item.queue_id, item.physical_offset(logic_offset)
+    return item, item.physical_offset(logic_offset)
 
 
 # -- queue offsets and times ------------------------------------------------------------------
-def max_offset(lq: LogicQueue, store_max: Callable[[int], int]) -> int | Refusal:
-    """GET_MAX_OFFSET: the logic offset after the queue's last message."""
-    item = _local_item(lq, _MAX_LONG)
-    if isinstance(item, Refusal):
-        return item
-    return item.static_offset_strictly(store_max(item.queue_id))
+def last_item(lq: LogicQueue) -> LogicQueueMappingItem | Refusal:
+    """GET_MAX_OFFSET's item: its physical max offset, strictly converted, is the answer."""
+    return _item(lq, _MAX_LONG)
 
 
-def min_offset(lq: LogicQueue, store_min: Callable[[int], int]) -> int | Refusal:
-    """GET_MIN_OFFSET: the logic offset of the queue's first retained message."""
-    item = _local_item(lq, 0)
-    if isinstance(item, Refusal):
-        return item
-    return item.static_offset_loosely(store_min(item.queue_id))
+def first_item(lq: LogicQueue) -> LogicQueueMappingItem | Refusal:
+    """GET_MIN_OFFSET's and GET_EARLIEST_MSG_STORETIME's item: the oldest one (its physical min
+    offset, loosely converted, is the min offset)."""
+    return _item(lq, 0)
 
 
-def search_offset(lq: LogicQueue, search: Callable[[int], int]) -> int | Refusal:
+async def search_offset(lq: LogicQueue, search: Ask) -> int | Refusal:
     """SEARCH_OFFSET_BY_TIMESTAMP: the first item (oldest first) whose physical queue finds a
-    message past its start for the time (``search(queue id)``), as a logic offset."""
+    message past its start for the time (``search(item)``), as a logic offset."""
     refused = lq.not_leader()
     if refused is not None:
         return refused
@@ -265,18 +251,8 @@ def search_offset(lq: LogicQueue, search: Callable[[int], int]) -> int | Refusal
     for item in lq.items:
         if not item.logic_offset_decided():
             continue
-        refused = lq.local(item)
-        if refused is not None:
-            return refused
-        offset = search(item.queue_id)
-        if offset > 0:
+        found = await search(item)
+        offset = -1 if found is None else found
+        if offset > 0 and not (item.end_decided() and offset >= item.end_offset):
             return item.static_offset_strictly(offset)
     return offset
-
-
-def earliest_queue(lq: LogicQueue) -> int | Refusal:
-    """GET_EARLIEST_MSG_STORETIME: the physical queue of the queue's earliest item."""
-    item = _local_item(lq, 0)
-    if isinstance(item, Refusal):
-        return item
-    return item.queue_id

@@ -3,6 +3,8 @@ through the offset translation of bolide.protocol.bodies.static_topic."""
 
 from __future__ import annotations
 
+import asyncio
+
 from bolide.broker import static_rewrite as sr
 from bolide.protocol.bodies.static_topic import LogicQueueMappingItem, TopicQueueMappingDetail
 from bolide.protocol.codes import ResponseCode
@@ -71,43 +73,61 @@ def test_pull_responses_translate_back() -> None:
         ResponseCode.PULL_NOT_FOUND, 104, 100, 104, 100)
 
 
+def asks(table: dict[int, int]) -> sr.Ask:
+    """An item reader answering from ``table`` by the item's queue id."""
+    async def ask(item: LogicQueueMappingItem) -> int | None:
+        return table.get(item.queue_id)
+    return ask
+
+
 def test_consumer_offsets() -> None:
     lq = queue([OLD, LEADER])
-    assert sr.commit_offset(lq, 12) == (1, 7)
-    assert sr.commit_offset(lq, 4) == (0, 4)
-    assert sr.query_offset(lq, {1: 7, 0: 4}.get) == 12  # the leader's first
-    assert sr.query_offset(lq, {0: 4}.get) == 4
-    assert sr.query_offset(lq, {}.get) is None
+    assert sr.commit_offset(lq, 12) == (LEADER, 7)
+    assert sr.commit_offset(lq, 4) == (OLD, 4)
+    assert asyncio.run(sr.query_offset(lq, asks({1: 7, 0: 4}))) == 12  # the leader's first
+    assert asyncio.run(sr.query_offset(lq, asks({0: 4}))) == 4
+    assert asyncio.run(sr.query_offset(lq, asks({}))) is None
     single = queue([LogicQueueMappingItem(gen=0, queue_id=3, bname=HERE, logic_offset=0)])
-    assert sr.query_offset(single, {3: 6}.get) == 6 and sr.commit_offset(single, 6) == (3, 6)
+    assert asyncio.run(sr.query_offset(single, asks({3: 6}))) == 6
+    assert sr.commit_offset(single, 6) == (single.items[0], 6)
 
 
 def test_queue_offsets_and_times() -> None:
     lq = queue([OLD, LEADER])
-    assert sr.max_offset(lq, {1: 9}.__getitem__) == 14
-    assert sr.min_offset(lq, {0: 2}.__getitem__) == 2
-    assert sr.search_offset(lq, {0: 4, 1: 7}.__getitem__) == 4
-    assert sr.search_offset(lq, {0: 0, 1: 7}.__getitem__) == 12  # nothing past the old item's start
-    assert sr.earliest_queue(lq) == 0
+    assert sr.last_item(lq) == LEADER and LEADER.static_offset_strictly(9) == 14
+    assert sr.first_item(lq) == OLD
+    assert asyncio.run(sr.search_offset(lq, asks({0: 4, 1: 7}))) == 4
+    # nothing past the old item's start: the leader's
+    assert asyncio.run(sr.search_offset(lq, asks({0: 0, 1: 7}))) == 12
+    # found at or past the old item's decided end: not in it, the leader's
+    assert asyncio.run(sr.search_offset(lq, asks({0: 10, 1: 8}))) == 13
 
 
 def test_another_leader_is_refused_naming_it() -> None:
     moved = LogicQueueMappingItem(gen=1, queue_id=0, bname=OTHER, logic_offset=10)
     lq = queue([OLD, moved])
     for answer in (sr.send_queue(lq), sr.pull_request(lq, 12, 32), sr.commit_offset(lq, 3),
-                   sr.query_offset(lq, {}.get), sr.max_offset(lq, len), sr.min_offset(lq, len),
-                   sr.search_offset(lq, len), sr.earliest_queue(lq)):
+                   asyncio.run(sr.query_offset(lq, asks({}))), sr.last_item(lq), sr.first_item(lq),
+                   asyncio.run(sr.search_offset(lq, asks({})))):
         assert isinstance(answer, sr.Refusal), answer
         assert answer.code == ResponseCode.NOT_LEADER_FOR_QUEUE and OTHER in answer.remark
 
 
-def test_offsets_on_another_broker_are_not_forwarded() -> None:
+def test_offsets_on_another_broker_name_its_item() -> None:
+    """An item on another broker (a queue remapped from there) is named for the processors to
+    forward to; the queue's own leader item is read here."""
     gone = LogicQueueMappingItem(gen=0, queue_id=4, bname=OTHER, logic_offset=0, start_offset=0,
                                  end_offset=10)
     lq = queue([gone, LEADER])
-    refused = sr.pull_request(lq, 3, 32)
-    assert isinstance(refused, sr.Refusal) and refused.code == ResponseCode.SYSTEM_ERROR
-    assert OTHER in refused.remark and "forward" in refused.remark
-    assert sr.pull_request(lq, 12, 32) == sr.PullPlan(LEADER, 1, 7, 32)
-    assert isinstance(sr.min_offset(lq, len), sr.Refusal)
-    assert sr.max_offset(lq, {1: 9}.__getitem__) == 14
+    plan = sr.pull_request(lq, 3, 32)
+    assert plan == sr.PullPlan(gone, 4, 3, 10) and not lq.is_local(gone)
+    assert sr.pull_request(lq, 12, 32) == sr.PullPlan(LEADER, 1, 7, 32) and lq.is_local(LEADER)
+    assert sr.first_item(lq) == gone and sr.last_item(lq) == LEADER
+    assert sr.commit_offset(lq, 3) == (gone, 3)
+    asked: list[str] = []
+
+    async def ask(item: LogicQueueMappingItem) -> int | None:
+        asked.append(item.bname)
+        return {OTHER: 5}.get(item.bname)
+
+    assert asyncio.run(sr.query_offset(lq, ask)) == 5 and asked == [HERE, OTHER]

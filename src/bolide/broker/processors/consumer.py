@@ -3,11 +3,14 @@ and GET_CONSUMER_LIST_BY_GROUP (38)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from bolide.broker import static_rewrite as sr
 from bolide.broker.config import BrokerConfig
+from bolide.broker.static_forward import ForwardFailed, forward
 from bolide.common.sql92 import SelectorError
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
 from bolide.common.waiting import wait_for
@@ -18,9 +21,11 @@ from bolide.protocol.bodies.client import (
     ConsumerListBody,
     HeartbeatData,
 )
+from bolide.protocol.bodies.static_topic import LogicQueueMappingItem
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import consumer as h
+from bolide.protocol.headers.base import Header
 from bolide.remoting import RequestContext
 
 if TYPE_CHECKING:
@@ -54,22 +59,33 @@ class ConsumerProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
         c = RequestCode
-        self._handlers = {
+        self._handlers: dict[int, Callable[[RequestContext, RemotingCommand], RemotingCommand]] = {
+            c.UNREGISTER_CLIENT: self.unregister_client,
+            c.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list_by_group,
+            c.CHECK_CLIENT_CONFIG: self.check_client_config,
+        }
+        # offsets: a static topic's may be asked of another broker
+        self._offset_handlers: dict[int, Callable[[RequestContext, RemotingCommand],
+                                                  Awaitable[RemotingCommand]]] = {
             c.QUERY_CONSUMER_OFFSET: self.query_consumer_offset,
             c.UPDATE_CONSUMER_OFFSET: self.update_consumer_offset,
             c.GET_MAX_OFFSET: self.get_max_offset,
             c.GET_MIN_OFFSET: self.get_min_offset,
-            c.UNREGISTER_CLIENT: self.unregister_client,
-            c.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list_by_group,
             c.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset_by_timestamp,
             c.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
-            c.CHECK_CLIENT_CONFIG: self.check_client_config,
         }
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-        if request.code == RequestCode.HEART_BEAT:
+        code = request.code
+        if code == RequestCode.HEART_BEAT:
             return await self.heart_beat(ctx, request)
-        return self._handlers[request.code](ctx, request)
+        offsets = self._offset_handlers.get(code)
+        if offsets is None:
+            return self._handlers[code](ctx, request)
+        try:
+            return await offsets(ctx, request)
+        except ForwardFailed as exc:  # a static topic's offsets on a broker that did not answer
+            return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc))
 
     async def _registered(self) -> None:
         """Wait (briefly) until the NameServers know the retry topics a heartbeat just created,
@@ -88,15 +104,36 @@ class ConsumerProcessor:
         statics = self.broker.static_topics.table
         return sr.logic_queue(statics, topic, queue_id, request.ext_fields) if statics else None
 
-    def query_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    async def _remote(self, item: LogicQueueMappingItem, code: int, header: Header,
+                      field: str) -> int | None:
+        """``field`` of the answer to ``header``'s request on the physical queue of ``item``,
+        which is on another broker; None for QUERY_NOT_FOUND. Raises ForwardFailed."""
+        header = dataclasses.replace(header, queue_id=item.queue_id)  # type: ignore[type-var]
+        response = await forward(self.broker, item.bname, code, header)
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return None
+        value = response.ext_fields.get(field)
+        if response.code != ResponseCode.SUCCESS or value is None:
+            raise ForwardFailed(f"broker {item.bname} answered {response.code} "
+                                f"({response.remark or 'no remark'}) to a forwarded request")
+        return int(value)
+
+    async def query_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """The committed offset, or QUERY_NOT_FOUND (22) when the group has none (spec trap 8)."""
         header = request.read_header(h.QueryConsumerOffsetRequestHeader)
+        offsets = self.broker.offsets
         lq = self._logic(request, header.topic, header.queue_id)
         if lq is None:
-            offset = self.broker.offsets.query(header.consumer_group, header.topic, header.queue_id)
+            offset = offsets.query(header.consumer_group, header.topic, header.queue_id)
         else:
-            found = sr.query_offset(lq, lambda queue_id: self.broker.offsets.query(
-                header.consumer_group, header.topic, queue_id))
+            asked = dataclasses.replace(header, set_zero_if_not_found=False)
+
+            async def stored(item: LogicQueueMappingItem) -> int | None:
+                if lq.is_local(item):
+                    return offsets.query(header.consumer_group, header.topic, item.queue_id)
+                return await self._remote(item, RequestCode.QUERY_CONSUMER_OFFSET, asked, "offset")
+
+            found = await sr.query_offset(lq, stored)
             if isinstance(found, sr.Refusal):
                 return request.make_response(*found)
             offset = found
@@ -105,7 +142,7 @@ class ConsumerProcessor:
                                          "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
         return request.make_response(header=h.QueryConsumerOffsetResponseHeader(offset=offset))
 
-    def update_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    async def update_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = request.read_header(h.UpdateConsumerOffsetRequestHeader)
         queue_id, offset = header.queue_id, header.commit_offset
         lq = self._logic(request, header.topic, queue_id)
@@ -113,37 +150,61 @@ class ConsumerProcessor:
             physical = sr.commit_offset(lq, offset)
             if isinstance(physical, sr.Refusal):
                 return request.make_response(*physical)
-            queue_id, offset = physical
+            item, offset = physical
+            queue_id = item.queue_id
+            if not lq.is_local(item):
+                asked = dataclasses.replace(header, queue_id=queue_id, commit_offset=offset)
+                response = await forward(self.broker, item.bname, RequestCode.UPDATE_CONSUMER_OFFSET, asked)
+                return request.make_response(response.code, response.remark)
         self.broker.offsets.commit(header.consumer_group, header.topic, queue_id, offset)
         return request.make_response()
 
-    def get_max_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    async def _item_offset(self, request: RemotingCommand, lq: sr.LogicQueue,
+                           item: LogicQueueMappingItem | sr.Refusal, header: Header,
+                           local: Callable[[int], int], field: str = "offset") -> int | RemotingCommand:
+        """The physical answer of ``item`` (``local(queue id)`` here, else asked of its broker),
+        or the refusal's response."""
+        if isinstance(item, sr.Refusal):
+            return request.make_response(*item)
+        if lq.is_local(item):
+            return local(item.queue_id)
+        found = await self._remote(item, request.code, header, field)
+        return -1 if found is None else found
+
+    async def get_max_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = request.read_header(h.GetMaxOffsetRequestHeader)
         store = self.broker.store
         lq = self._logic(request, header.topic, header.queue_id)
         if lq is None:
             offset = store.get_max_offset_in_queue(header.topic, header.queue_id)
         else:
-            found = sr.max_offset(lq, lambda queue_id: store.get_max_offset_in_queue(header.topic, queue_id))
-            if isinstance(found, sr.Refusal):
-                return request.make_response(*found)
-            offset = found
+            item = sr.last_item(lq)
+            found = await self._item_offset(request, lq, item, header,
+                                            lambda q: store.get_max_offset_in_queue(header.topic, q))
+            if isinstance(found, RemotingCommand):
+                return found
+            assert not isinstance(item, sr.Refusal)
+            offset = item.static_offset_strictly(found)
         return request.make_response(header=h.GetMaxOffsetResponseHeader(offset=offset))
 
-    def get_min_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    async def get_min_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = request.read_header(h.GetMinOffsetRequestHeader)
         store = self.broker.store
         lq = self._logic(request, header.topic, header.queue_id)
         if lq is None:
             offset = store.get_min_offset_in_queue(header.topic, header.queue_id)
         else:
-            found = sr.min_offset(lq, lambda queue_id: store.get_min_offset_in_queue(header.topic, queue_id))
-            if isinstance(found, sr.Refusal):
-                return request.make_response(*found)
-            offset = found
+            item = sr.first_item(lq)
+            found = await self._item_offset(request, lq, item, header,
+                                            lambda q: store.get_min_offset_in_queue(header.topic, q))
+            if isinstance(found, RemotingCommand):
+                return found
+            assert not isinstance(item, sr.Refusal)
+            offset = item.static_offset_loosely(found)
         return request.make_response(header=h.GetMinOffsetResponseHeader(offset=offset))
 
-    def search_offset_by_timestamp(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    async def search_offset_by_timestamp(self, ctx: RequestContext,
+                                         request: RemotingCommand) -> RemotingCommand:
         """The first queue offset stored at or after ``timestamp`` (the max offset when every
         message is older); 5.x ``boundaryType=UPPER``: the last one stored at or before it."""
         header = request.read_header(h.SearchOffsetRequestHeader)
@@ -160,23 +221,32 @@ class ConsumerProcessor:
         if lq is None:
             offset = search(header.queue_id)
         else:
-            found = sr.search_offset(lq, search)
+            async def searched(item: LogicQueueMappingItem) -> int | None:
+                if lq.is_local(item):
+                    return search(item.queue_id)
+                return await self._remote(item, request.code, header, "offset")
+
+            found = await sr.search_offset(lq, searched)
             if isinstance(found, sr.Refusal):
                 return request.make_response(*found)
             offset = found
         return request.make_response(header=h.SearchOffsetResponseHeader(offset=offset))
 
-    def get_earliest_msg_storetime(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    async def get_earliest_msg_storetime(self, ctx: RequestContext,
+                                         request: RemotingCommand) -> RemotingCommand:
         """Store time of the queue's first retained message; -1 for an empty or unknown queue."""
         header = request.read_header(h.GetEarliestMsgStoretimeRequestHeader)
-        queue_id = header.queue_id
-        lq = self._logic(request, header.topic, queue_id)
-        if lq is not None:
-            physical = sr.earliest_queue(lq)
-            if isinstance(physical, sr.Refusal):
-                return request.make_response(*physical)
-            queue_id = physical
-        timestamp = self.broker.store.get_earliest_message_time(header.topic, queue_id)
+        store = self.broker.store
+        lq = self._logic(request, header.topic, header.queue_id)
+        if lq is None:
+            timestamp = store.get_earliest_message_time(header.topic, header.queue_id)
+        else:
+            found = await self._item_offset(request, lq, sr.first_item(lq), header,
+                                            lambda q: store.get_earliest_message_time(header.topic, q),
+                                            "timestamp")
+            if isinstance(found, RemotingCommand):
+                return found
+            timestamp = found
         return request.make_response(header=h.GetEarliestMsgStoretimeResponseHeader(timestamp=timestamp))
 
     async def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:

@@ -4,10 +4,12 @@ refused when ``litePullMessageEnable`` is false) with long polling (spec 3.5).""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bolide.broker.processors.consumer import property_filter_refusal
+from bolide.broker.static_forward import ForwardFailed, forward
 from bolide.broker.static_rewrite import (
     LogicQueue,
     PullPlan,
@@ -97,6 +99,9 @@ class PullProcessor:
         response, header, selection = self._first_read(request)
         if response is None:
             assert header is not None
+            logic = selection[2]
+            if logic is not None and not logic[0].is_local(logic[1].item):
+                return await self._forwarded(request, header, *logic)
             return await self._cold_hold(request, header, selection)
         if not self._may_hold(response, header):
             return response
@@ -124,6 +129,33 @@ class PullProcessor:
             if (broker.store.get_max_offset_in_queue(header.topic, header.queue_id) > header.queue_offset
                     or loop.time() >= deadline):
                 return self._read(request, header, selection)
+
+    async def _forwarded(self, request: RemotingCommand, header: PullMessageRequestHeader,
+                         lq: LogicQueue, plan: PullPlan) -> RemotingCommand:
+        """A pull of logic offsets whose item is on another broker: read there as a physical
+        pull (not held, committing nothing), the answer's offsets made logic ones."""
+        asked = dataclasses.replace(
+            header, queue_id=plan.queue_id, queue_offset=plan.queue_offset,
+            max_msg_nums=plan.max_msg_nums,
+            sys_flag=header.sys_flag & ~(FLAG_SUSPEND | FLAG_COMMIT_OFFSET))
+        bname = plan.item.bname
+        try:
+            response = await forward(self.broker, bname, RequestCode.PULL_MESSAGE, asked)
+            ext = response.ext_fields
+            read = (int(ext["nextBeginOffset"]), int(ext["minOffset"]), int(ext["maxOffset"]))
+        except ForwardFailed as exc:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc))
+        except (KeyError, ValueError):
+            return request.make_response(ResponseCode.SYSTEM_ERROR,
+                                         f"broker {bname} answered the forwarded pull with "
+                                         f"{response.code} ({response.remark or 'no remark'})")
+        offsets = pull_response(lq, plan.item, plan.queue_offset, response.code, *read)
+        answer = PullMessageResponseHeader(
+            next_begin_offset=offsets.next_begin_offset, min_offset=offsets.min_offset,
+            max_offset=offsets.max_offset, suggest_which_broker_id=MASTER_ID,
+            offset_delta=offsets.offset_delta)
+        body = response.body_bytes() if offsets.code == ResponseCode.SUCCESS else b""
+        return request.make_response(offsets.code, response.remark, answer, body)
 
     async def _cold_hold(self, request: RemotingCommand, header: PullMessageRequestHeader,
                          selection: _Selection) -> RemotingCommand:
@@ -198,12 +230,14 @@ class PullProcessor:
             if isinstance(plan, Refusal):
                 return _refusal(request, *plan)
             logic = (lq, plan)
+            if not lq.is_local(plan.item):  # read on the item's broker (see process)
+                return None, header, (None, None, logic)
             if header.sys_flag & FLAG_COMMIT_OFFSET:  # committed as UPDATE_CONSUMER_OFFSET does
                 committed = logic_commit_offset(lq, header.commit_offset)
-                if isinstance(committed, Refusal):
-                    header.sys_flag &= ~FLAG_COMMIT_OFFSET
+                if isinstance(committed, Refusal) or not lq.is_local(committed[0]):
+                    header.sys_flag &= ~FLAG_COMMIT_OFFSET  # the client commits it again later
                 else:
-                    commit_at = committed
+                    commit_at = committed[0].queue_id, committed[1]
             header.queue_id, header.queue_offset = plan.queue_id, plan.queue_offset
             header.max_msg_nums = plan.max_msg_nums
         if not 0 <= header.queue_id < tc.read_queue_nums:
