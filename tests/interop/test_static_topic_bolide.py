@@ -13,7 +13,7 @@ import pytest
 from client_roundtrip import run_driver, stored, unavailable
 
 from bolide.broker.static_topics import StaticTopicMappings
-from bolide.client import Producer
+from bolide.client import ConsumeFrom, ConsumeStatus, MessageExt, Producer, PushConsumer
 from bolide.common import Message
 from bolide.common.fastjson import loads
 from bolide.protocol.bodies.static_topic import TopicQueueMappingDetail
@@ -184,16 +184,16 @@ def test_java_client_sends_and_consumes_a_static_topic(tmp_path: Path) -> None:
 
 def test_remapped_static_topic_is_read_across_brokers(tmp_path: Path) -> None:
     """mqadmin 5.3.3's ``remappingStaticTopic`` moves a static topic's logic queues from
-    broker-a to broker-b: later sends land on broker-b, and a Java 5.3.3 push consumer reading
-    from the first offset gets every message, the old ones read by broker-b on broker-a
-    (forwarded physical pulls) at their logic offsets."""
+    broker-a to broker-b: later sends (Java 5.3.3 and Python clients) land on broker-b, and
+    push consumers reading from the first offset (Java 5.3.3 and Python) get every message,
+    the old ones read by broker-b on broker-a (forwarded physical pulls)."""
     rmq = _rmq(tmp_path)
     try:
         java = java_client_command("5.3.3", home=tmp_path / "jhome", main=JAVA_SCENARIOS_MAIN)
     except RocketMQUnavailable as exc:
         unavailable(f"real RocketMQ unavailable: {exc}")
         raise
-    topic, group, before, after = "StaticMoved", "static_moved_cg", 6, 4  # after: send-modes 1
+    topic, group, before, after = "StaticMoved", "static_moved_cg", 6, 4 + 3  # send-modes 1, 3 py
 
     async def main() -> tuple[list[str], list[list[str]], dict[str, int]]:
         async with running_servers(tmp_path / "store") as s, \
@@ -217,12 +217,29 @@ def test_remapped_static_topic_is_read_across_brokers(tmp_path: Path) -> None:
             sent = await run_driver([*java, "send-modes", s.namesrv_addr, topic, "1"],
                                     tmp_path / "send.log")
             assert [f[2] for f in sent] == ["SEND_OK"] * 3, sent
+            async with Producer(s.namesrv_addr, "static_moved_pg2") as producer:
+                for i in range(3):  # the Python client's route: the logic queues' leaders
+                    result = await producer.send(Message(topic, f"new{i}:x".encode()))
+                    assert result.queue.broker_name == "__syslo__global__", result
             await wait_until(lambda: sum(b.store.get_max_offset_in_queue(topic, q)
                                          for q in range(2)) == after, 10)
             stored_on = {"a": sum(s.broker.store.get_max_offset_in_queue(topic, q) for q in range(2)),
                          "b": sum(b.store.get_max_offset_in_queue(topic, q) for q in range(2))}
             got = await run_driver([*java, "digests", s.namesrv_addr, topic, group,
                                     str(before + after), "60"], tmp_path / "digests.log")
+            py_got: list[bytes] = []
+
+            def listener(msgs: list[MessageExt], ctx: object) -> ConsumeStatus:
+                py_got.extend(m.body for m in msgs)
+                return ConsumeStatus.CONSUME_SUCCESS
+
+            consumer = PushConsumer(s.namesrv_addr, "static_moved_py_cg", listener=listener,
+                                    consume_from=ConsumeFrom.FIRST_OFFSET, rebalance_interval_ms=200,
+                                    suspend_ms=1000, pull_timeout_ms=3000)
+            consumer.subscribe(topic)
+            async with consumer:
+                await wait_until(lambda: len(set(py_got)) == before + after, 30)
+            got.append(["PY", *sorted(b.decode() for b in py_got)])
             return outputs, got, stored_on
 
     outputs, got, stored_on = asyncio.run(main())
@@ -230,6 +247,7 @@ def test_remapped_static_topic_is_read_across_brokers(tmp_path: Path) -> None:
     assert "command failed" not in log and "Exception" not in log, log
     assert stored_on == {"a": before, "b": after}, stored_on
     digests = sorted(f[3] for f in got if f[0] == "MSG")
-    bodies = [f"old{i}:x" for i in range(before)] + [f"{m}-0" for m in ("sync", "async", "oneway",
-                                                                        "batch")]
+    bodies = ([f"old{i}:x" for i in range(before)] + [f"new{i}:x" for i in range(3)]
+              + [f"{m}-0" for m in ("sync", "async", "oneway", "batch")])
     assert digests == sorted(hashlib.md5(body.encode()).hexdigest() for body in bodies), got
+    assert got[-1] == ["PY", *sorted(bodies)], got[-1]

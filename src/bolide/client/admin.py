@@ -523,8 +523,9 @@ class Admin(AclAdminCalls, AuthAdminCalls, ColdDataAdminCalls, ConfigAdminCalls,
         """Readable queues of ``topic`` with the address to ask for each."""
         route = await self.topic_route(topic)
         addrs = self._route_addrs(route)
-        return sorted((mq, addrs[mq.broker_name]) for mq in build_route(topic, route).subscribe_queues
-                      if mq.broker_name in addrs)
+        built = build_route(topic, route)
+        return sorted((mq, addrs[built.broker_of(mq)]) for mq in built.subscribe_queues
+                      if built.broker_of(mq) in addrs)
 
     async def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int, *,
                                    dry_run: bool = False) -> ResetPlan:

@@ -203,9 +203,9 @@ class ConsumerBase:
         if stored is not None:
             return stored
         api = self._instance.api
-        addr = self._instance.master_addr(mq.broker_name)
+        addr = self._instance.master_addr(self._instance.broker_of(mq))
         if addr is None:
-            raise ClientStateError(f"broker {mq.broker_name!r} has no master address yet")
+            raise ClientStateError(f"broker {self._instance.broker_of(mq)!r} has no master address yet")
         retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
         if self.consume_from is ConsumeFrom.FIRST_OFFSET:
             return 0

@@ -195,6 +195,11 @@ class ClientInstance:
             out |= route.broker_addrs(masters_only)
         return sorted(out)
 
+    def broker_of(self, mq: MessageQueue) -> str:
+        """The broker serving ``mq`` (a static topic's logic queue: its leader)."""
+        route = self.routes.get(mq.topic)
+        return route.broker_of(mq) if route is not None else mq.broker_name
+
     def master_addr(self, broker_name: str) -> str | None:
         for route in self.routes.values():
             addr = route.master_addr(broker_name)

@@ -69,10 +69,11 @@ class RemoteOffsetStore(OffsetStore):
     async def _addr(self, mq: MessageQueue) -> str | None:
         """The master's address; while the route has none (master down), a slave's, as the
         Java client does (the slave keeps the offsets until the master is back)."""
-        addr = self.instance.master_addr(mq.broker_name)
+        broker_name = self.instance.broker_of(mq)
+        addr = self.instance.master_addr(broker_name)
         if addr is None:
             await self.instance.route(mq.topic)
-            found = self.instance.subscribe_addr(mq.broker_name)
+            found = self.instance.subscribe_addr(self.instance.broker_of(mq))
             addr = found[0] if found is not None else None
         return addr
 

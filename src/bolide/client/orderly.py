@@ -79,7 +79,7 @@ class OrderlyService:
         c = self.consumer
         by_broker: dict[str, set[MessageQueue]] = defaultdict(set)
         for mq in queues:
-            by_broker[mq.broker_name].add(mq)
+            by_broker[c._instance.broker_of(mq)].add(mq)
         held: set[MessageQueue] = set()
         for broker, mqs in by_broker.items():
             addr = c._instance.master_addr(broker)
@@ -123,7 +123,7 @@ class OrderlyService:
         c = self.consumer
         by_broker: dict[str, set[MessageQueue]] = defaultdict(set)
         for mq in queues:
-            by_broker[mq.broker_name].add(mq)
+            by_broker[c._instance.broker_of(mq)].add(mq)
         for broker, mqs in by_broker.items():
             addr = c._instance.master_addr(broker)
             if addr is None:

@@ -324,7 +324,7 @@ class Producer:
                 if not exc.retriable:  # e.g. a frame the broker cannot take
                     raise
                 last_error = exc
-            avoid = mq.broker_name
+            avoid = route.broker_of(mq)
         if last_error is not None and not isinstance(last_error, RemotingTimeoutError) \
                 and loop.time() < deadline:
             raise last_error  # every attempt failed in time: the last failure says why
@@ -373,14 +373,15 @@ class Producer:
         start = next(counter)
         for i in range(len(queues)):
             mq = queues[(start + i) % len(queues)]
-            if mq.broker_name != avoid:
+            if route.broker_of(mq) != avoid:
                 return mq
         return queues[start % len(queues)]
 
     def _addr(self, route: TopicRoute, mq: MessageQueue) -> str:
-        addr = route.master_addr(mq.broker_name) or self._instance.master_addr(mq.broker_name)
+        broker_name = route.broker_of(mq)
+        addr = route.master_addr(broker_name) or self._instance.master_addr(broker_name)
         if addr is None:
-            raise MessageError(f"broker {mq.broker_name!r} has no master in the route of {route.topic!r}: "
+            raise MessageError(f"broker {broker_name!r} has no master in the route of {route.topic!r}: "
                                "wait for it to register with the NameServer")
         return addr
 

@@ -348,12 +348,13 @@ class PullConsumer(ConsumerBase):
         await self.seek(mq, await self.max_offset(mq))
 
     async def _addr(self, mq: MessageQueue) -> str:
-        addr = self._instance.master_addr(mq.broker_name)
+        addr = self._instance.master_addr(self._instance.broker_of(mq))
         if addr is None:
             await self._instance.route(mq.topic)
-            addr = self._instance.master_addr(mq.broker_name)
+            addr = self._instance.master_addr(self._instance.broker_of(mq))
         if addr is None:
-            raise ClientStateError(f"broker {mq.broker_name!r} has no master address in the route "
+            raise ClientStateError(f"broker {self._instance.broker_of(mq)!r} has no master address "
+                                   "in the route "
                                    f"of {mq.topic!r}: wait for it to register with the NameServer")
         return addr
 

@@ -90,11 +90,12 @@ async def _pull_address(instance: ClientInstance, mq: MessageQueue) -> tuple[str
     """Where to pull ``mq`` from (the node the broker last suggested), and whether a slave."""
     broker_id = instance.pull_from_which_node.get(mq, MASTER_ID)
     route = await instance.route(mq.topic)
-    found = route.subscribe_addr(mq.broker_name, broker_id) if route is not None else None
+    broker_name = route.broker_of(mq) if route is not None else mq.broker_name
+    found = route.subscribe_addr(broker_name, broker_id) if route is not None else None
     if found is None:
-        found = instance.subscribe_addr(mq.broker_name, broker_id)
+        found = instance.subscribe_addr(broker_name, broker_id)
     if found is None:
-        raise NoRouteError(f"no address for broker {mq.broker_name!r} of topic {mq.topic!r}: "
+        raise NoRouteError(f"no address for broker {broker_name!r} of topic {mq.topic!r}: "
                            "wait for the broker to register with the NameServer")
     return found
 

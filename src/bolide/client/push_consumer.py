@@ -487,7 +487,7 @@ class PushConsumer(ConsumerBase):
 
     async def _send_back(self, msg: MessageExt, mq: MessageQueue, delay_level: int) -> bool:
         """Hand a failed message back for a later delivery; False when that failed both ways."""
-        addr = self._instance.master_addr(mq.broker_name) or msg.store_host
+        addr = self._instance.master_addr(self._instance.broker_of(mq)) or msg.store_host
         header = ConsumerSendMsgBackRequestHeader(
             offset=msg.commit_log_offset, group=self.group, delay_level=delay_level,
             origin_msg_id=msg.msg_id or msg.offset_msg_id, origin_topic=msg.topic,

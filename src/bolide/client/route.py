@@ -2,17 +2,26 @@
 
 Pure functions over :class:`TopicRouteData` (spec 5.2): publish queues come from writable
 QueueData whose broker has a master (sorted by broker name), or from ``orderTopicConf`` when
-set; subscribe queues from every readable QueueData.
+set; subscribe queues from every readable QueueData. A static topic (RocketMQ 5 logic queues:
+the route carries ``topicQueueMappingByBroker``) has instead one queue per logic queue under
+the mock broker name ``__syslo__global__``, each served by the broker leading it (its
+endpoint), as the Java client's ``topicRouteData2EndpointsForStaticTopic`` gives them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from bolide.common.topic import MAX_QUEUE_NUMS
 from bolide.errors import ProtocolError
 from bolide.protocol.bodies.client import MessageQueue
 from bolide.protocol.bodies.route import MASTER_ID, PERM_READ, PERM_WRITE, QueueData, TopicRouteData
+from bolide.protocol.bodies.static_topic import (
+    MOCK_BROKER_NAME_NOT_EXIST,
+    TopicQueueMappingInfo,
+    mock_broker_name,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +33,11 @@ class TopicRoute:
     publish_queues: tuple[MessageQueue, ...]
     subscribe_queues: tuple[MessageQueue, ...]
     from_default: bool = False
+    endpoints: Mapping[MessageQueue, str] = field(default_factory=dict)  # a static topic's queues
+
+    def broker_of(self, mq: MessageQueue) -> str:
+        """The broker serving ``mq``: a static topic's logic queue's leader, else its own."""
+        return self.endpoints.get(mq, mq.broker_name) if self.endpoints else mq.broker_name
 
     def master_addr(self, broker_name: str) -> str | None:
         for bd in self.data.broker_datas:
@@ -98,8 +112,39 @@ def _subscribe_queues(topic: str, data: TopicRouteData) -> list[MessageQueue]:
     return queues
 
 
+def static_endpoints(topic: str, data: TopicRouteData) -> dict[MessageQueue, str]:
+    """A static topic's logic queues and the broker leading each (``__syslo__none__`` for one
+    no broker leads); empty for other topics. Per scope, a logic queue's leader is the broker
+    whose mapping info of the highest epoch lists it, and the queues number the largest total."""
+    by_scope: dict[str, list[TopicQueueMappingInfo]] = {}
+    for info in (data.topic_queue_mapping_by_broker or {}).values():
+        if info.scope is not None:
+            by_scope.setdefault(info.scope, []).append(info)
+    out: dict[MessageQueue, str] = {}
+    for scope, infos in by_scope.items():
+        leaders: dict[int, TopicQueueMappingInfo] = {}
+        total = 0
+        for info in sorted(infos, key=lambda i: -i.epoch):
+            total = max(total, info.total_queues)
+            for global_id in info.curr_id_map:
+                old = leaders.get(global_id)
+                if old is None or old.epoch <= info.epoch:
+                    leaders[global_id] = info
+        name = mock_broker_name(scope)
+        for mq in _queues(topic, name, total, "logic"):
+            leader = leaders.get(mq.queue_id)
+            out[mq] = (leader.bname or MOCK_BROKER_NAME_NOT_EXIST) if leader is not None \
+                else MOCK_BROKER_NAME_NOT_EXIST
+    return out
+
+
 def build_route(topic: str, data: TopicRouteData) -> TopicRoute:
     """The route of ``topic`` from the NameServer's answer for it."""
+    endpoints = static_endpoints(topic, data) if data.topic_queue_mapping_by_broker else {}
+    if endpoints:  # the logic queues; a producer leaves out those no broker leads
+        logic = sorted(endpoints, key=lambda mq: (mq.queue_id, mq.broker_name))
+        led = [mq for mq in logic if endpoints[mq] != MOCK_BROKER_NAME_NOT_EXIST]
+        return TopicRoute(topic, data, tuple(led), tuple(logic), endpoints=endpoints)
     return TopicRoute(topic, data, tuple(_publish_queues(topic, data)),
                       tuple(_subscribe_queues(topic, data)))
 

@@ -182,7 +182,7 @@ class TransactionProducer(Producer):
         except ValueError as exc:
             log.warning("cannot end the transaction of %s: %s", sent.msg_id, exc)
             return
-        addr = self._instance.master_addr(sent.queue.broker_name)
+        addr = self._instance.master_addr(self._instance.broker_of(sent.queue))
         if addr is None:
             log.warning("cannot end the transaction of %s: no master address for broker %s",
                         sent.msg_id, sent.queue.broker_name)
