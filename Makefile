@@ -45,7 +45,7 @@ lint: $(STAMP)
 		src/bolide/common/waiting.py src/bolide/broker/loop_service.py \
 		src/bolide/store/offset_map.py src/bolide/store/compaction_files.py src/bolide/store/compaction_log.py \
 		src/bolide/store/compaction.py src/bolide/broker/topic_attributes.py \
-		src/bolide/store/verify_compaction.py src/bolide/store/repair_compaction.py \
+		src/bolide/store/verify_compaction.py src/bolide/store/repair_compaction.py src/bolide/broker/ha/compaction_heads.py \
 		src/bolide/protocol/headers/controller.py
 
 # Real Apache RocketMQ (namesrv, broker, mqadmin) for tests/interop: the jars come from Maven

@@ -22,8 +22,9 @@ SEGMENT = 128 * 1024
 
 
 def store_config(root: Path, role: BrokerRole, **options: Any) -> StoreConfig:
-    return StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=SEGMENT,
-                       mapped_file_size_consume_queue=500 * 20, broker_role=role, **options)
+    settings: dict[str, Any] = {"mapped_file_size_commit_log": SEGMENT,
+                                "mapped_file_size_consume_queue": 500 * 20} | options
+    return StoreConfig(store_path_root_dir=str(root), broker_role=role, **settings)
 
 
 def broker(namesrv_port: int, root: Path, role: BrokerRole, store_options: dict[str, Any] | None = None,

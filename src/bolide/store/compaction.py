@@ -29,7 +29,7 @@ from bolide.store.compaction_files import file_sizes
 from bolide.store.compaction_log import CompactionLog, record_keys
 from bolide.store.config import StoreConfig
 from bolide.store.consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue
-from bolide.store.record import RecordError, parse_record, record_property
+from bolide.store.record import BLANK, RecordError, compute_tags_code, parse_record, record_property
 from bolide.store.results import GetMessageResult, GetStatus
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,10 @@ class CompactionStore:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None
+        # a slave: a compacted queue whose CommitLog copy starts past offset 0 waits, its log
+        # empty, until the broker has put in the master's older records (put_head, head_done)
+        self.hold_heads = False
+        self._heads_done: set[tuple[str, int]] = set()
 
     # -- lifecycle ----------------------------------------------------------------------
     def load(self) -> None:
@@ -217,6 +221,8 @@ class CompactionStore:
     def _ingest(self, cq: ConsumeQueue, limit: int | None) -> bool:
         key = (cq.topic, cq.queue_id)
         clog = self.logs.get(key)
+        if self._head_missing(key, clog, cq):
+            return False  # the master's older records first (see heads_needed)
         end = cq.max_offset
         start = max(clog.max_offset if clog is not None else 0, cq.min_offset)
         if start >= end:
@@ -250,6 +256,50 @@ class CompactionStore:
             index += count
         clog.current.flush()
         return index < end
+
+    # -- a slave's head: the master's records before its CommitLog copy --------------------
+    def _head_missing(self, key: tuple[str, int], clog: CompactionLog | None, cq: ConsumeQueue) -> bool:
+        return (self.hold_heads and key not in self._heads_done and cq.min_offset > 0
+                and (clog is None or clog.max_offset == 0))
+
+    def heads_needed(self) -> list[tuple[str, int, int]]:
+        """(topic, queue id, end) of the compacted queues waiting for the master's records of
+        queue offsets below ``end`` (where this store's copy of the queue starts), as RocketMQ's
+        slave fetches them into an empty compaction log."""
+        topics = self.topics
+        out = []
+        for cq in list(self._queues()):
+            key = (cq.topic, cq.queue_id)
+            if cq.topic in topics and self._head_missing(key, self.logs.get(key), cq):
+                out.append((cq.topic, cq.queue_id, cq.min_offset))
+        return out
+
+    def put_head(self, topic: str, queue_id: int, records: Iterable[bytes]) -> int:
+        """Copy in records of the queue fetched from the master (each a whole CommitLog
+        record, queue offsets increasing); those not below the queue's own start, bad or
+        without keys are skipped. The number copied."""
+        copied = 0
+        with self._work:
+            key = (topic, queue_id)
+            clog = self.logs.get(key) or self._open(topic, queue_id)
+            for record in records:
+                info = parse_record(record, 0, True)
+                if isinstance(info, RecordError) or info is BLANK:
+                    log.error("compaction: a record of %s-%d from the master is bad (%s); skipped",
+                              topic, queue_id, getattr(info, "reason", "blank"))
+                    continue
+                if info.topic != topic or info.queue_id != queue_id:
+                    continue
+                if clog.ingest(record, info.queue_offset, compute_tags_code(info, {}),
+                               info.store_timestamp, record_keys(info.properties)):
+                    copied += 1
+            clog.current.flush()
+        return copied
+
+    def head_done(self, topic: str, queue_id: int) -> None:
+        """The queue's older records are in (or there were none): copy in its own now."""
+        self._heads_done.add((topic, queue_id))
+        self._wake.set()
 
     # -- compaction ---------------------------------------------------------------------
     def _compact_all(self, until_done: bool) -> int:

@@ -238,6 +238,7 @@ class MessageStore:
         self.compaction = None
         if cfg.enable_compaction:  # before any thread starts: a load that fails stops the open
             compaction = CompactionStore(cfg, self.commit_log, self._queue_snapshot)
+            compaction.hold_heads = cfg.broker_role is BrokerRole.SLAVE  # see heads_needed
             try:
                 compaction.load()
             except BaseException:

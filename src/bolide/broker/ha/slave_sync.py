@@ -3,7 +3,8 @@ learns the master's broker address from a registration, then every
 ``bolideSlaveSyncInterval`` ms, it asks the master for GET_ALL_TOPIC_CONFIG (21),
 GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45), GET_ALL_SUBSCRIPTIONGROUP_CONFIG
 (201), GET_ALL_MESSAGE_REQUEST_MODE (402) and GET_TIMER_METRICS (61), takes them as its own and
-writes its ``config/*.json`` files (and ``timermetrics``).
+writes its ``config/*.json`` files (and ``timermetrics``); then it pulls the records of compacted
+topics older than its CommitLog copy (:mod:`bolide.broker.ha.compaction_heads`).
 
 As in RocketMQ: topics and subscription groups are replaced only when the master's data
 version differs from the slave's (the slave then takes the master's version; a copy fetched
@@ -20,6 +21,7 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
+from bolide.broker.ha.compaction_heads import fetch_heads
 from bolide.broker.loop_service import LoopService
 from bolide.broker.request_modes import MessageRequestModes
 from bolide.common.waiting import wait_for
@@ -103,6 +105,7 @@ class SlaveSync(LoopService):
                 await part(addr)
             except (BolideError, ValueError, OSError) as exc:
                 errors.append(f"{what}: {exc}")
+        await fetch_heads(self.broker, addr)  # compacted queues' records older than the copy
         if errors:
             if not self._failing:  # once per failure streak: the master may be down a while
                 log.warning("slave sync from master %s failed (%s); retrying every %d ms",
