@@ -13,15 +13,19 @@ ALLOWED = {
     "store": {"common"},
     "protocol": {"common"},
     "remoting": {"common", "protocol"},
-    "namesrv": {"common", "protocol", "remoting"},
+    # the controller advertises this host's outbound IP (client.config.local_ip)
+    "controller": {"common", "protocol", "remoting", "client"},
+    # enableControllerInNamesrv runs a controller beside the NameServer
+    "namesrv": {"common", "protocol", "remoting", "controller", "client"},
     "broker": {"common", "protocol", "remoting", "store"},
     "client": {"common", "protocol", "remoting"},
     "spark": {"common", "client", "store"},
-    "cli": {"common", "store", "protocol", "remoting", "namesrv", "broker", "client", "spark",
-            "testing"},
+    "cli": {"common", "store", "protocol", "remoting", "namesrv", "controller", "broker", "client",
+            "spark", "testing"},
     # test helpers sit at the top beside cli (nothing imports them); the fuzzer's record
     # targets exercise the Spark readers' decoder
-    "testing": {"common", "store", "protocol", "remoting", "namesrv", "broker", "client", "spark"},
+    "testing": {"common", "store", "protocol", "remoting", "namesrv", "controller", "broker", "client",
+                "spark"},
 }
 NETWORK_MODULES = {"socket", "asyncio", "selectors", "ssl", "http", "urllib"}
 
