@@ -11,7 +11,7 @@ from bolide.cli.admin import admin
 from bolide.cli.bench import bench
 from bolide.cli.pipeline import pipeline
 from bolide.cli.produce_consume import consume, produce
-from bolide.cli.server import broker, namesrv, start
+from bolide.cli.server import broker, controller, namesrv, start
 from bolide.cli.store import store
 
 
@@ -28,6 +28,7 @@ cli.add_command(store)
 cli.add_command(bench)
 cli.add_command(start)
 cli.add_command(namesrv)
+cli.add_command(controller)
 cli.add_command(broker)
 cli.add_command(admin)
 cli.add_command(produce)

@@ -14,6 +14,7 @@ import click
 
 from bolide.broker import BrokerConfig, BrokerController
 from bolide.common.config_file import parse_properties
+from bolide.controller import ControllerConfig, ControllerServer
 from bolide.errors import BolideError
 from bolide.namesrv.config import NamesrvConfig
 from bolide.namesrv.controller import NamesrvController
@@ -139,11 +140,18 @@ def namesrv(conf: str | None, port: int | None) -> None:
         config_file = Path(config.config_store_path if named else conf).resolve()
 
     tls = _tls(conf)
+    controller_config = None
+    if config.enable_controller_in_namesrv:  # the controller's keys come from the same file
+        controller_config = ControllerConfig.from_properties(conf) if conf else ControllerConfig()
 
     async def main(stop: asyncio.Event) -> None:
-        controller = NamesrvController(config, tls=tls, config_file=config_file)
+        controller = NamesrvController(config, tls=tls, config_file=config_file,
+                                       controller_config=controller_config)
         await controller.start()
         click.echo(f"NameServer listening on port {controller.port}; Ctrl+C stops it")
+        if controller.controller is not None:
+            click.echo(f"Controller listening on {controller.controller.address} "
+                       f"(state in {controller.controller.event_log.directory})")
         try:
             await stop.wait()
         finally:
@@ -174,5 +182,34 @@ def broker(conf: str | None, namesrv_addr: str | None, store_dir: str | None, po
             await stop.wait()
         finally:
             await controller.close()
+
+    _serve(main)
+
+
+@click.command("controller")
+@click.option("-c", "--config", "conf", help="A RocketMQ controller.conf (controllerDLegerPeers, ...).")
+@click.option("-p", "--port", default=None, type=int,
+              help="Port (default: the port of this controller's controllerDLegerPeers entry, else "
+                   "listenPort, 9878).")
+def controller(conf: str | None, port: int | None) -> None:
+    """Run a controller: RocketMQ 5 controller mode's master elections (one-node group)."""
+    config = ControllerConfig.from_properties(conf) if conf else ControllerConfig()
+    config_file = None  # where UPDATE_CONTROLLER_CONFIG writes: configStorePath if set, else the file
+    if conf:
+        named = "configStorePath" in parse_properties(Path(conf).read_text(encoding="utf-8"))
+        config_file = Path(config.config_store_path if named else conf).resolve()
+
+    async def main(stop: asyncio.Event) -> None:
+        server = ControllerServer(config, port=port, config_file=config_file)
+        await server.start()
+        if server.replay.dropped_bytes:
+            click.echo(f"Cut off a torn tail of {server.replay.dropped_bytes} bytes from the event log "
+                       f"({server.replay.reason})")
+        click.echo(f"Controller listening on {server.address} (state in {server.event_log.directory}); "
+                   "Ctrl+C stops it")
+        try:
+            await stop.wait()
+        finally:
+            await server.close()
 
     _serve(main)

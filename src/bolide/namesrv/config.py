@@ -49,6 +49,8 @@ class NamesrvConfig(PropertiesConfig):
     wait_seconds_for_service: int = _key("waitSecondsForService", 45)
     server_channel_max_idle_time_seconds: int = _key("serverChannelMaxIdleTimeSeconds", 120)
     broker_channel_expired_time_ms: int = _key("bolideBrokerChannelExpiredTime", 120_000)
+    # 5.x: run a controller (its own port, from controllerDLegerPeers) beside the NameServer
+    enable_controller_in_namesrv: bool = _key("enableControllerInNamesrv", False)
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:

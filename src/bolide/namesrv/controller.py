@@ -1,5 +1,9 @@
 """The NameServer process: a RemotingServer answering NamesrvProcessor's codes, a periodic
-scan that expires silent brokers, and route cleanup when a broker's connection closes."""
+scan that expires silent brokers, and route cleanup when a broker's connection closes.
+
+With ``enableControllerInNamesrv=true`` it also runs a controller (RocketMQ 5's embedded
+controller): a :class:`~bolide.controller.ControllerServer` with its own socket on the port of
+its ``controllerDLegerPeers`` entry, configured from the same file."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import logging
 from pathlib import Path
 
 from bolide.common.waiting import cancel_and_wait
+from bolide.controller import ControllerConfig, ControllerServer
 from bolide.namesrv.config import NamesrvConfig
 from bolide.namesrv.processors import NamesrvProcessor
 from bolide.protocol.command import RemotingCommand
@@ -22,8 +27,11 @@ class NamesrvController:
 
     def __init__(self, config: NamesrvConfig | None = None, *, host: str | None = None,
                  port: int | None = None, tls: TlsServerConfig | None = None,
-                 config_file: Path | None = None) -> None:
-        """``config_file``: where UPDATE_NAMESRV_CONFIG writes its changes (None: nowhere)."""
+                 config_file: Path | None = None, controller_config: ControllerConfig | None = None,
+                 controller_port: int | None = None) -> None:
+        """``config_file``: where UPDATE_NAMESRV_CONFIG writes its changes (None: nowhere);
+        ``controller_config``: the embedded controller's settings when enableControllerInNamesrv
+        is on (default: RocketMQ's); ``controller_port`` overrides its port."""
         self.config = config if config is not None else NamesrvConfig()
         self.processor = NamesrvProcessor(self.config, config_file=config_file)
         tls = (tls or TlsServerConfig()).resolved()
@@ -35,6 +43,9 @@ class NamesrvController:
             self.server.register(code, self._process)
         self.server.on_channel_close(self._channel_closed)
         self._scan_task: asyncio.Task[None] | None = None
+        self.controller: ControllerServer | None = None
+        if self.config.enable_controller_in_namesrv:
+            self.controller = ControllerServer(controller_config, host=host, port=controller_port)
 
     @property
     def port(self) -> int:
@@ -61,6 +72,8 @@ class NamesrvController:
             self.scan_not_active_brokers()
 
     async def start(self) -> NamesrvController:
+        if self.controller is not None:
+            await self.controller.start()
         await self.server.start()
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop())
         return self
@@ -70,3 +83,5 @@ class NamesrvController:
             await cancel_and_wait([self._scan_task])
             self._scan_task = None
         await self.server.close()
+        if self.controller is not None:
+            await self.controller.close()

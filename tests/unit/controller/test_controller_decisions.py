@@ -69,7 +69,8 @@ def test_ids_are_handed_out_in_order_and_first_elect_takes_the_asker() -> None:
                                                         master_epoch=1, sync_state_set_epoch=1)
     body = ElectMasterResponseBody.decode(result.body)
     assert body.sync_state_set == {2}
-    assert body.broker_member_group is not None and body.broker_member_group.broker_addrs == {1: "h:1", 2: "h:2"}
+    assert body.broker_member_group is not None
+    assert body.broker_member_group.broker_addrs == {1: "h:1", 2: "h:2"}
     group = c.state.groups["b"]
     assert (group.master_broker_id, group.master_epoch, group.sync_state_set, group.sync_state_set_epoch) \
         == (2, 1, {2}, 1)
