@@ -25,8 +25,8 @@ from bolide.protocol.codes import RequestCode as C
 from bolide.protocol.codes import ResponseCode as RC
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import controller as h
-from bolide.protocol.headers.base import Header
-from bolide.remoting import RemotingClient, RemotingServer, RequestContext, run
+from bolide.remoting import RemotingClient, run
+from bolide.testing.controller import ControllerBroker
 from bolide.testing.rocketmq import free_port
 from conftest import wait_until
 
@@ -39,69 +39,13 @@ def _config(tmp_path: Path, **extra: str) -> ControllerConfig:
                                           "controllerDLegerSelfId": "n0", **FAST, **extra})
 
 
-class FakeBroker:
-    """A broker's side of the protocol: its own server (for 1008) and connection to the
-    controller (the controller closes an expired broker's connection)."""
-
-    def __init__(self, controller: str, name: str = "b") -> None:
-        self.client, self.controller, self.name = RemotingClient(), controller, name
-        self.server = RemotingServer("127.0.0.1", 0)
-        self.notices: list[tuple[h.NotifyBrokerRoleChangedRequestHeader, SyncStateSet]] = []
-        self.server.register(C.NOTIFY_BROKER_ROLE_CHANGED, self._notified)
-        self.broker_id = -1
-
-    async def _notified(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        self.notices.append((request.read_header(h.NotifyBrokerRoleChangedRequestHeader),
-                             SyncStateSet.decode(request.body_bytes())))
-        return request.make_response()
-
-    @property
-    def addr(self) -> str:
-        return f"127.0.0.1:{self.server.port}"
-
-    async def call(self, code: int, header: Header | None = None, body: bytes = b"") -> RemotingCommand:
-        return await self.client.invoke(self.controller, RemotingCommand.request(code, header, body))
-
-    async def close(self) -> None:
-        await self.server.close()
-        await self.client.close()
-
-    async def join(self) -> RemotingCommand:
-        """GET_NEXT_BROKER_ID -> APPLY_BROKER_ID -> REGISTER, then a heartbeat."""
-        await self.server.start()
-        nxt = await self.call(C.CONTROLLER_GET_NEXT_BROKER_ID,
-                              h.GetNextBrokerIdRequestHeader(cluster_name="C", broker_name=self.name))
-        broker_id = nxt.read_header(h.GetNextBrokerIdResponseHeader).next_broker_id
-        assert broker_id is not None
-        applied = await self.call(C.CONTROLLER_APPLY_BROKER_ID, h.ApplyBrokerIdRequestHeader(
-            cluster_name="C", broker_name=self.name, applied_broker_id=broker_id,
-            register_check_code=f"{self.addr};1"))
-        assert applied.code == RC.SUCCESS, applied.remark
-        self.broker_id = broker_id
-        reg = await self.call(C.CONTROLLER_REGISTER_BROKER, h.RegisterBrokerToControllerRequestHeader(
-            cluster_name="C", broker_name=self.name, broker_id=broker_id, broker_address=self.addr))
-        assert reg.code == RC.SUCCESS, reg.remark
-        await self.beat()
-        return reg
-
-    async def beat(self, timeout_ms: int = 600, **kw: int) -> None:
-        hb = h.BrokerHeartbeatRequestHeader(cluster_name="C", broker_addr=self.addr, broker_name=self.name,
-                                            broker_id=self.broker_id, heartbeat_timeout_mills=timeout_ms,
-                                            **kw)
-        await self.client.invoke_oneway(self.controller, RemotingCommand.request(C.BROKER_HEARTBEAT, hb))
-
-    async def elect(self) -> RemotingCommand:
-        return await self.call(C.CONTROLLER_ELECT_MASTER, h.ElectMasterRequestHeader(
-            cluster_name="C", broker_name=self.name, broker_id=self.broker_id))
-
-
 @asynccontextmanager
 async def _running(config: ControllerConfig) -> AsyncIterator[tuple[ControllerServer, RemotingClient]]:
     async with ControllerServer(config, host="127.0.0.1") as server, RemotingClient() as client:
         yield server, client
 
 
-async def _beating(broker: FakeBroker, stop: asyncio.Event) -> None:
+async def _beating(broker: ControllerBroker, stop: asyncio.Event) -> None:
     while not stop.is_set():
         await broker.beat()
         await asyncio.sleep(0.1)
@@ -113,7 +57,7 @@ def test_register_elect_expire_and_reelect(tmp_path: Path) -> None:
 
 async def _register_elect_expire_and_reelect(tmp_path: Path) -> None:
     async with _running(_config(tmp_path)) as (server, client):
-        one, two = FakeBroker(server.address), FakeBroker(server.address)
+        one, two = ControllerBroker(server.address), ControllerBroker(server.address)
         first = await one.join()
         assert first.read_header(h.RegisterBrokerToControllerResponseHeader).master_broker_id is None
         await two.join()
@@ -249,7 +193,7 @@ async def _sigkilled_controller_keeps_masters_epochs_and_ids(tmp_path: Path) -> 
                     f"controllerDLegerSelfId=n0\ncontrollerStorePath={tmp_path / 'ctrl'}\n")
     proc, addr, _ = _start_process(conf)
     try:
-        one, two = FakeBroker(addr), FakeBroker(addr)
+        one, two = ControllerBroker(addr), ControllerBroker(addr)
         await one.join()
         await two.join()
         assert (await one.elect()).code == RC.SUCCESS

@@ -111,6 +111,8 @@ class ControllerServer:
             if result.code == ResponseCode.SUCCESS:
                 log.warning("broker group %s: new master %s", broker_name, result.header)
                 return True
+            if result.code == ResponseCode.CONTROLLER_MASTER_STILL_EXIST:
+                return True  # another election already replaced the master
         log.warning("broker group %s: no master could be elected", broker_name)
         return False
 
