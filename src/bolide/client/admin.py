@@ -22,6 +22,7 @@ from bolide.client.admin_acl import AclAdminCalls
 from bolide.client.admin_auth import AuthAdminCalls
 from bolide.client.admin_cold_data import ColdDataAdminCalls
 from bolide.client.admin_config import ConfigAdminCalls
+from bolide.client.admin_controller import ControllerAdminCalls
 from bolide.client.admin_lists import ListAdminCalls
 from bolide.client.admin_metrics import MetricsAdminCalls
 from bolide.client.admin_ops import OpsAdminCalls
@@ -102,8 +103,8 @@ TOOLS_GROUP = "TOOLS_CONSUMER"  # the group mqadmin's reads use (built into ever
 DEFAULT_TOPIC = "TBW102"
 
 
-class Admin(AclAdminCalls, AuthAdminCalls, ColdDataAdminCalls, ConfigAdminCalls, ListAdminCalls,
-            MetricsAdminCalls, OpsAdminCalls, StatsAdminCalls, TraceAdminCalls):
+class Admin(AclAdminCalls, AuthAdminCalls, ColdDataAdminCalls, ConfigAdminCalls, ControllerAdminCalls,
+            ListAdminCalls, MetricsAdminCalls, OpsAdminCalls, StatsAdminCalls, TraceAdminCalls):
     """Topics, groups, progress and message lookups; asyncio API (blocking twin in
     :mod:`bolide.client.blocking`)."""
 

@@ -60,8 +60,10 @@ from bolide.protocol.bodies.admin import (
 from bolide.protocol.bodies.auth import AclInfo, UserInfo
 from bolide.protocol.bodies.broker import SubscriptionGroupConfig, TimerMetricsSerializeWrapper, TopicConfig
 from bolide.protocol.bodies.client import MessageQueue
+from bolide.protocol.bodies.controller import BrokerReplicasInfo, ElectMasterResponseBody
 from bolide.protocol.bodies.ha import HARuntimeInfo
 from bolide.protocol.bodies.route import BrokerMemberGroup, ClusterInfo, TopicRouteData
+from bolide.protocol.headers.controller import ElectMasterResponseHeader, GetMetaDataResponseHeader
 
 T = TypeVar("T")
 C = TypeVar("C")
@@ -597,6 +599,27 @@ class Admin(_Blocking[_admin.Admin]):
     def update_namesrv_config(self, changes: Mapping[str, object]) -> list[str]:
         changes = dict(changes)
         return self._run(lambda c: c.update_namesrv_config(changes))
+
+    def controller_metadata(self, controller: str) -> GetMetaDataResponseHeader:
+        return self._run(lambda c: c.controller_metadata(controller))
+
+    def sync_state_data(self, controller: str, broker_names: Sequence[str]) -> BrokerReplicasInfo:
+        return self._run(lambda c: c.sync_state_data(controller, broker_names))
+
+    def controller_config(self, controllers: str | Sequence[str]) -> dict[str, dict[str, str]]:
+        return self._run(lambda c: c.controller_config(controllers))
+
+    def update_controller_config(self, changes: Mapping[str, object],
+                                 controllers: str | Sequence[str]) -> list[str]:
+        changes = dict(changes)
+        return self._run(lambda c: c.update_controller_config(changes, controllers))
+
+    def elect_master(self, controller: str, cluster: str, broker_name: str,
+                     broker_id: int) -> tuple[ElectMasterResponseHeader, ElectMasterResponseBody]:
+        return self._run(lambda c: c.elect_master(controller, cluster, broker_name, broker_id))
+
+    def clean_broker_metadata(self, controller: str, broker_name: str, **kwargs: Any) -> None:
+        return self._run(lambda c: c.clean_broker_metadata(controller, broker_name, **kwargs))
 
     def subscription_group(self, group: str, **kwargs: Any) -> dict[str, SubscriptionGroupConfig | None]:
         return self._run(lambda c: c.subscription_group(group, **kwargs))
