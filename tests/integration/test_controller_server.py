@@ -139,9 +139,18 @@ async def _metadata_config_and_bad_input(tmp_path: Path) -> None:
         bad_body = await client.invoke(server.address, RemotingCommand.request(
             C.CONTROLLER_ALTER_SYNC_STATE_SET, ext_fields={"brokerName": "b"}, body=b"{oops"))
         assert bad_body.code == RC.CONTROLLER_INVALID_REQUEST
-        bad_header = await client.invoke(server.address, RemotingCommand.request(
+        no_names = await client.invoke(server.address,
+                                       RemotingCommand.request(C.CONTROLLER_GET_SYNC_STATE_DATA))
+        assert no_names.code == RC.CONTROLLER_INVALID_REQUEST and "JSON array" in (no_names.remark or "")
+        not_names = await client.invoke(server.address, RemotingCommand.request(
+            C.CONTROLLER_GET_SYNC_STATE_DATA, body=b'{"a":1}'))
+        assert not_names.code == RC.CONTROLLER_INVALID_REQUEST
+        no_header = await client.invoke(server.address, RemotingCommand.request(
             C.CONTROLLER_GET_NEXT_BROKER_ID, ext_fields={}))
-        assert bad_header.code == RC.SUCCESS  # RocketMQ answers id 1 for an unknown group too
+        assert no_header.code == RC.SUCCESS  # RocketMQ answers id 1 for an unknown group too
+        no_code = await client.invoke(server.address, RemotingCommand.request(C.CONTROLLER_APPLY_BROKER_ID,
+                                                                              ext_fields={"brokerName": "b"}))
+        assert no_code.code == RC.CONTROLLER_INVALID_REQUEST and "registerCheckCode" in (no_code.remark or "")
         missing = await client.invoke(server.address, RemotingCommand.request(
             C.CONTROLLER_GET_REPLICA_INFO, h.GetReplicaInfoRequestHeader(broker_name="nope")))
         assert missing.code == RC.CONTROLLER_BROKER_METADATA_NOT_EXIST
@@ -169,9 +178,9 @@ async def _namesrv_embeds_a_controller(tmp_path: Path) -> None:
         await namesrv.close()
 
 
-def _start_process(conf: Path) -> tuple[subprocess.Popen[str], str, str]:
-    """The process, its address and what it printed up to listening."""
-    proc = subprocess.Popen([sys.executable, "-c", "from bolide.cli.main import main; main()", "controller",
+def _start_process(conf: Path, command: str = "controller") -> tuple[subprocess.Popen[str], str, str]:
+    """The process, its controller's address and what it printed up to that."""
+    proc = subprocess.Popen([sys.executable, "-c", "from bolide.cli.main import main; main()", command,
                              "-c", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     lines = []
@@ -221,4 +230,27 @@ async def _sigkilled_controller_keeps_masters_epochs_and_ids(tmp_path: Path) -> 
             await broker.close()
     finally:
         proc.kill()
+        proc.communicate()
+
+
+def test_bolide_namesrv_runs_an_embedded_controller(tmp_path: Path) -> None:
+    port = free_port()
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text(f"listenPort={free_port()}\nkvConfigPath={tmp_path / 'kv.json'}\n"
+                    "enableControllerInNamesrv=true\n"
+                    f"controllerDLegerPeers=n0-127.0.0.1:{port}\ncontrollerDLegerSelfId=n0\n"
+                    f"controllerStorePath={tmp_path / 'ctrl'}\n")
+    proc, addr, printed = _start_process(conf, "namesrv")
+    try:
+        assert addr == f"127.0.0.1:{port}" and "NameServer listening on port" in printed
+
+        async def ask() -> RemotingCommand:
+            async with RemotingClient() as client:
+                return await client.invoke(addr, RemotingCommand.request(C.CONTROLLER_GET_METADATA_INFO))
+        assert run(ask()).read_header(h.GetMetaDataResponseHeader).controller_leader_address == addr
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
         proc.communicate()

@@ -173,9 +173,10 @@ class ControllerProcessor:
 
     async def get_sync_state_data(self, request: RemotingCommand, channel: object | None) -> RemotingCommand:
         body = request.body_bytes()
-        names = decode_broker_names(body) if body else []
-        if not names:
-            return request.make_response(RC.SUCCESS)
+        if not body:
+            return request.make_response(RC.CONTROLLER_INVALID_REQUEST, "GET_SYNC_STATE_DATA needs a "
+                                         "body: a JSON array of broker names, e.g. [\"broker-a\"]")
+        names = decode_broker_names(body)
         data = decisions.sync_state_data(self.state, names, self.alive)
         return request.make_response(RC.SUCCESS, body=data.encode())
 

@@ -38,17 +38,18 @@ class ControllerServer:
                  port: int | None = None, config_file: Path | None = None) -> None:
         """``host``: the address to advertise when no peers are configured (default: this
         host's outbound IP); ``config_file``: where UPDATE_CONTROLLER_CONFIG writes."""
-        self.config = config if config is not None else ControllerConfig()
-        self._host = host
+        config = config if config is not None else ControllerConfig()
+        # the host part of the leader address: the own peer's, else ``host``, else this host's IP
+        self._advertised_host = config.self_peer(host or local_ip()).address.rsplit(":", 1)[0]
         self.state = ReplicasState()
         self.heartbeats = HeartbeatManager()
-        self.event_log = EventLog(self.config.store_dir / self.config.self_id)
+        self.event_log = EventLog(config.store_dir / config.self_id)
         self.replay = Replay()
-        self.processor = ControllerProcessor(self.config, self.state, self.heartbeats, self.event_log,
+        self.processor = ControllerProcessor(config, self.state, self.heartbeats, self.event_log,
                                              leader_address=lambda: self.address, config_file=config_file)
         self.processor.on_master_changed = self.notify_role_changed
-        self.server = RemotingServer(host if host is not None else self.config.bind_address,
-                                     self.config.port if port is None else port)
+        self.server = RemotingServer(host if host is not None else config.bind_address,
+                                     config.port if port is None else port)
         for code in self.processor.codes:
             self.server.register(code, self._process)
         self.server.on_channel_close(self._channel_closed)
@@ -58,15 +59,19 @@ class ControllerServer:
         self._elections: set[asyncio.Task[bool]] = set()
 
     @property
+    def config(self) -> ControllerConfig:
+        """The settings, as UPDATE_CONTROLLER_CONFIG left them (the scan intervals, port and
+        store path apply at the next start)."""
+        return self.processor.config
+
+    @property
     def port(self) -> int:
         return self.server.port
 
     @property
     def address(self) -> str:
         """The address brokers and mqadmin reach this controller at (the leader address)."""
-        peer = self.config.self_peer(self._host or local_ip())
-        host = peer.address.rsplit(":", 1)[0]
-        return f"{host}:{self.port}"
+        return f"{self._advertised_host}:{self.port}"
 
     async def _process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         return await self.processor.process(request, ctx.channel)
