@@ -108,7 +108,9 @@ def elect_master(state: ReplicasState, req: h.ElectMasterRequestHeader, alive: A
     if group is None:
         return result.fail(RC.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered")
     old_master = group.master_broker_id
-    new_master: int | None = req.broker_id if group.first_time_for_elect else None
+    # a group's first election takes the asker (RocketMQ takes any id; here it must be a replica)
+    first = group.first_time_for_elect and req.broker_id in group.addresses
+    new_master: int | None = req.broker_id if first else None
     if new_master is None or new_master == -1:
         new_master = elect_policy.elect(
             group.sync_state_set, set(group.addresses) if unclean else None, old_master,
