@@ -57,6 +57,7 @@ class ControllerServer:
         self._tasks: list[asyncio.Task[None]] = []
         self._notifies: dict[str, tuple[int, asyncio.Task[None]]] = {}
         self._elections: set[asyncio.Task[bool]] = set()
+        self._closing = False
 
     @property
     def config(self) -> ControllerConfig:
@@ -99,7 +100,7 @@ class ControllerServer:
     def on_broker_inactive(self, broker_name: str, broker_id: int | None) -> None:
         """Elect a new master when the inactive broker was its group's master (or ``None``)."""
         group = self.state.get(broker_name)
-        if group is None or (broker_id is not None and group.master_broker_id != broker_id):
+        if self._closing or group is None or (broker_id is not None and group.master_broker_id != broker_id):
             return
         task = asyncio.get_running_loop().create_task(self.trigger_elect(broker_name))
         self._elections.add(task)
@@ -176,9 +177,11 @@ class ControllerServer:
         return self
 
     async def close(self) -> None:
-        await cancel_and_wait([*self._tasks, *self._elections, *(t for _, t in self._notifies.values())])
+        self._closing = True  # closing the brokers' connections triggers no election
+        await cancel_and_wait(self._tasks)
         self._tasks = []
         await self.server.close()
+        await cancel_and_wait([*self._elections, *(t for _, t in self._notifies.values())])
         await self.client.close()
         self.event_log.close()
 
