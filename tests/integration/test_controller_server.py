@@ -206,6 +206,9 @@ async def _sigkilled_controller_keeps_masters_epochs_and_ids(tmp_path: Path) -> 
         await one.join()
         await two.join()
         assert (await one.elect()).code == RC.SUCCESS
+        update = await one.call(C.UPDATE_CONTROLLER_CONFIG, body=b"enableElectUncleanMaster=true\n")
+        assert update.code == RC.SUCCESS
+        assert "enableElectUncleanMaster=true\n" in conf.read_text()  # written to its config file
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         # a torn record at the tail, as a crash in the middle of a write leaves
@@ -226,6 +229,8 @@ async def _sigkilled_controller_keeps_masters_epochs_and_ids(tmp_path: Path) -> 
         assert nxt.read_header(h.GetNextBrokerIdResponseHeader).next_broker_id == 3
         meta = await one.call(C.CONTROLLER_GET_METADATA_INFO)
         assert meta.read_header(h.GetMetaDataResponseHeader).group == "g1"
+        config = await one.call(C.GET_CONTROLLER_CONFIG)
+        assert "enableElectUncleanMaster=true\n" in config.body_bytes().decode()
         for broker in (one, two):
             await broker.close()
     finally:
