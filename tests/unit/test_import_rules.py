@@ -13,10 +13,9 @@ ALLOWED = {
     "store": {"common"},
     "protocol": {"common"},
     "remoting": {"common", "protocol"},
-    # the controller advertises this host's outbound IP (client.config.local_ip)
-    "controller": {"common", "protocol", "remoting", "client"},
+    "controller": {"common", "protocol", "remoting"},
     # enableControllerInNamesrv runs a controller beside the NameServer
-    "namesrv": {"common", "protocol", "remoting", "controller", "client"},
+    "namesrv": {"common", "protocol", "remoting", "controller"},
     "broker": {"common", "protocol", "remoting", "store"},
     "client": {"common", "protocol", "remoting"},
     "spark": {"common", "client", "store"},

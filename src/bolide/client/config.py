@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 import time
 from dataclasses import dataclass
 
 from bolide.client.errors import ClientConfigError
-
-
-def local_ip() -> str:
-    """The IPv4 address this host uses for outbound traffic (127.0.0.1 when there is none)."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks a source address
-            return str(s.getsockname()[0])
-    except OSError:
-        return "127.0.0.1"
+from bolide.common.hosts import local_ip
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """Socket addresses as RocketMQ stores them: address bytes followed by the port as an i32."""
 
 import ipaddress
+import socket
 import struct
 from functools import lru_cache
 
@@ -30,3 +31,13 @@ def _decode_host(raw: bytes) -> str:
 def decode_host(data: bytes | memoryview) -> str:
     """Decode 8 (IPv4) or 20 (IPv6) bytes into ``"ip:port"`` (IPv6 in brackets)."""
     return _decode_host(bytes(data))
+
+
+def local_ip() -> str:
+    """The IPv4 address this host uses for outbound traffic (127.0.0.1 when there is none)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks a source address
+            return str(s.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"

@@ -9,6 +9,8 @@ import struct
 import time
 from datetime import datetime
 
+from bolide.common.hosts import local_ip
+
 _OFFSET = struct.Struct(">q")
 
 
@@ -33,12 +35,7 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
 
 
 def _local_ip_bytes() -> bytes:
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks a source address
-            return socket.inet_aton(s.getsockname()[0])
-    except OSError:
-        return socket.inet_aton("127.0.0.1")
+    return socket.inet_aton(local_ip())
 
 
 class UniqKeyGenerator:

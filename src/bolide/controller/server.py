@@ -12,7 +12,7 @@ import asyncio
 import logging
 from pathlib import Path
 
-from bolide.client.config import local_ip
+from bolide.common.hosts import local_ip
 from bolide.common.waiting import cancel_and_wait
 from bolide.controller import decisions
 from bolide.controller.config import ControllerConfig
