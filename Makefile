@@ -48,7 +48,7 @@ lint: $(STAMP)
 		src/bolide/store/verify_compaction.py src/bolide/store/repair_compaction.py src/bolide/broker/ha/compaction_heads.py \
 		src/bolide/protocol/headers/controller.py src/bolide/protocol/bodies/controller.py \
 		src/bolide/controller src/bolide/cli/admin_controller.py src/bolide/testing/controller.py \
-		src/bolide/namesrv/controller.py
+		src/bolide/namesrv/controller.py src/bolide/common/config_file.py
 
 # Real Apache RocketMQ (namesrv, broker, mqadmin) for tests/interop: the jars come from Maven
 # Central into interop/.m2 the first time, then from that cache. Without java/javac/mvn this

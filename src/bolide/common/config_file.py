@@ -107,9 +107,9 @@ def known_values(cls: type, props: dict[str, str]) -> dict[str, Any]:
                 by_key[f.metadata["alias"]] = f
     values: dict[str, Any] = {}
     for key, raw in props.items():
-        f = by_key.get(key)
-        if f is not None:
-            values[f.name] = convert_property(f.metadata["key"], f.default, raw)
+        found = by_key.get(key)
+        if found is not None:
+            values[found.name] = convert_property(found.metadata["key"], found.default, raw)
     return values
 
 
@@ -131,3 +131,24 @@ class PropertiesConfig:
     def from_mapping(cls, props: dict[str, str], **overrides: Any) -> Self:
         """Build a config from RocketMQ camelCase keys (unknown keys are ignored)."""
         return cls(**{**known_values(cls, props), **overrides})
+
+    def replace(self, **changes: Any) -> Self:
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+    def updated(self, props: dict[str, str]) -> Self:
+        """This config with the known keys of ``props`` changed (an UPDATE_*_CONFIG request)."""
+        return dataclasses.replace(self, **known_values(type(self), props))  # type: ignore[type-var]
+
+    def to_properties(self) -> dict[str, str]:
+        """Every setting under its RocketMQ key, as Java's Configuration lists them."""
+        out = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            if "key" not in f.metadata:
+                continue
+            value = getattr(self, f.name)
+            out[f.metadata["key"]] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        return out
+
+    def to_properties_text(self) -> str:
+        """A GET_*_CONFIG answer's body: ``key=value`` lines."""
+        return "".join(f"{k}={v}\n" for k, v in sorted(self.to_properties().items()))

@@ -9,13 +9,12 @@ supported yet and is refused with an error naming the fix.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from bolide.common.config_file import PropertiesConfig, config_field, known_values
+from bolide.common.config_file import PropertiesConfig, config_field
 from bolide.errors import ConfigError
 
 DEFAULT_PORT = 9878  # the port RocketMQ's docs give controllers
@@ -138,22 +137,3 @@ class ControllerConfig(PropertiesConfig):
         """Keys UPDATE_CONTROLLER_CONFIG refuses to change."""
         extra = {k.strip() for k in self.config_black_list.split(";") if k.strip()}
         return FIXED_BLACK_LIST | extra
-
-    def updated(self, props: dict[str, str]) -> ControllerConfig:
-        """This config with the known keys of ``props`` changed (UPDATE_CONTROLLER_CONFIG)."""
-        return dataclasses.replace(self, **known_values(ControllerConfig, props))
-
-    def replace(self, **changes: Any) -> ControllerConfig:
-        return dataclasses.replace(self, **changes)
-
-    def to_properties(self) -> dict[str, str]:
-        """Every setting under its RocketMQ key."""
-        out = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            out[f.metadata["key"]] = ("true" if value else "false") if isinstance(value, bool) else str(value)
-        return out
-
-    def to_properties_text(self) -> str:
-        """GET_CONTROLLER_CONFIG's body: ``key=value`` lines."""
-        return "".join(f"{k}={v}\n" for k, v in sorted(self.to_properties().items()))

@@ -7,13 +7,11 @@ ignored. Keys starting with ``bolide`` are Bolide's own.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from bolide.common.config_file import PropertiesConfig, config_field, known_values
+from bolide.common.config_file import PropertiesConfig, config_field
 from bolide.errors import ConfigError
 
 DEFAULT_PORT = 9876
@@ -65,23 +63,4 @@ class NamesrvConfig(PropertiesConfig):
         """Keys UPDATE_NAMESRV_CONFIG refuses to change."""
         extra = {k.strip() for k in self.config_black_list.split(";") if k.strip()}
         return FIXED_BLACK_LIST | extra
-
-    def updated(self, props: dict[str, str]) -> NamesrvConfig:
-        """This config with the known keys of ``props`` changed (UPDATE_NAMESRV_CONFIG)."""
-        return dataclasses.replace(self, **known_values(NamesrvConfig, props))
-
-    def replace(self, **changes: Any) -> NamesrvConfig:
-        return dataclasses.replace(self, **changes)
-
-    def to_properties(self) -> dict[str, str]:
-        """Every setting under its RocketMQ key, as Java's Configuration lists them."""
-        out = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            out[f.metadata["key"]] = ("true" if value else "false") if isinstance(value, bool) else str(value)
-        return out
-
-    def to_properties_text(self) -> str:
-        """GET_NAMESRV_CONFIG's body: ``key=value`` lines."""
-        return "".join(f"{k}={v}\n" for k, v in sorted(self.to_properties().items()))
 
