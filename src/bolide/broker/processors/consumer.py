@@ -159,49 +159,43 @@ class ConsumerProcessor:
         self.broker.offsets.commit(header.consumer_group, header.topic, queue_id, offset)
         return request.make_response()
 
-    async def _item_offset(self, request: RemotingCommand, lq: sr.LogicQueue,
-                           item: LogicQueueMappingItem | sr.Refusal, header: Header,
-                           local: Callable[[int], int], field: str = "offset") -> int | RemotingCommand:
-        """The physical answer of ``item`` (``local(queue id)`` here, else asked of its broker),
-        or the refusal's response."""
+    async def _queue_value(self, request: RemotingCommand, header: Header,
+                           lookup: Callable[[str, int], int],
+                           pick: Callable[[sr.LogicQueue], LogicQueueMappingItem | sr.Refusal],
+                           convert: Callable[[LogicQueueMappingItem, int], int] | None = None,
+                           field: str = "offset") -> int | RemotingCommand:
+        """``lookup(topic, queue id)`` of the request's queue; of a static topic's logic queue,
+        that of the item ``pick`` names (here, or asked of its broker), made a logic value by
+        ``convert``; a refusal's response."""
+        topic, queue_id = header.topic, header.queue_id  # type: ignore[attr-defined]
+        lq = self._logic(request, topic, queue_id)
+        if lq is None:
+            return lookup(topic, queue_id)
+        item = pick(lq)
         if isinstance(item, sr.Refusal):
             return request.make_response(*item)
         if lq.is_local(item):
-            return local(item.queue_id)
-        found = await self._remote(item, request.code, header, field)
-        return -1 if found is None else found
+            value = lookup(topic, item.queue_id)
+        else:
+            found = await self._remote(item, request.code, header, field)
+            value = -1 if found is None else found
+        return convert(item, value) if convert is not None else value
 
     async def get_max_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = request.read_header(h.GetMaxOffsetRequestHeader)
-        store = self.broker.store
-        lq = self._logic(request, header.topic, header.queue_id)
-        if lq is None:
-            offset = store.get_max_offset_in_queue(header.topic, header.queue_id)
-        else:
-            item = sr.last_item(lq)
-            found = await self._item_offset(request, lq, item, header,
-                                            lambda q: store.get_max_offset_in_queue(header.topic, q))
-            if isinstance(found, RemotingCommand):
-                return found
-            assert not isinstance(item, sr.Refusal)
-            offset = item.static_offset_strictly(found)
-        return request.make_response(header=h.GetMaxOffsetResponseHeader(offset=offset))
+        found = await self._queue_value(request, header, self.broker.store.get_max_offset_in_queue,
+                                        sr.last_item, LogicQueueMappingItem.static_offset_strictly)
+        if isinstance(found, RemotingCommand):
+            return found
+        return request.make_response(header=h.GetMaxOffsetResponseHeader(offset=found))
 
     async def get_min_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = request.read_header(h.GetMinOffsetRequestHeader)
-        store = self.broker.store
-        lq = self._logic(request, header.topic, header.queue_id)
-        if lq is None:
-            offset = store.get_min_offset_in_queue(header.topic, header.queue_id)
-        else:
-            item = sr.first_item(lq)
-            found = await self._item_offset(request, lq, item, header,
-                                            lambda q: store.get_min_offset_in_queue(header.topic, q))
-            if isinstance(found, RemotingCommand):
-                return found
-            assert not isinstance(item, sr.Refusal)
-            offset = item.static_offset_loosely(found)
-        return request.make_response(header=h.GetMinOffsetResponseHeader(offset=offset))
+        found = await self._queue_value(request, header, self.broker.store.get_min_offset_in_queue,
+                                        sr.first_item, LogicQueueMappingItem.static_offset_loosely)
+        if isinstance(found, RemotingCommand):
+            return found
+        return request.make_response(header=h.GetMinOffsetResponseHeader(offset=found))
 
     async def search_offset_by_timestamp(self, ctx: RequestContext,
                                          request: RemotingCommand) -> RemotingCommand:
@@ -236,18 +230,11 @@ class ConsumerProcessor:
                                          request: RemotingCommand) -> RemotingCommand:
         """Store time of the queue's first retained message; -1 for an empty or unknown queue."""
         header = request.read_header(h.GetEarliestMsgStoretimeRequestHeader)
-        store = self.broker.store
-        lq = self._logic(request, header.topic, header.queue_id)
-        if lq is None:
-            timestamp = store.get_earliest_message_time(header.topic, header.queue_id)
-        else:
-            found = await self._item_offset(request, lq, sr.first_item(lq), header,
-                                            lambda q: store.get_earliest_message_time(header.topic, q),
-                                            "timestamp")
-            if isinstance(found, RemotingCommand):
-                return found
-            timestamp = found
-        return request.make_response(header=h.GetEarliestMsgStoretimeResponseHeader(timestamp=timestamp))
+        found = await self._queue_value(request, header, self.broker.store.get_earliest_message_time,
+                                        sr.first_item, field="timestamp")
+        if isinstance(found, RemotingCommand):
+            return found
+        return request.make_response(header=h.GetEarliestMsgStoretimeResponseHeader(timestamp=found))
 
     async def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """Record producer and consumer groups; create each consumer group's retry topic; tell
