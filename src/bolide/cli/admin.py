@@ -5,7 +5,8 @@ commands live in :mod:`~bolide.cli.admin_topics`, :mod:`~bolide.cli.admin_broker
 :mod:`~bolide.cli.admin_groups`, :mod:`~bolide.cli.admin_consumers`,
 :mod:`~bolide.cli.admin_messages`, :mod:`~bolide.cli.admin_ha`, :mod:`~bolide.cli.admin_controller`,
 :mod:`~bolide.cli.admin_config`, :mod:`~bolide.cli.admin_stats`, :mod:`~bolide.cli.admin_checks`,
-:mod:`~bolide.cli.admin_lists`, :mod:`~bolide.cli.admin_cold_data` and :mod:`~bolide.cli.admin_ops`
+:mod:`~bolide.cli.admin_lists`, :mod:`~bolide.cli.admin_cold_data`, :mod:`~bolide.cli.admin_static`
+and :mod:`~bolide.cli.admin_ops`
 (MQAdminExt's operations that mqadmin has no command for); docs/admin.md describes each with
 examples.
 """
@@ -28,6 +29,7 @@ from bolide.cli import (
     admin_lists,
     admin_messages,
     admin_ops,
+    admin_static,
     admin_stats,
     admin_topics,
 )
@@ -45,5 +47,5 @@ for _command in (*admin_topics.COMMANDS, *admin_brokers.COMMANDS, *admin_groups.
                  *admin_controller.COMMANDS,
                  *admin_acl.COMMANDS, *admin_auth.COMMANDS, *admin_config.COMMANDS, *admin_stats.COMMANDS,
                  *admin_checks.COMMANDS, *admin_lists.COMMANDS, *admin_cold_data.COMMANDS,
-                 *admin_ops.COMMANDS):
+                 *admin_ops.COMMANDS, *admin_static.COMMANDS):
     admin.add_command(_command)

@@ -26,6 +26,7 @@ from bolide.client.admin_controller import ControllerAdminCalls
 from bolide.client.admin_lists import ListAdminCalls
 from bolide.client.admin_metrics import MetricsAdminCalls
 from bolide.client.admin_ops import OpsAdminCalls
+from bolide.client.admin_static import StaticTopicAdminCalls
 from bolide.client.admin_stats import StatsAdminCalls
 from bolide.client.admin_trace import TraceAdminCalls
 from bolide.client.admin_types import GroupProgress, OffsetChange, QueueProgress, ResetPlan
@@ -104,7 +105,8 @@ DEFAULT_TOPIC = "TBW102"
 
 
 class Admin(AclAdminCalls, AuthAdminCalls, ColdDataAdminCalls, ConfigAdminCalls, ControllerAdminCalls,
-            ListAdminCalls, MetricsAdminCalls, OpsAdminCalls, StatsAdminCalls, TraceAdminCalls):
+            ListAdminCalls, MetricsAdminCalls, OpsAdminCalls, StaticTopicAdminCalls, StatsAdminCalls,
+            TraceAdminCalls):
     """Topics, groups, progress and message lookups; asyncio API (blocking twin in
     :mod:`bolide.client.blocking`)."""
 

@@ -25,6 +25,7 @@ import os
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Generic, Self, TypeVar
 
 from bolide.client import admin as _admin
@@ -36,6 +37,7 @@ from bolide.client import transaction as _tx
 from bolide.client.admin_acl import AclVersion
 from bolide.client.admin_cold_data import ColdDataFlowCtrInfo
 from bolide.client.admin_lists import GroupEntry
+from bolide.client.admin_static import StaticTopicChange
 from bolide.client.admin_stats import TopicGroupStats
 from bolide.client.admin_trace import TraceView
 from bolide.client.admin_types import GroupProgress, ResetPlan
@@ -58,11 +60,17 @@ from bolide.protocol.bodies.admin import (
     TopicOffset,
 )
 from bolide.protocol.bodies.auth import AclInfo, UserInfo
-from bolide.protocol.bodies.broker import SubscriptionGroupConfig, TimerMetricsSerializeWrapper, TopicConfig
+from bolide.protocol.bodies.broker import (
+    SubscriptionGroupConfig,
+    TimerMetricsSerializeWrapper,
+    TopicConfig,
+    TopicConfigAndQueueMapping,
+)
 from bolide.protocol.bodies.client import MessageQueue
 from bolide.protocol.bodies.controller import BrokerReplicasInfo, ElectMasterResponseBody
 from bolide.protocol.bodies.ha import HARuntimeInfo
 from bolide.protocol.bodies.route import BrokerMemberGroup, ClusterInfo, TopicRouteData
+from bolide.protocol.bodies.static_topic import TopicQueueMappingDetail
 from bolide.protocol.headers.controller import ElectMasterResponseHeader, GetMetaDataResponseHeader
 
 T = TypeVar("T")
@@ -752,6 +760,29 @@ class Admin(_Blocking[_admin.Admin]):
 
     def broker_member_group(self, cluster: str, broker_name: str) -> BrokerMemberGroup:
         return self._run(lambda c: c.broker_member_group(cluster, broker_name))
+
+    def topic_config(self, broker_addr: str, topic: str) -> TopicConfigAndQueueMapping | None:
+        return self._run(lambda c: c.topic_config(broker_addr, topic))
+
+    def create_static_topic(self, broker_addr: str, config: TopicConfig, detail: TopicQueueMappingDetail,
+                            force: bool = False) -> None:
+        self._run(lambda c: c.create_static_topic(broker_addr, config, detail, force))
+
+    def broker_topic_stats(self, broker_addr: str, topic: str) -> dict[MessageQueue, TopicOffset]:
+        return self._run(lambda c: c.broker_topic_stats(broker_addr, topic))
+
+    def static_topic_configs(self, topic: str) -> dict[str, TopicConfigAndQueueMapping]:
+        return self._run(lambda c: c.static_topic_configs(topic))
+
+    def update_static_topic(self, topic: str, queue_num: int, **kwargs: Any) -> StaticTopicChange:
+        return self._run(lambda c: c.update_static_topic(topic, queue_num, **kwargs))
+
+    def remap_static_topic(self, topic: str, **kwargs: Any) -> StaticTopicChange:
+        return self._run(lambda c: c.remap_static_topic(topic, **kwargs))
+
+    def apply_static_topic_file(self, topic: str, path: str | Path, *, remap: bool,
+                                force: bool = False) -> StaticTopicChange:
+        return self._run(lambda c: c.apply_static_topic_file(topic, path, remap=remap, force=force))
 
 
 def _async(fn: Callable[[C], T]) -> Callable[[C], Awaitable[T]]:

@@ -107,8 +107,10 @@ def _raw_result(instance: ClientInstance, mq: MessageQueue, offset: int,
         suggested = int(ext.get("suggestWhichBrokerId", MASTER_ID))
         result = PullResult(_STATUS[response.code], int(ext.get("nextBeginOffset", offset)),
                             int(ext.get("minOffset", 0)), int(ext.get("maxOffset", 0)))
+        if ext.get("offsetDelta") is not None:
+            result.offset_delta = int(ext["offsetDelta"])
     except ValueError:
-        names = ("suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset")
+        names = ("suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset", "offsetDelta")
         fields = {k: ext.get(k) for k in names}
         raise ProtocolError(f"the pull answer for {mq} has offsets that are not integers: {fields}") from None
     instance.pull_from_which_node[mq] = suggested
@@ -119,7 +121,8 @@ async def pull(instance: ClientInstance, group: str, mq: MessageQueue, offset: i
                sub: SubscriptionData, *, max_nums: int, suspend_ms: int, timeout_ms: int,
                commit_offset: int | None = None) -> PullResult:
     """:func:`pull_raw`, then the messages: decoded, decompressed, those the tag filter wants,
-    with MIN_OFFSET / MAX_OFFSET and the retry topic restored (as the Java client)."""
+    with MIN_OFFSET / MAX_OFFSET and the retry topic restored, and the queue id and offset of
+    ``mq`` (a static topic's logic queue: the broker's ``offsetDelta`` added), as the Java client."""
     result, body = await pull_raw(instance, group, mq, offset, sub, max_nums=max_nums,
                                   suspend_ms=suspend_ms, timeout_ms=timeout_ms,
                                   commit_offset=commit_offset)
@@ -136,6 +139,9 @@ async def pull(instance: ClientInstance, group: str, mq: MessageQueue, offset: i
             msg.properties[P.MIN_OFFSET] = str(result.min_offset)
             msg.properties[P.MAX_OFFSET] = str(result.max_offset)
             restore_retry_topic(msg, group)
+            msg.queue_id = mq.queue_id
+            if result.offset_delta is not None:
+                msg.queue_offset += result.offset_delta
             kept.append(msg)
         result.messages = kept
     return result

@@ -62,6 +62,7 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[MessageExt] = field(default_factory=list)
+    offset_delta: int | None = None  # a static topic's: logic offset - physical offset
 
 
 class ConsumeStatus(enum.Enum):
