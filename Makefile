@@ -48,7 +48,10 @@ lint: $(STAMP)
 		src/bolide/store/verify_compaction.py src/bolide/store/repair_compaction.py src/bolide/broker/ha/compaction_heads.py \
 		src/bolide/protocol/headers/controller.py src/bolide/protocol/bodies/controller.py \
 		src/bolide/controller src/bolide/cli/admin_controller.py src/bolide/testing/controller.py \
-		src/bolide/namesrv/controller.py src/bolide/common/config_file.py
+		src/bolide/namesrv/controller.py src/bolide/common/config_file.py \
+		src/bolide/protocol/java_order.py \
+		src/bolide/protocol/static_topic_wrapper.py src/bolide/protocol/static_topic_checks.py \
+		src/bolide/protocol/static_topic_plan.py src/bolide/cli/admin_static.py
 
 # Real Apache RocketMQ (namesrv, broker, mqadmin) for tests/interop: the jars come from Maven
 # Central into interop/.m2 the first time, then from that cache. Without java/javac/mvn this
