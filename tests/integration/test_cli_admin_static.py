@@ -6,7 +6,6 @@ at their logic offsets through the logic queues."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from test_cli_admin import ServerThread, admin_json, bolide, wait_for
 
@@ -23,10 +22,6 @@ QUEUES = 4
 
 class TwoBrokers(ServerThread):
     """The NameServer and broker-a of ServerThread, and broker-b in the same cluster."""
-
-    async def _main(self, store_dir: Any) -> None:
-        self.b_ready = False
-        await super()._main(store_dir)
 
     def start_b(self, store_dir: Path) -> None:
         async def run() -> None:
