@@ -96,6 +96,10 @@ def test_update_and_remap_a_static_topic(tmp_path: Path) -> None:
         wait_for(lambda: leaders(st).get("broker-a") == {q: q for q in range(QUEUES)})
         assert send(ns, 0, 8) == [0, 0, 0, 0, 1, 1, 1, 1]
 
+        # the .after file sent again (-mf): the same epoch and leaders, taken as they are
+        out = bolide("admin", "updateStaticTopic", "-t", TOPIC, "-mf", str(after), "-n", ns).stdout
+        assert "Mappings sent" in out and "broker-b" in out and "written to file" not in out, out
+
         # the same count again is refused naming the fix; the table output names the files
         again = bolide("admin", "updateStaticTopic", "-t", TOPIC, "-qn", str(QUEUES), "-b", "broker-a",
                        "-n", ns, "--tmp-dir", str(files), ok=False)
@@ -132,9 +136,15 @@ def test_update_and_remap_a_static_topic(tmp_path: Path) -> None:
             assert offsets[3] in (10001, 20000)
             assert sorted(b for _, b in got[q]) == sorted(b"m%d" % i for i in range(16) if i % QUEUES == q)
 
+        # balanced already: a remapping moves nothing, only the epoch rises (table output)
+        out = bolide("admin", "remappingStaticTopic", "-t", TOPIC, "-c", "DefaultCluster", "-n", ns,
+                     "--tmp-dir", str(files)).stdout
+        assert "The old mapping data is written to file" in out and ".after" in out, out
+        assert "map-in" not in out and out.count("others") == 2, out
+
         # the brokers' files: broker-a holds its old items and leads two queues again
         detail_a = st.servers.broker.static_topics.get(TOPIC)
-        assert detail_a is not None and detail_a.epoch == spread["epoch"]
+        assert detail_a is not None and detail_a.epoch > spread["epoch"]
         assert sorted(g for g, items in detail_a.hosted_queues.items() if items[-1].bname == "broker-a") == [
             q["queueId"] for q in back]
     finally:

@@ -12,15 +12,17 @@ the new items' logic offsets, the brokers taking queues in again, then every oth
 
 from __future__ import annotations
 
+import contextlib
 import random
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bolide.client.errors import ClientConfigError
+from bolide.errors import BolideError
 from bolide.protocol import RequestCode, ResponseCode
 from bolide.protocol.bodies.admin import TopicOffset, TopicStatsTable
 from bolide.protocol.bodies.broker import TopicConfig, TopicConfigAndQueueMapping
@@ -126,7 +128,8 @@ class StaticTopicAdminCalls:
         change.old_file = old.write_to(directory, after=False)
         change.new_file = change.plan.write_to(directory, after=True)
         _complete_no_target_brokers(change.plan, info)
-        await self._write_all(change, info, "update", force)
+        async with _resumable(change, "updateStaticTopic"):
+            await self._write_all(change, info, "update", force)
         return change
 
     async def remap_static_topic(self, topic: str, *, brokers: Iterable[str] = (),
@@ -153,7 +156,8 @@ class StaticTopicAdminCalls:
         change.old_file = old.write_to(directory, after=False)
         change.new_file = change.plan.write_to(directory, after=True)
         _complete_no_target_brokers(change.plan, info)
-        await self._remap(change, info, force)
+        async with _resumable(change, "remappingStaticTopic"):
+            await self._remap(change, info, force)
         return change
 
     async def apply_static_topic_file(self, topic: str, path: str | Path, *, remap: bool,
@@ -211,6 +215,18 @@ class StaticTopicAdminCalls:
         for broker in hash_order(list(plan.broker_config_map)):
             if broker not in map_in and broker not in map_out:
                 await self._write(change, masters, "others", broker, force)
+
+
+@contextlib.asynccontextmanager
+async def _resumable(change: StaticTopicChange, command: str) -> AsyncIterator[None]:
+    """A failed write names the file to send again once its cause is fixed."""
+    try:
+        yield
+    except BolideError as exc:
+        done = ", ".join(f"{step} {broker}" for step, broker, _ in change.writes) or "none"
+        raise StaticTopicError(f"{exc} (mappings sent: {done}); once that is fixed, send the "
+                               f"planned ones with: {command} -t {change.plan.topic} "
+                               f"-mf {change.new_file}") from exc
 
 
 def _now_ms() -> int:
