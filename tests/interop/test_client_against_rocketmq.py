@@ -925,3 +925,51 @@ def test_tls_against_servers_that_enforce_it(tmp_path_factory: pytest.TempPathFa
     finally:
         server.kill_broker()
         server.stop()
+
+
+def test_static_topic_commands_against_rocketmq(rmq: RocketMQ, tmp_path: Path) -> None:
+    """The Admin's updateStaticTopic and remappingStaticTopic against a real 5.x broker: its
+    GET_TOPIC_CONFIG answers read as Bolide's, it takes the UPDATE_AND_CREATE_STATIC_TOPIC
+    requests, and the client sends and pulls through the logic queues it then routes."""
+    if rmq.major < 5:
+        pytest.skip("static topics are RocketMQ 5's")
+    from bolide.client import MessageQueue
+    from bolide.protocol.bodies.static_topic import mock_broker_name
+
+    topic = "ItStatic"
+
+    async def test() -> None:
+        async with Admin(rmq.namesrv_addr) as admin:
+            made = await admin.update_static_topic(topic, 2, brokers=["broker-a"], temp_dir=tmp_path)
+            assert [w[1] for w in made.writes] == ["broker-a"]
+            config = await admin.topic_config(rmq.broker_addr, topic)
+            assert config is not None and config.mapping_detail is not None
+            assert (config.write_queue_nums, config.mapping_detail.epoch) == (2, made.plan.epoch)
+            grown = await admin.update_static_topic(topic, 3, brokers=["broker-a"], temp_dir=tmp_path)
+            assert grown.plan.epoch > made.plan.epoch
+            config = await admin.topic_config(rmq.broker_addr, topic)
+            assert config is not None and config.mapping_detail is not None
+            assert sorted(config.mapping_detail.hosted_queues) == [0, 1, 2]
+            still = await admin.remap_static_topic(topic, brokers=["broker-a"], temp_dir=tmp_path)
+            assert [w[0] for w in still.writes] == ["others"] and not still.plan.broker_to_map_in
+
+            async def routed() -> bool:
+                route = await admin.topic_route(topic)
+                infos = route.topic_queue_mapping_by_broker or {}
+                return any(info.total_queues == 3 for info in infos.values())
+            async with asyncio.timeout(30):
+                while not await routed():
+                    await asyncio.sleep(0.2)
+        queues = [MessageQueue(topic, mock_broker_name(), q) for q in range(3)]
+        async with Producer(rmq.namesrv_addr, "interop-static-pg") as producer:
+            for i in range(6):
+                r = await producer.send(Message(topic, b"s%d" % i), queue=queues[i % 3])
+                assert r.queue_offset == i // 3
+        consumer = PullConsumer(rmq.namesrv_addr, "interop-static-cg", **FAST)
+        consumer.assign(queues)
+        async with consumer:
+            got = await poll_exactly(consumer, 6)
+        assert sorted((m.queue_id, m.queue_offset, m.body) for m in got) == sorted(
+            (i % 3, i // 3, b"s%d" % i) for i in range(6))
+
+    run(test)
