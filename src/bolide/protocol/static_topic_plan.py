@@ -103,9 +103,9 @@ def create_plan(topic: str, queue_num: int, targets: Iterable[str],
     if queue_num <= 0:
         raise StaticTopicError(f"the total queue num must be positive, not {queue_num}: give -qn N")
     configs = copy_configs(configs)
-    target_set = set(targets) | set(configs)
+    target_list = list(dict.fromkeys([*targets, *configs]))  # -b's order, then the holders
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    check_targets_complete(target_set, configs)
+    check_targets_complete(set(target_list), configs)
     max_epoch = now
     ones: dict[int, MappingOne] = {}
     if configs:
@@ -120,7 +120,7 @@ def create_plan(topic: str, queue_num: int, targets: Iterable[str],
     if queue_num == len(ones):
         raise StaticTopicError("The topic queue num is equal the existed queue num, do nothing: give "
                                f"-qn above {queue_num} to add queues, or move them with remappingStaticTopic")
-    counts = _target_counts(target_set)
+    counts = _target_counts(target_list)
     old_ids: dict[int, str] = {}
     for global_id, one in ones.items():
         old_ids[global_id] = one.bname
