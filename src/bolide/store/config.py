@@ -73,6 +73,10 @@ class StoreConfig(PropertiesConfig):
     check_crc_on_recover: bool = _key("checkCRCOnRecover", True)
     message_index_enable: bool = _key("messageIndexEnable", True)
     message_index_safe: bool = _key("messageIndexSafe", False)
+    # RocketMQ 5 controller mode (a BrokerConfig key there): consumers see the CommitLog up to
+    # the confirm offset (what every in-sync replica holds) unless readUnCommitted
+    enable_controller_mode: bool = _key("enableControllerMode", False)
+    read_uncommitted: bool = _key("readUnCommitted", False)
     max_hash_slot_num: int = _key("maxHashSlotNum", 5_000_000)
     max_index_num: int = _key("maxIndexNum", 20_000_000)
     max_msgs_num_batch: int = _key("maxMsgsNumBatch", 64)

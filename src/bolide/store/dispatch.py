@@ -66,6 +66,9 @@ def parse_segment(commit_log: CommitLog, offset: int, stop: int,
                 log.error("skipping bad record at %d: %s", base + pos, info.reason)
             pos += info.size
         else:
+            if base + end == stop and commit_log.readable_from(stop, stop + 1) is not None:
+                # a record cut by ``stop`` (a confirm offset inside it): wait for more
+                return base + pos if pos > offset - base else None
             if log_errors:
                 log.error("unreadable record at %d (%s); skipping to %d",
                           base + pos, info.reason, base + end)

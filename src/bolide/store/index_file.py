@@ -96,6 +96,11 @@ class IndexFile:
         self._map_failed = False
         self._allocated = bytearray()  # per page of the mapping: 1 once its blocks exist
 
+    def set_end_phy_offset(self, offset: int) -> None:
+        """Rewrite the header's endPhyOffset (the store cut its CommitLog before it)."""
+        self.end_phy_offset = offset
+        os.pwrite(self._fd, struct.pack(">q", offset), 24)
+
     @property
     def name(self) -> str:
         return self.path.name

@@ -61,6 +61,17 @@ class IndexService:
         """CommitLog offset of the newest indexed message (-1: none)."""
         return self._last_indexed
 
+    def forget_after(self, offset: int) -> bool:
+        """The CommitLog was cut at ``offset`` (a record start): index the records written
+        there from now on again. Entries of the removed records stay in the files, harmless:
+        queries check every hit against the CommitLog. True when the index reached past it."""
+        if self._last_indexed < offset:
+            return False
+        self._last_indexed = offset - 1
+        if self.files:
+            self.files[-1].set_end_phy_offset(offset - 1)
+        return True
+
     def _update_last(self) -> None:
         self._last_indexed = -1
         if self.files:

@@ -29,7 +29,7 @@ from bolide.common.msgid import UniqKeyGenerator
 from bolide.common.topic import SCHEDULE_TOPIC, validate_topic
 from bolide.errors import ConfigError, StoreError
 from bolide.store import checkpoint as files
-from bolide.store import entry_select
+from bolide.store import controller_mode, entry_select
 from bolide.store.checkpoint import Checkpoint, StoreLock
 from bolide.store.commitlog import CommitLog, RecordFieldError, SegmentUnavailable
 from bolide.store.compaction import CompactionStore
@@ -166,6 +166,14 @@ class MessageStore:
         self._appender: Any | None = None  # the compiled put path (fast_put)
         self._born_hosts: dict[str, bytes] = {}
         self._sync_flush = False
+        self._listeners: list[DispatchListener] = []  # kept across a reopen
+        # controller mode: the confirm offset (-1: none yet), whether it follows the max
+        # offset (a master needing no acks), and the dispatch ceiling (-1: none)
+        self._controller = config.enable_controller_mode
+        self._confirm_offset = -1
+        self._confirm_follows = False
+        self._confirm_ceiling = -1
+        self._cut_at: int | None = None  # truncate_to's offset, applied by the next open
 
     # -- lifecycle ----------------------------------------------------------------------
     def open(self) -> MessageStore:
@@ -216,9 +224,24 @@ class MessageStore:
         resume, report = recover(self.commit_log, self._queues, self.dispatcher,
                                  self.checkpoint, abnormal, cfg.check_crc_on_recover,
                                  cfg.message_index_safe)
+        reindex_from = -1
+        if self._cut_at is not None:
+            cut_at, self._cut_at = self._cut_at, None
+            if cut_at < self.commit_log.max_offset:
+                if controller_mode.cut(self.commit_log, self._queues, self.index, cut_at,
+                                       report):
+                    reindex_from = cut_at
+                resume = min(resume, cut_at)
+        if self._controller:
+            confirm = controller_mode.recovered_confirm_offset(self.commit_log, self.checkpoint)
+            if not cfg.read_uncommitted:
+                controller_mode.hide_unconfirmed(self._queues, confirm, report)
+                resume = min(resume, confirm)
+            self._set_confirm(confirm)
         self.commit_log.files.flushed_where = self.commit_log.max_offset
         self._raw_tail.clear()
         self.dispatcher.reput_from = resume
+        self.dispatcher.listeners.extend(self._listeners)
         before = self.dispatcher.dispatched
         while self.dispatcher.dispatch_available():
             pass
@@ -257,6 +280,8 @@ class MessageStore:
             self.dispatcher.index_feed = deque()
             builder = IndexBuilder(self.index, self.commit_log, lambda: self.dispatcher.reput_from,
                                    self.dispatcher.index_feed)
+            if reindex_from >= 0:
+                builder.reput_from = reindex_from
             self._index_builder = builder
             # the index polls less often: queries by key may see a message some ms later,
             # and the writer's thread is interrupted less for the GIL
@@ -358,8 +383,16 @@ class MessageStore:
     # -- services' callbacks ------------------------------------------------------------
     def _dispatch_limit(self) -> int:
         if self.config.sync_flush and self._running:
-            return self.commit_log.flushed_offset
-        return self.commit_log.max_offset
+            limit = self.commit_log.flushed_offset
+        else:
+            limit = self.commit_log.max_offset
+        if self._controller:
+            ceiling = self._confirm_ceiling
+            if ceiling >= 0:
+                return min(ceiling, limit)
+            if self._confirm_follows:
+                self.checkpoint.confirm_phy_offset = limit
+        return limit
 
     def _on_flushed(self, offset: int) -> None:
         if self.config.sync_flush and self._dispatch_service is not None:
@@ -384,7 +417,80 @@ class MessageStore:
 
     def add_dispatch_listener(self, listener: DispatchListener) -> None:
         """Call ``listener(set of (topic, queue_id))`` after new entries are dispatched."""
+        self._listeners.append(listener)
         self.dispatcher.listeners.append(listener)
+
+    # -- controller mode (RocketMQ 5 AutoSwitch HA) ----------------------------------------
+    @property
+    def confirm_offset(self) -> int:
+        """The CommitLog offset consumers may read up to. In controller mode: what every
+        in-sync replica holds (:meth:`set_confirm_offset`; the max offset while it follows
+        it); otherwise where dispatch may go (the max offset, or the flushed one with
+        SYNC_FLUSH), as RocketMQ's CommitLog.getConfirmOffset."""
+        if self._controller and not self._confirm_follows:
+            return self._confirm_offset
+        return self._dispatch_limit()
+
+    def set_confirm_offset(self, offset: int | None) -> None:
+        """Controller mode: set the confirm offset (kept in the checkpoint's
+        confirmPhyOffset). None: it follows the max offset (a master whose sync state set is
+        itself alone, or one not waiting for all of it). Consumers see the CommitLog up to
+        it unless readUnCommitted. StoreError outside controller mode."""
+        if not self._controller:
+            raise StoreError("the confirm offset is for controller mode: set "
+                             "enableControllerMode=true in broker.conf")
+        self._set_confirm(offset)
+        svc = self._dispatch_service
+        if svc is not None:
+            svc.wakeup()
+
+    def _set_confirm(self, offset: int | None) -> None:
+        if offset is None:
+            self._confirm_follows = True
+            self._confirm_ceiling = -1
+            return
+        self._confirm_follows = False
+        self._confirm_offset = offset
+        self.checkpoint.confirm_phy_offset = offset
+        self._confirm_ceiling = -1 if self.config.read_uncommitted else offset
+
+    def set_broker_role(self, role: BrokerRole) -> None:
+        """Change the role at runtime (controller mode's role changes): a SLAVE refuses
+        puts and takes :meth:`append_raw`; a master the reverse. A partial record held from
+        a master is dropped. A new master should :meth:`wait_dispatched` first and then
+        call :meth:`recover_queue_offsets`."""
+        self._raw_tail.clear()
+        self.config = self.config.replace(broker_role=role)
+        self._update_writable()
+
+    def recover_queue_offsets(self) -> None:
+        """Take each queue's next offset from its ConsumeQueue (RocketMQ's
+        recoverTopicQueueTable): a slave that becomes master appends after what it copied."""
+        with self._queues_lock:
+            items = list(self._queues.items())
+        for key, cq in items:
+            self.commit_log.queue_offsets[key] = cq.max_offset
+
+    def truncate_to(self, offset: int) -> RecoveryReport:
+        """Cut the CommitLog at ``offset`` (a record start), with the ConsumeQueue entries
+        and the index position of what follows, and lower the confirm offset to it: a slave
+        whose tail diverges from its new master's (RocketMQ's truncateFiles). Done by
+        closing the store and opening it again with the cut, so nothing reads the removed
+        bytes meanwhile; returns that open's report. TruncateError (nothing changes) when
+        ``offset`` is not a record start."""
+        self._require_open()
+        self._raw_tail.clear()
+        if offset >= self.commit_log.max_offset:
+            return RecoveryReport()
+        controller_mode.check_cut_point(self.commit_log, offset)
+        if self._controller and self.checkpoint.confirm_phy_offset > offset:
+            self.checkpoint.confirm_phy_offset = offset
+        self._cut_at = offset
+        self.close()
+        with self._queues_lock:
+            self._queues.clear()  # closed: the open loads them again
+        self.open()
+        return self.recovery_report
 
     # -- writing ------------------------------------------------------------------------
     def put_message(
