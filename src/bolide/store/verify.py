@@ -152,7 +152,8 @@ def verify_store(root: str | os.PathLike[str], config: StoreConfig | None = None
             for issue in segs.issues:
                 report.problems.append(Problem(where, issue.offset, f"{issue.path}: {issue.message}"))
             queues[(topic.encode(), qid)] = _Queue(segs, where)
-        _check_commit_log(log, queues, report, progress, _deleted_queues(cfg))
+        _check_commit_log(log, queues, report, progress, _deleted_queues(cfg),
+                          _unconfirmed_from(cfg))
         _check_queues(log, queues, report)
         if index_check is None:
             check_index_files(cfg, log, report)
@@ -194,10 +195,28 @@ def _bounds(queues: dict[tuple[bytes, int], _Queue], topic: str, qid: int,
     return None if q is None else queue_range(q.segs, report.commit_log_min)
 
 
+_NO_LIMIT = 1 << 62
+
+
+def _unconfirmed_from(cfg: StoreConfig) -> int:
+    """Controller mode: the checkpoint's confirmPhyOffset, past which records are not yet
+    readable (no ConsumeQueue entry needed); otherwise no limit."""
+    if not cfg.enable_controller_mode or cfg.read_uncommitted:
+        return _NO_LIMIT
+    try:
+        with open(cfg.root / "checkpoint", "rb") as f:
+            raw = f.read(40)
+    except FileNotFoundError:
+        return _NO_LIMIT
+    return int.from_bytes(raw[32:40], "big", signed=True) if len(raw) == 40 else _NO_LIMIT
+
+
 def _check_commit_log(log: Segments, queues: dict[tuple[bytes, int], _Queue],
                       report: VerifyReport, progress: Callable[[int], None] | None,
-                      deleted: dict[tuple[bytes, int], int]) -> None:
+                      deleted: dict[tuple[bytes, int], int],
+                      unconfirmed: int = _NO_LIMIT) -> None:
     """Walk the record chain; each record that needs a ConsumeQueue entry must have it
+    (controller mode: those up to the confirm offset, ``unconfirmed``)
     (but those of ``deleted`` queues before their offsets)."""
     if not log.maps:
         return
@@ -221,7 +240,8 @@ def _check_commit_log(log: Segments, queues: dict[tuple[bytes, int], _Queue],
                 after, count, runs = scan_runs(m, pos, start, True)
                 if count:  # records of the common kind, checked in bulk
                     for run in runs:
-                        _check_run(run, queues, missing, problems, topics, deleted, report)
+                        _check_run(run, queues, missing, problems, topics, deleted, report,
+                                   unconfirmed)
                     records += count
                     pos = after
                     if progress is not None and pos - reported >= _PROGRESS_EVERY:
@@ -271,7 +291,8 @@ def _check_commit_log(log: Segments, queues: dict[tuple[bytes, int], _Queue],
                     if deleted and phys < deleted.get(key, -1):
                         report.deleted_queue_records += 1
                     elif q is None:
-                        missing[key] = missing.get(key, 0) + 1
+                        if phys + total <= unconfirmed:
+                            missing[key] = missing.get(key, 0) + 1
                     else:
                         if qoff == q.next:
                             q.next = qoff + 1
@@ -283,7 +304,8 @@ def _check_commit_log(log: Segments, queues: dict[tuple[bytes, int], _Queue],
                         else:
                             q.in_step = False
                             got = q.entry(qoff)
-                        if got is None or got[0] != phys or got[1] != total:
+                        if (got is None or got[0] != phys or got[1] != total) \
+                                and phys + total <= unconfirmed:
                             q.in_step = False
                             problems.append(Problem(
                                 q.where, qoff,
@@ -316,7 +338,7 @@ def _check_commit_log(log: Segments, queues: dict[tuple[bytes, int], _Queue],
 def _check_run(run: Run, queues: dict[tuple[bytes, int], _Queue],
                missing: dict[tuple[bytes, int], int], problems: list[Problem],
                topics: dict[str, bytes], deleted: dict[tuple[bytes, int], int],
-               report: VerifyReport) -> None:
+               report: VerifyReport, unconfirmed: int = 1 << 62) -> None:
     """The ConsumeQueue entries of a run of records (see :func:`_check_commit_log`): in
     step, one comparison with the queue's bytes; else entry by entry."""
     raw = topics.get(run.topic)
@@ -329,7 +351,8 @@ def _check_run(run: Run, queues: dict[tuple[bytes, int], _Queue],
         return
     q = queues.get(key)
     if q is None:
-        missing[key] = missing.get(key, 0) + count
+        if run.first_phys < unconfirmed:
+            missing[key] = missing.get(key, 0) + count
         return
     qoff = run.first_queue_offset
     if qoff == q.next or q.first < 0:
@@ -348,7 +371,7 @@ def _check_run(run: Run, queues: dict[tuple[bytes, int], _Queue],
         expected = [q.entry(qoff + i) for i in range(count)]
     for i, (phys, size, _tags) in enumerate(ENTRY.iter_unpack(run.entries)):
         got = expected[i]
-        if got is None or got[0] != phys or got[1] != size:
+        if (got is None or got[0] != phys or got[1] != size) and phys + size <= unconfirmed:
             q.in_step = False
             problems.append(Problem(q.where, qoff + i,
                                     f"missing entry for the record at CommitLog offset {phys}"))

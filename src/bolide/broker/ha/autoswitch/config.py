@@ -24,6 +24,7 @@ class AutoSwitchHAConfig:
     all_ack_in_sync_state_set: bool = False  # allAckInSyncStateSet
     sync_from_last_file: bool = False  # syncFromLastFile (an empty slave starts at the last file)
     async_learner: bool = False  # asyncLearner (never joins the sync state set)
+    in_sync_replicas: int = 1  # inSyncReplicas: acks a SYNC send needs (master included)
     min_in_sync_replicas: int = 1  # minInSyncReplicas
     enable_auto_in_sync_replicas: bool = False  # enableAutoInSyncReplicas
     slave_timeout_ms: int = 3000  # syncFlushTimeout/slaveTimeout: SYNC sends' wait
@@ -42,6 +43,7 @@ class AutoSwitchHAConfig:
             "all_ack_in_sync_state_set": "all_ack_in_sync_state_set",
             "sync_from_last_file": "sync_from_last_file", "async_learner": "async_learner",
             "min_in_sync_replicas": "min_in_sync_replicas",
+            "in_sync_replicas": "in_sync_replicas",
             "enable_auto_in_sync_replicas": "enable_auto_in_sync_replicas",
             "slave_timeout_ms": "slave_timeout_ms",
             "reconnect_interval_ms": "ha_reconnect_interval_ms",
