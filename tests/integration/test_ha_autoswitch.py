@@ -97,6 +97,13 @@ def test_slave_replicates_and_joins_the_sync_state_set(tmp_path: Path) -> None:
         a.ha.set_sync_state_set({1, 2}, 2)  # which agrees
         assert a.ha.sync_state_set == {1, 2}
         await wait_until(lambda: b.visible() == 150)  # confirmed up to the master's end
+        info = a.ha.runtime_info()  # GET_BROKER_HA_STATUS
+        assert info.master and info.in_sync_slave_nums == 1
+        assert [c.in_sync for c in info.ha_connection_info] == [True]
+        assert info.ha_connection_info[0].slave_ack_offset == a.store.max_phy_offset
+        client = b.ha.runtime_info()
+        assert not client.master and client.ha_client_runtime_info.master_addr == a.addr
+        assert client.ha_client_runtime_info.is_activated
         assert b.bodies()[-1] == b"a149"
         assert (b.config.root / "epochFileCheckpoint").read_bytes() == \
             (a.config.root / "epochFileCheckpoint").read_bytes()

@@ -32,6 +32,7 @@ from bolide.broker.ha.autoswitch.master import MasterSide
 from bolide.broker.ha.autoswitch.slave import SlaveClient
 from bolide.common.waiting import cancel_and_wait
 from bolide.errors import BolideError
+from bolide.protocol.bodies.ha import HAClientRuntimeInfo, HAConnectionRuntimeInfo, HARuntimeInfo
 from bolide.store import BrokerRole, MessageStore, PutStatus
 from bolide.store.epoch_file import EpochEntry, EpochFile
 from bolide.store.results import PutMessageResult
@@ -87,6 +88,7 @@ class AutoSwitchHA:
                                                   self.config.ha_port)
         self.store.add_dispatch_listener(self._on_dispatch)
         self._loop = asyncio.get_running_loop()
+        self._check = self._loop.create_task(self._check_loop())
 
     def _on_dispatch(self, touched: object) -> None:  # on the dispatch thread
         loop = self._loop
@@ -154,16 +156,20 @@ class AutoSwitchHA:
         self.master.active = True
         self.master.set_sync_state_set(set(sync_state_set) | {self.config.local_broker_id},
                                        sync_state_set_epoch)
-        if self._check is None:
-            self._check = asyncio.get_running_loop().create_task(self._check_loop())
         log.info("HA: master of epoch %d from offset %d, sync state set %s", master_epoch,
                  store.max_phy_offset, sorted(self.master.sync_state_set()))
 
     async def _check_loop(self) -> None:
+        """Every checkSyncStateSet interval: a master asks for a shrunk sync state set when
+        slaves fell behind; both roles drop the epochs of deleted CommitLog files."""
         interval = self.config.check_sync_state_set_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
             self.master.check_sync_state_set()
+            first = self.epochs.first_entry()
+            low = self.store.min_phy_offset
+            if first is not None and low > 0 and first.end_offset <= low - 1:
+                self.epochs.truncate_prefix_by_offset(low - 1)
 
     async def change_to_slave(self, master_ha_addr: str | None, master_epoch: int,
                               master_broker_id: int, local_broker_id: int) -> None:
@@ -174,9 +180,6 @@ class AutoSwitchHA:
         replica's epochs agree with the master's, then receive. Raises :class:`HAStateError`
         when ``master_epoch`` is older than the last epoch in the epoch file."""
         self._check_epoch(master_epoch)
-        if self._check is not None:
-            await cancel_and_wait([self._check])
-            self._check = None
         self.master.active = False
         await self.master.drop_all()
         if self.slave is not None:
@@ -232,6 +235,29 @@ class AutoSwitchHA:
     def last_epoch(self) -> int:
         """The newest epoch this replica has seen (-1: none)."""
         return self.epochs.last_epoch
+
+    def runtime_info(self) -> HARuntimeInfo:
+        """GET_BROKER_HA_STATUS's answer (AutoSwitchHAService.getRuntimeInfo): a master's
+        slaves with their acks and whether they are in the sync state set, or a slave's
+        master and progress."""
+        store = self.store
+        max_offset = store.max_phy_offset
+        if self.slave is not None:
+            s = self.slave
+            return HARuntimeInfo(master=False, ha_client_runtime_info=HAClientRuntimeInfo(
+                master_addr=s.master_addr or "", max_offset=max_offset,
+                last_read_timestamp=s.last_read_ms, last_write_timestamp=s.last_write_ms,
+                transferred_byte_in_second=s.rate.per_second(), is_activated=s.connected))
+        info = HARuntimeInfo(master=True, master_commit_log_max_offset=max_offset)
+        members = self.master.sync_state_set()
+        for link in sorted(self.master.links, key=lambda x: x.addr):
+            ack = link.ack_offset
+            info.ha_connection_info.append(HAConnectionRuntimeInfo(
+                addr=link.addr, slave_ack_offset=ack, diff=max_offset - ack,
+                in_sync=link.slave_id in members, transferred_byte_in_second=link.rate.per_second(),
+                transfer_from_where=link.next_offset))
+        info.in_sync_slave_nums = max(0, len(members) - 1)
+        return info
 
     async def wait_replicated(self, result: PutMessageResult) -> None:
         """A SYNC send: wait until the replicas it needs acknowledged the put (every member

@@ -84,9 +84,11 @@ class _MasterConnection(asyncio.Protocol):
             self.transport.write(encode_report(offset))
             self.reported = offset
             self.last_report = time.monotonic()
+            self.client.last_write_ms = int(time.time() * 1000)
 
     def data_received(self, data: bytes) -> None:
         self.last_read = time.monotonic()
+        self.client.last_read_ms = int(time.time() * 1000)
         self.client.rate.add(len(data))
         try:
             for msg in self.reader.feed(data):
@@ -178,6 +180,8 @@ class SlaveClient:
         self.truncations = 0
         self.heartbeats = 0
         self.last_error: str | None = None
+        self.last_read_ms = 0  # ms since the epoch: last bytes from the master
+        self.last_write_ms = 0  # ms since the epoch: last offset report to the master
         self.rate = ByteRate()
         self._conn: _MasterConnection | None = None
         self._task: asyncio.Task[None] | None = None
