@@ -449,10 +449,11 @@ class MessageStore:
             self._confirm_follows = True
             self._confirm_ceiling = -1
             return
-        self._confirm_follows = False
+        # the ceiling first: the dispatch thread never sees neither a ceiling nor following
+        self._confirm_ceiling = -1 if self.config.read_uncommitted else offset
         self._confirm_offset = offset
         self.checkpoint.confirm_phy_offset = offset
-        self._confirm_ceiling = -1 if self.config.read_uncommitted else offset
+        self._confirm_follows = False
 
     def set_broker_role(self, role: BrokerRole) -> None:
         """Change the role at runtime (controller mode's role changes): a SLAVE refuses

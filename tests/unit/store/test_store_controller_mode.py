@@ -159,3 +159,19 @@ def test_runtime_role_change(tmp_path: Path) -> None:
         assert store.put_message(Message("TopicA", b"x"), 0).ok
         with pytest.raises(StoreError, match="raw appends"):
             store.append_raw(0, b"")
+
+
+def test_slave_confirm_offset_inside_a_record(tmp_path: Path) -> None:
+    """A RocketMQ slave acks its received end, which may cut a record: the record waits."""
+    mcfg, scfg = slave_pair(tmp_path)
+    with MessageStore(mcfg) as master, MessageStore(scfg) as slave:
+        master.set_confirm_offset(None)
+        ends = put(master, 30)
+        replicate(master, slave, 0, random.Random(5))
+        slave.set_confirm_offset(ends[9] + 100)
+        assert visible(slave) == 10
+        slave.set_confirm_offset(ends[20] - 1)
+        assert visible(slave) == 20
+        slave.set_confirm_offset(ends[-1])
+        assert visible(slave) == 30
+    assert_consistent(scfg)
