@@ -6,6 +6,9 @@ The Bolide side is pointed at the master's HA port directly (the broker-side reg
 with a controller is not part of this test): it handshakes, receives the master's epoch
 entries, takes the CommitLog from offset 0 with the confirm offset of each transfer header,
 and ends with the master's CommitLog bytes and a byte-identical ``epochFileCheckpoint``.
+Then the Bolide replica diverges (master of a later epoch on its own, taking messages of its
+own while the RocketMQ master takes more) and comes back as slave: from the master's
+handshake it finds where their epochs agree, cuts its own messages and copies the master's.
 
 Needs java and the cached RocketMQ jars (``make interop-deps``): without them the module is
 skipped, or fails when ``CI`` is set.
@@ -163,6 +166,28 @@ def test_bolide_slave_replicates_a_rocketmq_controller_mode_master(rocketmq: Roc
                 assert theirs and ha.epoch_entries() == theirs
                 assert (tmp_path / "slave" / "epochFileCheckpoint").read_bytes() == \
                     (master_root / "epochFileCheckpoint").read_bytes()
+                # the Bolide replica diverges: master of a later epoch on its own for a while
+                split = store.max_phy_offset
+                await ha.change_to_master(theirs[-1].epoch + 1, {7}, 1)
+                for i in range(20):
+                    assert store.put_message(Message(TOPIC, b"mine%d:" % i + bytes(900)), 0).ok
+                for i in range(COUNT, COUNT + 30):
+                    r = await producer.send(Message(TOPIC, f"a{i}:".encode() + bytes(1500),
+                                                    keys=f"a{i}"),
+                                            queue=MessageQueue(TOPIC, GROUP, i % 2))
+                    assert r.status is SendStatus.SEND_OK, r
+                # back as slave: its epochs and the master's agree up to `split`, cut there
+                await ha.change_to_slave(f"127.0.0.1:{rmq.broker_port + 1}",
+                                         theirs[-1].epoch + 1, 1, 7)
+                await until(caught_up, "the Bolide slave to cut its tail and catch up")
+                assert ha.slave is not None and ha.slave.truncations == 1
+                assert ha.epoch_entries() == theirs
+                assert store.query_message(TOPIC, "mine3") == []
+                store.wait_dispatched(10)
+                await until(lambda: store.get_max_offset_in_queue(TOPIC, 0)
+                            + store.get_max_offset_in_queue(TOPIC, 1) == COUNT + 30,
+                            "the master's messages after the cut")
+                assert split < marks["end"]
         finally:
             await ha.close()
             store.close()
