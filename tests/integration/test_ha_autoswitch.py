@@ -183,3 +183,23 @@ def test_stale_role_change_is_refused(tmp_path: Path) -> None:
         else:
             raise AssertionError("a stale epoch was taken")
     run(tmp_path, test)
+
+
+def test_reelected_master_streams_its_new_epoch(tmp_path: Path) -> None:
+    async def test(a: Replica, b: Replica) -> None:
+        await a.ha.change_to_master(1, {1}, 1)
+        a.put(30, "a")
+        await b.ha.change_to_slave(a.addr, 1, 1, 2)
+        await wait_until(lambda: b.store.max_phy_offset == a.store.max_phy_offset)
+        assert b.ha.slave is not None
+        connects = b.ha.slave.connects
+        split = a.store.max_phy_offset
+        await a.ha.change_to_master(2, {1}, 2)  # re-elected: slaves stay connected
+        await b.ha.change_to_slave(a.addr, 2, 1, 2)  # the same master, a new epoch
+        a.put(30, "b")
+        await wait_until(lambda: b.store.max_phy_offset == a.store.max_phy_offset)
+        assert b.ha.slave.connects == connects
+        assert a.ha.epoch_entries() == [EpochEntry(1, 0, split), EpochEntry(2, split)]
+        assert b.ha.epoch_entries() == a.ha.epoch_entries()
+        assert b.ha.last_epoch == 2
+    run(tmp_path, test)

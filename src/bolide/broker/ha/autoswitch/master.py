@@ -201,6 +201,10 @@ class SlaveLink:
         epoch's end was reached and the next one taken, look again)."""
         master = self.master
         size = master.config.ha_transfer_batch_size
+        if self._epoch_end == -1 and self._epoch != master.epochs.last_epoch:
+            entry = master.epochs.get(self._epoch)  # a newer epoch began meanwhile
+            if entry is not None:
+                self._use_epoch(entry)
         end = self._epoch_end
         if end != -1:
             if self.next_offset >= end:

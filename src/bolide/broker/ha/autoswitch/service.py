@@ -17,6 +17,14 @@ The broker's controller mode (registration, role changes decided by the controll
   controller and, on success, calls :meth:`AutoSwitchHA.set_sync_state_set`.
 - :meth:`AutoSwitchHA.wait_replicated` for a SYNC send (SYNC_MASTER role, or
   allAckInSyncStateSet) before answering the producer.
+- :meth:`AutoSwitchHA.epoch_entries`, :attr:`AutoSwitchHA.last_epoch` and
+  :attr:`AutoSwitchHA.confirm_offset` for GET_BROKER_EPOCH_CACHE and the controller's
+  election data; :meth:`AutoSwitchHA.runtime_info` for GET_BROKER_HA_STATUS.
+
+The store must be open with enableControllerMode (its confirm offset and runtime roles).
+A second change_to_master while master (re-elected) only records the epoch; a
+change_to_slave naming the current master only records the epoch (RocketMQ's
+changeToMasterWhenLastRoleIsMaster / changeToSlaveWhenMasterNotChange).
 
 Everything runs on the broker's event loop.
 """
@@ -137,27 +145,40 @@ class AutoSwitchHA:
         epoch file."""
         self._check_epoch(master_epoch)
         store = self.store
+        if self.master.active:  # re-elected (changeToMasterWhenLastRoleIsMaster)
+            self._append_epoch(master_epoch)
+            self.master_epoch = master_epoch
+            self.master.set_sync_state_set(set(sync_state_set) | {self.config.local_broker_id},
+                                           sync_state_set_epoch)
+            return
         if self.slave is not None:
             await self.slave.close()
             self.slave = None
         self.master.active = False
         await self.master.drop_all()
         store.set_broker_role(self.config.master_role)  # drops a partial record held
-        if self.epochs.last_epoch >= master_epoch:
-            self.epochs.truncate_suffix_by_epoch(master_epoch)
-        if not self.epochs.append(master_epoch, store.max_phy_offset):
-            log.warning("HA: epoch %d at offset %d not added to the epoch file (last entry %s)",
-                        master_epoch, store.max_phy_offset, self.epochs.last_entry())
+        self._append_epoch(master_epoch)
         store.set_confirm_offset(None)
         await asyncio.to_thread(store.wait_dispatched, 60.0, False)
         store.recover_queue_offsets()
         self.master_epoch = master_epoch
+        self.master_broker_id = self.config.local_broker_id
         self.master.local_broker_id = self.config.local_broker_id
         self.master.active = True
         self.master.set_sync_state_set(set(sync_state_set) | {self.config.local_broker_id},
                                        sync_state_set_epoch)
         log.info("HA: master of epoch %d from offset %d, sync state set %s", master_epoch,
                  store.max_phy_offset, sorted(self.master.sync_state_set()))
+
+    def _append_epoch(self, epoch: int) -> None:
+        """``(epoch, max offset)`` into the epoch file, replacing entries of epochs not
+        older (AutoSwitchHAService.changeToMaster)."""
+        offset = self.store.max_phy_offset
+        if self.epochs.last_epoch >= epoch:
+            self.epochs.truncate_suffix_by_epoch(epoch)
+        if not self.epochs.append(epoch, offset):
+            log.warning("HA: epoch %d at offset %d not added to the epoch file (last entry %s)",
+                        epoch, offset, self.epochs.last_entry())
 
     async def _check_loop(self) -> None:
         """Every checkSyncStateSet interval: a master asks for a shrunk sync state set when
@@ -180,6 +201,12 @@ class AutoSwitchHA:
         replica's epochs agree with the master's, then receive. Raises :class:`HAStateError`
         when ``master_epoch`` is older than the last epoch in the epoch file."""
         self._check_epoch(master_epoch)
+        if self.slave is not None and master_broker_id == self.master_broker_id:
+            # the same master, a new epoch (changeToSlaveWhenMasterNotChange)
+            self.master_epoch = master_epoch
+            if master_ha_addr:
+                self.slave.set_master(master_ha_addr)
+            return
         self.master.active = False
         await self.master.drop_all()
         if self.slave is not None:
