@@ -166,7 +166,7 @@ class MessageStore:
         self._appender: Any | None = None  # the compiled put path (fast_put)
         self._born_hosts: dict[str, bytes] = {}
         self._sync_flush = False
-        self._listeners: list[DispatchListener] = []  # kept across a reopen
+        self._internal_listeners: list[DispatchListener] = []  # the store's own
         # controller mode: the confirm offset (-1: none yet), whether it follows the max
         # offset (a master needing no acks), and the dispatch ceiling (-1: none)
         self._controller = config.enable_controller_mode
@@ -241,7 +241,6 @@ class MessageStore:
         self.commit_log.files.flushed_where = self.commit_log.max_offset
         self._raw_tail.clear()
         self.dispatcher.reput_from = resume
-        self.dispatcher.listeners.extend(self._listeners)
         before = self.dispatcher.dispatched
         while self.dispatcher.dispatch_available():
             pass
@@ -301,6 +300,7 @@ class MessageStore:
         self._disk_full_reason = None
         self._clean_service.topic_floors = dict(self._topic_retention)
         self._clean_service.check_disk()  # a full disk refuses the very first put
+        self._internal_listeners = list(self.dispatcher.listeners)
         self._running = True
         self._update_writable()
         self._clean_service.start()
@@ -417,43 +417,7 @@ class MessageStore:
 
     def add_dispatch_listener(self, listener: DispatchListener) -> None:
         """Call ``listener(set of (topic, queue_id))`` after new entries are dispatched."""
-        self._listeners.append(listener)
         self.dispatcher.listeners.append(listener)
-
-    # -- controller mode (RocketMQ 5 AutoSwitch HA) ----------------------------------------
-    @property
-    def confirm_offset(self) -> int:
-        """The CommitLog offset consumers may read up to. In controller mode: what every
-        in-sync replica holds (:meth:`set_confirm_offset`; the max offset while it follows
-        it); otherwise where dispatch may go (the max offset, or the flushed one with
-        SYNC_FLUSH), as RocketMQ's CommitLog.getConfirmOffset."""
-        if self._controller and not self._confirm_follows:
-            return self._confirm_offset
-        return self._dispatch_limit()
-
-    def set_confirm_offset(self, offset: int | None) -> None:
-        """Controller mode: set the confirm offset (kept in the checkpoint's
-        confirmPhyOffset). None: it follows the max offset (a master whose sync state set is
-        itself alone, or one not waiting for all of it). Consumers see the CommitLog up to
-        it unless readUnCommitted. StoreError outside controller mode."""
-        if not self._controller:
-            raise StoreError("the confirm offset is for controller mode: set "
-                             "enableControllerMode=true in broker.conf")
-        self._set_confirm(offset)
-        svc = self._dispatch_service
-        if svc is not None:
-            svc.wakeup()
-
-    def _set_confirm(self, offset: int | None) -> None:
-        if offset is None:
-            self._confirm_follows = True
-            self._confirm_ceiling = -1
-            return
-        # the ceiling first: the dispatch thread never sees neither a ceiling nor following
-        self._confirm_ceiling = -1 if self.config.read_uncommitted else offset
-        self._confirm_offset = offset
-        self.checkpoint.confirm_phy_offset = offset
-        self._confirm_follows = False
 
     def set_broker_role(self, role: BrokerRole) -> None:
         """Change the role at runtime (controller mode's role changes): a SLAVE refuses
@@ -471,27 +435,6 @@ class MessageStore:
             items = list(self._queues.items())
         for key, cq in items:
             self.commit_log.queue_offsets[key] = cq.max_offset
-
-    def truncate_to(self, offset: int) -> RecoveryReport:
-        """Cut the CommitLog at ``offset`` (a record start), with the ConsumeQueue entries
-        and the index position of what follows, and lower the confirm offset to it: a slave
-        whose tail diverges from its new master's (RocketMQ's truncateFiles). Done by
-        closing the store and opening it again with the cut, so nothing reads the removed
-        bytes meanwhile; returns that open's report. TruncateError (nothing changes) when
-        ``offset`` is not a record start."""
-        self._require_open()
-        self._raw_tail.clear()
-        if offset >= self.commit_log.max_offset:
-            return RecoveryReport()
-        controller_mode.check_cut_point(self.commit_log, offset)
-        if self._controller and self.checkpoint.confirm_phy_offset > offset:
-            self.checkpoint.confirm_phy_offset = offset
-        self._cut_at = offset
-        self.close()
-        with self._queues_lock:
-            self._queues.clear()  # closed: the open loads them again
-        self.open()
-        return self.recovery_report
 
     # -- writing ------------------------------------------------------------------------
     def put_message(
@@ -1325,6 +1268,64 @@ class MessageStore:
     def _wake_index(self) -> None:
         if self._index_service is not None:
             self._index_service.wakeup()
+
+    # -- controller mode (RocketMQ 5 AutoSwitch HA) ----------------------------------------
+    @property
+    def confirm_offset(self) -> int:
+        """The CommitLog offset consumers may read up to. In controller mode: what every
+        in-sync replica holds (:meth:`set_confirm_offset`; the max offset while it follows
+        it); otherwise where dispatch may go (the max offset, or the flushed one with
+        SYNC_FLUSH), as RocketMQ's CommitLog.getConfirmOffset."""
+        if self._controller and not self._confirm_follows:
+            return self._confirm_offset
+        return self._dispatch_limit()
+
+    def set_confirm_offset(self, offset: int | None) -> None:
+        """Controller mode: set the confirm offset (kept in the checkpoint's
+        confirmPhyOffset). None: it follows the max offset (a master whose sync state set is
+        itself alone, or one not waiting for all of it). Consumers see the CommitLog up to
+        it unless readUnCommitted. StoreError outside controller mode."""
+        if not self._controller:
+            raise StoreError("the confirm offset is for controller mode: set "
+                             "enableControllerMode=true in broker.conf")
+        self._set_confirm(offset)
+        svc = self._dispatch_service
+        if svc is not None:
+            svc.wakeup()
+
+    def _set_confirm(self, offset: int | None) -> None:
+        if offset is None:
+            self._confirm_follows = True
+            self._confirm_ceiling = -1
+            return
+        # the ceiling first: the dispatch thread never sees neither a ceiling nor following
+        self._confirm_ceiling = -1 if self.config.read_uncommitted else offset
+        self._confirm_offset = offset
+        self.checkpoint.confirm_phy_offset = offset
+        self._confirm_follows = False
+
+    def truncate_to(self, offset: int) -> RecoveryReport:
+        """Cut the CommitLog at ``offset`` (a record start), with the ConsumeQueue entries
+        and the index position of what follows, and lower the confirm offset to it: a slave
+        whose tail diverges from its new master's (RocketMQ's truncateFiles). Done by
+        closing the store and opening it again with the cut, so nothing reads the removed
+        bytes meanwhile; returns that open's report. TruncateError (nothing changes) when
+        ``offset`` is not a record start."""
+        self._require_open()
+        self._raw_tail.clear()
+        if offset >= self.commit_log.max_offset:
+            return RecoveryReport()
+        controller_mode.check_cut_point(self.commit_log, offset)
+        if self._controller and self.checkpoint.confirm_phy_offset > offset:
+            self.checkpoint.confirm_phy_offset = offset
+        self._cut_at = offset
+        added = [fn for fn in self.dispatcher.listeners if fn not in self._internal_listeners]
+        self.close()
+        with self._queues_lock:
+            self._queues.clear()  # closed: the open loads them again
+        self.open()
+        self.dispatcher.listeners.extend(added)  # add_dispatch_listener's, kept
+        return self.recovery_report
 
     def flush(self) -> None:
         """Flush the CommitLog now (both modes); returns when durable."""
