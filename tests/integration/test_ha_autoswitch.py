@@ -175,7 +175,11 @@ def test_old_master_truncates_its_divergent_tail(tmp_path: Path) -> None:
 def test_stale_role_change_is_refused(tmp_path: Path) -> None:
     async def test(a: Replica, b: Replica) -> None:
         from bolide.broker.ha.autoswitch import HAStateError
+        # the controller assigns the id after start: the new config reaches both sides
+        a.ha.config = ha_config(5)
+        assert a.ha.master.config.local_broker_id == 5
         await a.ha.change_to_master(3, {1}, 1)
+        assert a.ha.sync_state_set == {1, 5}
         try:
             await a.ha.change_to_slave(b.addr, 2, 2, 1)
         except HAStateError as exc:
@@ -203,3 +207,15 @@ def test_reelected_master_streams_its_new_epoch(tmp_path: Path) -> None:
         assert b.ha.epoch_entries() == a.ha.epoch_entries()
         assert b.ha.last_epoch == 2
     run(tmp_path, test)
+
+
+def test_a_store_outside_controller_mode_is_refused(tmp_path: Path) -> None:
+    from bolide.broker.ha.autoswitch import HAStateError
+    cfg = store_config(tmp_path).replace(enable_controller_mode=False)
+    with MessageStore(cfg) as store:
+        try:
+            AutoSwitchHA(store, ha_config(1))
+        except HAStateError as exc:
+            assert "enableControllerMode=true" in str(exc)
+        else:
+            raise AssertionError("a store outside controller mode was taken")

@@ -70,16 +70,29 @@ class AutoSwitchHA:
             raise HAStateError(f"the store at {store.root} is not in controller mode: set "
                                "enableControllerMode=true in broker.conf")
         self.store = store
-        self.config = config
         self.on_sync_state_set_change = on_sync_state_set_change
         self.epochs = EpochFile.in_store(store.root)
         self.master = MasterSide(store, self.epochs, config, self._sync_state_set_changed)
         self.slave: SlaveClient | None = None
+        self._config = config
         self.master_epoch = -1
         self.master_broker_id = -1
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._check: asyncio.Task[None] | None = None
+
+    @property
+    def config(self) -> AutoSwitchHAConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: AutoSwitchHAConfig) -> None:
+        """Replace the settings (e.g. ``local_broker_id`` once the controller assigned it);
+        both sides use them from their next step."""
+        self._config = config
+        self.master.config = config
+        if self.slave is not None:
+            self.slave.config = config
 
     def _sync_state_set_changed(self, new: set[int]) -> None:
         listener = self.on_sync_state_set_change
