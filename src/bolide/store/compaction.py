@@ -262,6 +262,12 @@ class CompactionStore:
         return (self.hold_heads and key not in self._heads_done and cq.min_offset > 0
                 and (clog is None or clog.max_offset == 0))
 
+    def set_hold_heads(self, hold: bool) -> None:
+        """Hold (a slave) or copy in at once (a master) the compacted queues whose copy starts
+        past offset 0 and whose compaction log is empty."""
+        self.hold_heads = hold
+        self._wake.set()
+
     def heads_needed(self) -> list[tuple[str, int, int]]:
         """(topic, queue id, end) of the compacted queues waiting for the master's records of
         queue offsets below ``end`` (where this store's copy of the queue starts), as RocketMQ's

@@ -260,7 +260,7 @@ class MessageStore:
         self.compaction = None
         if cfg.enable_compaction:  # before any thread starts: a load that fails stops the open
             compaction = CompactionStore(cfg, self.commit_log, self._queue_snapshot)
-            compaction.hold_heads = cfg.broker_role is BrokerRole.SLAVE  # see heads_needed
+            compaction.set_hold_heads(cfg.broker_role is BrokerRole.SLAVE)  # see heads_needed
             try:
                 compaction.load()
             except BaseException:
@@ -427,6 +427,8 @@ class MessageStore:
         self._raw_tail.clear()
         self.config = self.config.replace(broker_role=role)
         self._update_writable()
+        if self.compaction is not None:  # a master copies every compacted queue in at once
+            self.compaction.set_hold_heads(role is BrokerRole.SLAVE)
 
     def recover_queue_offsets(self) -> None:
         """Take each queue's next offset from its ConsumeQueue (RocketMQ's

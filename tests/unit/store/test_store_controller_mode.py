@@ -167,10 +167,12 @@ def test_runtime_role_change(tmp_path: Path) -> None:
         store.set_broker_role(BrokerRole.SLAVE)
         r = store.put_message(Message("TopicA", b"x"), 0)
         assert not r.ok and "SLAVE" in (r.remark or "")
+        assert store.compaction is not None and store.compaction.hold_heads  # see heads_needed
         store.set_broker_role(BrokerRole.SYNC_MASTER)
         assert store.put_message(Message("TopicA", b"x"), 0).ok
         with pytest.raises(StoreError, match="raw appends"):
             store.append_raw(0, b"")
+        assert not store.compaction.hold_heads  # a master copies compacted queues in at once
 
 
 def test_slave_confirm_offset_inside_a_record(tmp_path: Path) -> None:
