@@ -86,6 +86,8 @@ def test_bolide_delivers_the_timer_messages_rocketmq_left_waiting(tmp_path: Path
             def arrived() -> list[bytes]:
                 return [m.body for m in store.get_message("t", TOPIC, 0, 0, 32).messages]
 
+            # the take-over's puts are read back once dispatched
+            await asyncio.to_thread(store.wait_dispatched)
             waiting = [m.body for q in range(len(store.delay_millis))
                        for m in store.get_message("t", SCHEDULE_TOPIC, q, 0, 32).messages]
             assert sorted(waiting) == [b"later", b"tomorrow"]
