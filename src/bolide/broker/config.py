@@ -118,6 +118,27 @@ class BrokerConfig(PropertiesConfig):
     ha_reconnect_interval_ms: int = _key("bolideHaReconnectInterval", 5000)
     # a slave copies its master's topics, offsets and groups this often (4.9.x: every 10 s)
     slave_sync_interval_ms: int = _key("bolideSlaveSyncInterval", 10_000)
+    # RocketMQ 5's controller mode (automatic failover, bolide.broker.replicas): the broker gets
+    # its id and its role (master or slave) from a controller and changes role when the
+    # controller elects another master; brokerRole and brokerId are then ignored
+    enable_controller_mode: bool = _key("enableControllerMode", False)
+    controller_addr: str = _key("controllerAddr", "")  # host:port;host:port (or a DNS name)
+    # controllerAddr is a domain name whose addresses (with its port) are the controllers
+    fetch_controller_addr_by_dns_lookup: bool = _key("fetchControllerAddrByDnsLookup", False)
+    # the controller drops a broker that sent no heartbeat for this long (sent in each one)
+    controller_heart_beat_timeout_ms: int = _key("controllerHeartBeatTimeoutMills", 10_000)
+    # how often the broker heartbeats to the controllers (BROKER_HEARTBEAT, 904)
+    broker_heartbeat_interval_ms: int = _key("brokerHeartbeatInterval", 1000)
+    send_heartbeat_timeout_ms: int = _key("sendHeartbeatTimeoutMillis", 1000)
+    # how often the broker asks the controller for its group's master (GET_REPLICA_INFO), the
+    # master checks its in-sync replicas, and the controller leader is looked up again
+    sync_broker_metadata_period_ms: int = _key("syncBrokerMetadataPeriod", 5000)
+    check_sync_state_set_period_ms: int = _key("checkSyncStateSetPeriod", 5000)
+    sync_controller_metadata_period_ms: int = _key("syncControllerMetadataPeriod", 10_000)
+    # the controller prefers brokers with a lower value when it elects a master
+    broker_election_priority: int = _key("brokerElectionPriority", 2**31 - 1)
+    # RocketMQ's slave-acting-master (5.x without a controller): read, not offered (false only)
+    enable_slave_acting_master: bool = _key("enableSlaveActingMaster", False)
 
     def metrics_exporter(self) -> str:
         """metricsExporterType by name (RocketMQ takes its ordinal too)."""
@@ -150,6 +171,20 @@ class BrokerConfig(PropertiesConfig):
         if self.ha_transfer_batch_size <= 0 or self.ha_send_heartbeat_interval_ms <= 0:
             raise ConfigError("haTransferBatchSize and haSendHeartbeatInterval must be positive; "
                               "RocketMQ uses 32768 (bytes) and 5000 (ms)")
+        if self.enable_controller_mode and not self.controller_addrs:
+            raise ConfigError("enableControllerMode=true needs controllerAddr=host:port[;host:port] "
+                              "(the controllers, or the NameServers with enableControllerInNamesrv)")
+        for key, value in (("controllerHeartBeatTimeoutMills", self.controller_heart_beat_timeout_ms),
+                           ("brokerHeartbeatInterval", self.broker_heartbeat_interval_ms),
+                           ("syncBrokerMetadataPeriod", self.sync_broker_metadata_period_ms),
+                           ("checkSyncStateSetPeriod", self.check_sync_state_set_period_ms),
+                           ("syncControllerMetadataPeriod", self.sync_controller_metadata_period_ms),
+                           ("sendHeartbeatTimeoutMillis", self.send_heartbeat_timeout_ms)):
+            if value <= 0:
+                raise ConfigError(f"{key}={value} must be positive (ms)")
+        if self.enable_slave_acting_master:
+            raise ConfigError("enableSlaveActingMaster=true is not offered: use controller mode "
+                              "(enableControllerMode=true) for failover, or set it to false")
         if self.metrics_exporter() not in ("DISABLE", "PROM", "OTLP_GRPC", "LOG"):
             raise ConfigError(f"metricsExporterType={self.metrics_exporter_type} is none of DISABLE, "
                               "PROM, OTLP_GRPC, LOG (or 0 to 3)")
@@ -196,6 +231,12 @@ class BrokerConfig(PropertiesConfig):
         if self.broker_config_path:
             return Path(self.broker_config_path)
         return store_root / "config" / STORE_CONFIG_FILE
+
+    @property
+    def controller_addrs(self) -> list[str]:
+        """The controller addresses of ``controllerAddr`` (``;``-separated; with
+        fetchControllerAddrByDnsLookup, a ``domain:port`` resolved by the caller)."""
+        return [a.strip() for a in self.controller_addr.split(";") if a.strip()]
 
     @property
     def namesrv_addrs(self) -> list[str]:

@@ -50,6 +50,7 @@ from bolide.broker.processors.query import QueryProcessor
 from bolide.broker.processors.queue_cleanup import QueueCleanupProcessor
 from bolide.broker.processors.read_mode import ReadModeProcessor
 from bolide.broker.processors.recall import RecallProcessor
+from bolide.broker.processors.replicas import ReplicasProcessor
 from bolide.broker.processors.reply import ReplyProcessor
 from bolide.broker.processors.reset_offset import ResetOffsetProcessor
 from bolide.broker.processors.rocksdb_admin import RocksDBAdminProcessor
@@ -61,6 +62,9 @@ from bolide.broker.proxy.consumer import orderly
 from bolide.broker.queue_locks import QueueLocks
 from bolide.broker.rebalance_notify import notify_consumer_ids_changed
 from bolide.broker.registration import BrokerRegistration
+from bolide.broker.replicas.controller_client import ControllerClient
+from bolide.broker.replicas.manager import ReplicasManager
+from bolide.broker.replicas.roles import RoleSwitch
 from bolide.broker.request_modes import MessageRequestModes
 from bolide.broker.schedule import ScheduleService
 from bolide.broker.static_forward import BrokerDirectory
@@ -104,16 +108,24 @@ class BrokerController:
         self.config = config if config is not None else BrokerConfig()
         self._store_config = store_config if store_config is not None else StoreConfig()
         self.role = self._store_config.broker_role
-        if self.role is BrokerRole.SLAVE and self.config.broker_id <= 0:
+        if self.config.enable_controller_mode:
+            # fenced until the controller gives the role: a slave's store refuses sends
+            self.role = BrokerRole.SLAVE
+            self._store_config = self._store_config.replace(broker_role=BrokerRole.SLAVE)
+        elif self.role is BrokerRole.SLAVE and self.config.broker_id <= 0:
             raise ConfigError(f"brokerRole=SLAVE with brokerId={self.config.broker_id}: a slave "
                               "needs brokerId > 0 (1, 2, ...); brokerId=0 is the master")
-        if self.role is not BrokerRole.SLAVE and self.config.broker_id != 0:
+        if (self.role is not BrokerRole.SLAVE and self.config.broker_id != 0
+                and not self.config.enable_controller_mode):
             log.warning("brokerRole=%s: using brokerId=0 instead of %d (a master is always 0)",
                         self.role.value, self.config.broker_id)
             self.config = self.config.replace(broker_id=0)
         self.ha_master: HAMaster | None = None
         self.ha_slave: HASlave | None = None
         self.slave_sync: SlaveSync | None = None  # a slave's copy of the master's metadata
+        # controller mode (enableControllerMode): the controller's registration and role changes
+        self.replicas: ReplicasManager | None = None
+        self.role_switch: RoleSwitch | None = None
         tls = (tls or TlsServerConfig()).resolved()  # tls.server.* keys: clients' connections
         tls_context, self.tls_mode = tls.server_context(), tls.tls_mode
         self._tls = tls
@@ -282,10 +294,12 @@ class BrokerController:
         self._delay_persister = ConfigPersister("bolide-delay-persist", self.schedule.persist,
                                                 self.config.flush_delay_offset_interval_ms / 1000)
         self._delay_persister.start()
+        controller_mode = self.config.enable_controller_mode
         if self.role is not BrokerRole.SLAVE:  # a slave replays the master's deliveries
             await self._take_over_timer_wheel(store)
             self.schedule.start()
-        ha_addr = await self._start_ha(store)
+        # controller mode: replication starts with the role (bolide.broker.replicas.roles)
+        ha_addr = "" if controller_mode else await self._start_ha(store)
         for processor in (SendProcessor(self), PullProcessor(self), ConsumerProcessor(self),
                           AdminProcessor(self), SendBackProcessor(self), LockProcessor(self),
                           QueryProcessor(self), AdminStatsProcessor(self),
@@ -296,7 +310,7 @@ class BrokerController:
                           AssignmentProcessor(self), AdminListProcessor(self), GroupAdminProcessor(self),
                           ConsumerStatusProcessor(self), ReadModeProcessor(self),
                           RocksDBAdminProcessor(self), ColdDataProcessor(self),
-                          BrokerOpsProcessor(self)):
+                          BrokerOpsProcessor(self), ReplicasProcessor(self)):
             for code in processor.CODES:
                 self.server.register(code, processor)
         if self.config.grpc_server_port >= 0 and self.role is BrokerRole.SLAVE:
@@ -314,21 +328,27 @@ class BrokerController:
         await self._start_metrics()
         self.registration = BrokerRegistration(self.config, self.topics, self.namesrv_client,
                                                self.broker_addr, ha_addr, self.static_topics)
-        if self.ha_slave is not None:
-            slave, learn_ha = self.ha_slave, not self.config.ha_master_address
+        if self.ha_slave is not None or controller_mode:
+            learn_ha = not self.config.ha_master_address
             sync = self.slave_sync = SlaveSync(self)
 
             def registered(r: RemotingCommand) -> None:
-                if learn_ha:
+                slave = self.ha_slave  # controller mode: made and dropped with the role
+                if learn_ha and slave is not None:
                     slave.set_master(r.ext_fields.get("haServerAddr"))
-                sync.set_master(r.ext_fields.get("masterAddr"))
+                if not controller_mode:  # there the controller names the master
+                    sync.set_master(r.ext_fields.get("masterAddr"))
             self.registration.on_registered = registered
-            sync.start()
+            if not controller_mode:
+                sync.start()
         for tc in list(self.topics.table.values()):
             self._apply_topic_retention(tc)
         self.topics.on_change.append(self._topic_changed)
         self.static_topics.on_change.append(lambda _topic: self._register_soon())
-        await self.registration.start()
+        if controller_mode:  # registers with the NameServers once the role is known
+            self._start_replicas()
+        else:
+            await self.registration.start()
         if self.ha_slave is not None:
             self.ha_slave.start()
         self.housekeeping.start()
@@ -338,6 +358,28 @@ class BrokerController:
         if self.role is not BrokerRole.SLAVE:  # the master checks half messages
             self.transaction_check.start()
         return self
+
+    def _start_replicas(self) -> None:
+        """Controller mode: register with the controller in the background; the role follows."""
+        switch = self.role_switch = RoleSwitch(self)
+        client = ControllerClient(self.namesrv_client, self.config.broker_cluster_name,
+                                  self.config.broker_name)
+        self.replicas = ReplicasManager(self.config, client, self._store_config.broker_identity_path,
+                                        switch)
+        self.replicas.start()
+
+    def set_broker_id(self, broker_id: int, ha_addr: str | None) -> None:
+        """Controller mode: the id this broker registers with the NameServers (0 as master,
+        its controller id as slave) and, as master, its HA address."""
+        self.config = self.config.replace(broker_id=broker_id)
+        if self.registration is not None:
+            self.registration.config = self.config
+            if ha_addr is not None:
+                self.registration.ha_addr = ha_addr
+
+    async def take_over_timer_wheel(self) -> None:
+        """Controller mode: what a master does at start, done when it first becomes master."""
+        await self._take_over_timer_wheel(self.store)
 
     async def _start_ha(self, store: MessageStore) -> str:
         """Start the HA listener (masters) or prepare the HA client (slaves); returns the
@@ -359,7 +401,10 @@ class BrokerController:
 
     @property
     def sync_master(self) -> HAMaster | None:
-        """The HA service whose slaves SYNC_MASTER sends wait for (None otherwise)."""
+        """The HA service whose slaves SYNC_MASTER sends wait for (None otherwise; in
+        controller mode the master acks alone, as RocketMQ's default inSyncReplicas=1)."""
+        if self.config.enable_controller_mode:
+            return None
         return self.ha_master if self.role is BrokerRole.SYNC_MASTER else None
 
     def _load_config_files(self) -> None:
@@ -507,6 +552,10 @@ class BrokerController:
     async def close(self) -> None:
         """Stop registering, answer held pulls, close the server, write the config files, then
         close the store."""
+        if self.replicas is not None:
+            await self.replicas.close()
+        if self.role_switch is not None:
+            await self.role_switch.close()
         if self.registration is not None:
             await self.registration.close()
         if self.slave_sync is not None:

@@ -93,6 +93,10 @@ class BrokerRegistration:
         if self._pending is not None:
             await asyncio.shield(self._pending)
 
+    @property
+    def started(self) -> bool:
+        return self._task is not None
+
     async def start(self) -> None:
         """Register now, then every period."""
         await self.register_all()

@@ -67,10 +67,17 @@ class ScheduleService(LoopService):
         self.rescheduled = 0  # timer messages moved on to their next level
         self.recalled = 0
         self._wake = asyncio.Event()
+        self._listening = False
 
     def start(self) -> None:
+        """Start delivering (again, after :meth:`close`, when a controller-mode broker becomes
+        master once more)."""
+        if self.running:
+            return
         self._clamp_offsets()
-        self.store.add_dispatch_listener(self.on_dispatch)
+        if not self._listening:
+            self._listening = True
+            self.store.add_dispatch_listener(self.on_dispatch)
         super().start()
 
     def _clamp_offsets(self) -> None:

@@ -125,6 +125,9 @@ class StoreConfig(PropertiesConfig):
     compaction_schedule_interval_ms: int = _key("compactionScheduleInternal", 15 * 60 * 1000)
     max_offset_map_size: int = _key("maxOffsetMapSize", 100 * 1024 * 1024)
     compaction_thread_num: int = _key("compactionThreadNum", 6)
+    # controller mode: the broker's identity files (clusterName#brokerName#brokerId), by default
+    # <storePathRootDir>/brokerIdentity and brokerIdentity-temp (bolide.store.broker_identity)
+    store_path_broker_identity: str | None = _key("storePathBrokerIdentity", None)
 
     def __post_init__(self) -> None:
         if self.mapped_file_size_consume_queue <= 0:
@@ -156,6 +159,13 @@ class StoreConfig(PropertiesConfig):
     @property
     def root(self) -> Path:
         return Path(self.store_path_root_dir)
+
+    @property
+    def broker_identity_path(self) -> Path:
+        """storePathBrokerIdentity, else ``<storePathRootDir>/brokerIdentity`` (RocketMQ's)."""
+        if self.store_path_broker_identity:
+            return Path(self.store_path_broker_identity)
+        return self.root / "brokerIdentity"
 
     @property
     def commit_log_dir(self) -> Path:

@@ -1365,6 +1365,17 @@ class MessageStore:
             svc.topic_floors = dict(self._topic_retention)  # replaced whole: no lock
             svc.apply_topic_floors()
 
+    def change_role(self, role: BrokerRole) -> None:
+        """Controller mode's role change at runtime (call it on the thread that appends): a
+        SLAVE refuses puts (SERVICE_NOT_AVAILABLE) and takes :meth:`append_raw`; a master
+        takes puts. A partial record a slave held is dropped (the next master resends it)."""
+        if role is self.config.broker_role:
+            return
+        self.config = self.config.replace(broker_role=role)
+        self._raw_tail.clear()
+        self._raw_from = 0
+        self._update_writable()
+
     def reconfigure(self, **changes: Any) -> StoreConfig:
         """Change settings of the running store (fields named by ``RUNTIME_KEYS``: retention,
         disk watermarks, get sizes); they apply from the next clean run or get. ConfigError for
