@@ -1368,9 +1368,22 @@ class MessageStore:
     def change_role(self, role: BrokerRole) -> None:
         """Controller mode's role change at runtime (call it on the thread that appends): a
         SLAVE refuses puts (SERVICE_NOT_AVAILABLE) and takes :meth:`append_raw`; a master
-        takes puts. A partial record a slave held is dropped (the next master resends it)."""
+        takes puts. A partial record a slave held is dropped (the next master resends it).
+
+        A slave becoming master takes each queue's next offset from its ConsumeQueue (as
+        RocketMQ's recoverTopicQueueTable), so every replicated record must be dispatched
+        first (:meth:`wait_dispatched`); StoreError otherwise, and nothing changes."""
         if role is self.config.broker_role:
             return
+        if self.config.broker_role is BrokerRole.SLAVE:
+            if self.dispatcher.behind():
+                raise StoreError(f"the store at {self.root} has replicated records not yet in "
+                                 "its ConsumeQueues: wait_dispatched() before it becomes master")
+            with self.commit_log.put_lock:
+                offsets = self.commit_log.queue_offsets  # the appender's own dict: in place
+                offsets.clear()
+                for key, cq in self._queues.items():
+                    offsets[key] = cq.max_offset
         self.config = self.config.replace(broker_role=role)
         self._raw_tail.clear()
         self._raw_from = 0

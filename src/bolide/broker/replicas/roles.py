@@ -103,7 +103,10 @@ class RoleSwitch:
         if broker.slave_sync is not None:
             await broker.slave_sync.close()
         ha_addr = await self.replication.to_master(epoch)
-        broker.store.change_role(BrokerRole.SYNC_MASTER)  # sends are taken from here on
+        store = broker.store
+        while not await asyncio.to_thread(store.wait_dispatched, 10.0, False):
+            log.warning("becoming master: the replicated records are still being dispatched")
+        store.change_role(BrokerRole.SYNC_MASTER)  # sends are taken from here on
         broker.role = BrokerRole.SYNC_MASTER
         broker.set_broker_id(MASTER_ID, ha_addr)
         if not self._timer_taken_over:

@@ -1,0 +1,228 @@
+"""Automatic failover of Bolide brokers in RocketMQ 5 controller mode, with RocketMQ 5.3.3's own
+controller (embedded in its NameServer, ``enableControllerInNamesrv``), which serves
+the controller's codes on its DLedger peer port (``controllerDLegerPeers``), the brokers'
+``controllerAddr``.
+
+Two Bolide broker processes of one group register with the controller: one becomes master (the
+route lists it as broker id 0) and takes sends, the other is a slave that refuses them and
+replicates. SIGKILL of the master: the controller elects the other, which becomes master and
+takes sends; the killed broker restarts from its store (its ``brokerIdentity`` keeps its id)
+and comes back as slave of the new one. ``mqadmin getBrokerEpoch`` reads both brokers' epochs.
+
+The brokers' classic HA cannot report which slave is in sync, so the controller runs with
+``enableElectUncleanMaster=true`` (it may elect any live broker of the group).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from client_roundtrip import unavailable
+
+from bolide.protocol import RemotingCommand
+from bolide.protocol.bodies.controller import EpochEntryCache
+from bolide.protocol.bodies.route import ClusterInfo
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.headers import SendMessageRequestHeader
+from bolide.remoting import RemotingClient, RemotingError
+from bolide.store.broker_identity import read_identity
+from bolide.testing.rocketmq import RocketMQ, RocketMQUnavailable, classpath
+
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
+
+VERSION = "5.3.3"
+GROUP = "broker-a"
+TOPIC = "CtrlFailover"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class BrokerProcess:
+    """A Bolide broker in controller mode, run as `bolide broker -c <conf>`."""
+
+    def __init__(self, root: Path, name: str, namesrv: str, controller: str) -> None:
+        self.root, self.name = root, name
+        self.port, self.ha_port = free_port(), free_port()
+        self.conf = root / f"{name}.conf"
+        props = {"brokerClusterName": "CtrlCluster", "brokerName": GROUP, "brokerIP1": "127.0.0.1",
+                 "bolideBindAddress": "127.0.0.1", "bolideVipChannelEnabled": "false",
+                 "listenPort": self.port, "haListenPort": self.ha_port, "namesrvAddr": namesrv,
+                 "enableControllerMode": "true", "controllerAddr": controller,
+                 "controllerHeartBeatTimeoutMills": 3000, "syncBrokerMetadataPeriod": 1000,
+                 "brokerHeartbeatInterval": 500, "haSendHeartbeatInterval": 500,
+                 "mappedFileSizeCommitLog": 256 * 1024, "mappedFileSizeConsumeQueue": 20 * 1000,
+                 "storePathRootDir": root / name}
+        self.conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.proc: subprocess.Popen[str] | None = None
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        log = (self.root / f"{self.name}.log").open("a")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from bolide.cli.main import main; main()", "broker", "-c",
+             str(self.conf)], stdout=subprocess.PIPE, stderr=log, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # blocks until the broker listens (or exits)
+        assert "listening on" in line, (line, self.log())
+
+    def log(self) -> str:
+        return (self.root / f"{self.name}.log").read_text()
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
+async def group_addrs(client: RemotingClient, namesrv: str) -> dict[int, str]:
+    try:
+        r = await client.invoke(namesrv, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+    except RemotingError:
+        return {}
+    data = ClusterInfo.decode(r.body_bytes()).broker_addr_table.get(GROUP)
+    return dict(data.broker_addrs) if data is not None else {}
+
+
+async def send(client: RemotingClient, addr: str, i: int) -> RemotingCommand:
+    header = SendMessageRequestHeader(producer_group="pg", topic=TOPIC, default_topic="TBW102",
+                                      default_topic_queue_nums=4, queue_id=i % 4, sys_flag=0,
+                                      born_timestamp=int(time.time() * 1000), flag=0, properties="")
+    request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_v2(), b"m-%d" % i)
+    return await client.invoke(addr, request, 5000)
+
+
+async def epoch_cache(client: RemotingClient, addr: str) -> EpochEntryCache:
+    r = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_EPOCH_CACHE))
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    return EpochEntryCache.decode(r.body_bytes())
+
+
+@pytest.fixture
+def rocketmq(tmp_path: Path):  # type: ignore[no-untyped-def]
+    try:
+        classpath(VERSION)
+    except RocketMQUnavailable as exc:
+        unavailable(f"real RocketMQ unavailable: {exc}")
+    rmq = RocketMQ(VERSION, tmp_path / "rmq")
+    rmq.controller_port = free_port()  # type: ignore[attr-defined]
+    rmq.start_namesrv(extra={
+        "enableControllerInNamesrv": "true", "controllerDLegerGroup": "group1",
+        "controllerDLegerPeers": f"n0-127.0.0.1:{rmq.controller_port}", "controllerDLegerSelfId": "n0",
+        "controllerStorePath": str(tmp_path / "controller-store"), "mappedFileSize": str(4 << 20),
+        "enableElectUncleanMaster": "true", "scanNotActiveBrokerInterval": "1000",
+        "scanInactiveMasterInterval": "1000", "notifyBrokerRoleChanged": "true"})
+    try:
+        yield rmq
+    finally:
+        rmq.stop()
+
+
+def test_failover_with_rocketmq_controller(rocketmq: RocketMQ, tmp_path: Path) -> None:
+    namesrv = rocketmq.namesrv_addr
+    controller = f"127.0.0.1:{rocketmq.controller_port}"  # type: ignore[attr-defined]
+    a = BrokerProcess(tmp_path, "a", namesrv, controller)
+    b = BrokerProcess(tmp_path, "b", namesrv, controller)
+
+    async def scenario() -> None:
+        client = RemotingClient()
+        try:
+            a.start()
+
+            async def a_master() -> bool:
+                return (await group_addrs(client, namesrv)).get(0) == a.addr
+            await eventually(a_master, 40, f"{a.addr} listed as master (id 0)\n{a.log()}")
+            b.start()
+            id_b = None
+
+            async def b_slave() -> bool:
+                nonlocal id_b
+                found = read_identity(tmp_path / "b" / "brokerIdentity")
+                id_b = found.broker_id if found else None
+                addrs = await group_addrs(client, namesrv)
+                return addrs.get(0) == a.addr and id_b is not None and addrs.get(id_b) == b.addr
+            await eventually(b_slave, 40, f"{b.addr} listed as slave\n{b.log()}")
+            assert read_identity(tmp_path / "a" / "brokerIdentity") is not None
+            for i in range(20):
+                assert (await send(client, a.addr, i)).code == ResponseCode.SUCCESS
+            refused = await send(client, b.addr, 99)
+            assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE, refused.remark
+            master_offset = (await epoch_cache(client, a.addr)).max_offset
+
+            async def replicated() -> bool:
+                return (await epoch_cache(client, b.addr)).max_offset == master_offset
+            await eventually(replicated, 20, "the slave to replicate the master's CommitLog")
+            first = await epoch_cache(client, a.addr)
+            assert first.epoch_list and first.epoch_list[-1].epoch >= 1
+
+            a.kill()
+
+            async def b_master() -> bool:
+                return (await group_addrs(client, namesrv)).get(0) == b.addr
+            await eventually(b_master, 40, f"{b.addr} elected master\n{b.log()}")
+
+            taken: list[RemotingCommand] = []
+
+            async def b_takes_sends() -> bool:
+                taken.append(await send(client, b.addr, 100))
+                return taken[-1].code == ResponseCode.SUCCESS
+            await eventually(b_takes_sends, 10, "the new master to take sends")
+            # queue 0 had offsets 0-4 on the old master: the new one goes on from there
+            assert taken[-1].ext_fields["queueOffset"] == "5", taken[-1].ext_fields
+            assert (await epoch_cache(client, b.addr)).epoch_list[-1].epoch > first.epoch_list[-1].epoch
+
+            a.start()  # from its store: the same broker id, now a slave
+            id_a = read_identity(tmp_path / "a" / "brokerIdentity")
+            assert id_a is not None
+
+            async def a_slave() -> bool:
+                addrs = await group_addrs(client, namesrv)
+                return addrs.get(0) == b.addr and addrs.get(id_a.broker_id) == a.addr
+            await eventually(a_slave, 40, f"{a.addr} back as slave\n{a.log()}")
+            assert (await send(client, a.addr, 101)).code == ResponseCode.SERVICE_NOT_AVAILABLE
+            new_master_offset = (await epoch_cache(client, b.addr)).max_offset
+
+            async def caught_up() -> bool:
+                return (await epoch_cache(client, a.addr)).max_offset == new_master_offset
+            await eventually(caught_up, 20, "the old master to replicate the new master")
+            out = rocketmq.mqadmin_batch([["getBrokerEpoch", "-b", GROUP]])[0]
+            assert f"#brokerAddr\t{a.addr}" in out and f"#brokerAddr\t{b.addr}" in out, out
+            assert "#Epoch: EpochEntry" in out, out
+        finally:
+            await client.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        a.stop()
+        b.stop()
