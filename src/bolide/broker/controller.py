@@ -5,6 +5,7 @@ configs and consumer offsets kept in ``<storePathRootDir>/config/``."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
@@ -111,7 +112,10 @@ class BrokerController:
         if self.config.enable_controller_mode:
             # fenced until the controller gives the role: a slave's store refuses sends
             self.role = BrokerRole.SLAVE
-            self._store_config = self._store_config.replace(broker_role=BrokerRole.SLAVE)
+            changes: dict[str, object] = {"broker_role": BrokerRole.SLAVE}
+            if "enable_controller_mode" in {f.name for f in dataclasses.fields(StoreConfig)}:
+                changes["enable_controller_mode"] = True  # the AutoSwitch HA's store (epochs)
+            self._store_config = self._store_config.replace(**changes)
         elif self.role is BrokerRole.SLAVE and self.config.broker_id <= 0:
             raise ConfigError(f"brokerRole=SLAVE with brokerId={self.config.broker_id}: a slave "
                               "needs brokerId > 0 (1, 2, ...); brokerId=0 is the master")
@@ -333,11 +337,13 @@ class BrokerController:
             sync = self.slave_sync = SlaveSync(self)
 
             def registered(r: RemotingCommand) -> None:
-                slave = self.ha_slave  # controller mode: made and dropped with the role
-                if learn_ha and slave is not None:
-                    slave.set_master(r.ext_fields.get("haServerAddr"))
-                if not controller_mode:  # there the controller names the master
-                    sync.set_master(r.ext_fields.get("masterAddr"))
+                if controller_mode:  # the controller names the master, the answer its HA address
+                    if self.role_switch is not None and learn_ha:
+                        self.role_switch.registered(r.ext_fields.get("haServerAddr"))
+                    return
+                if learn_ha and self.ha_slave is not None:
+                    self.ha_slave.set_master(r.ext_fields.get("haServerAddr"))
+                sync.set_master(r.ext_fields.get("masterAddr"))
             self.registration.on_registered = registered
             if not controller_mode:
                 sync.start()
@@ -346,7 +352,7 @@ class BrokerController:
         self.topics.on_change.append(self._topic_changed)
         self.static_topics.on_change.append(lambda _topic: self._register_soon())
         if controller_mode:  # registers with the NameServers once the role is known
-            self._start_replicas()
+            await self._start_replicas()
         else:
             await self.registration.start()
         if self.ha_slave is not None:
@@ -359,9 +365,14 @@ class BrokerController:
             self.transaction_check.start()
         return self
 
-    def _start_replicas(self) -> None:
+    async def _start_replicas(self) -> None:
         """Controller mode: register with the controller in the background; the role follows."""
         switch = self.role_switch = RoleSwitch(self)
+        try:
+            await switch.start()
+        except BaseException:
+            await self.close()
+            raise
         client = ControllerClient(self.namesrv_client, self.config.broker_cluster_name,
                                   self.config.broker_name)
         self.replicas = ReplicasManager(self.config, client, self._store_config.broker_identity_path,

@@ -69,7 +69,8 @@ class RoleTarget(Protocol):
 
     broker_addr: str
 
-    async def to_master(self, epoch: int, sync_state_set: frozenset[int]) -> None: ...
+    async def to_master(self, epoch: int, sync_state_set: frozenset[int], sync_state_set_epoch: int,
+                        own_id: int) -> None: ...
 
     async def to_slave(self, master_addr: str, master_id: int, epoch: int, own_id: int) -> None: ...
 
@@ -83,7 +84,7 @@ class RoleTarget(Protocol):
 
     def in_sync_replicas(self) -> set[int] | None: ...
 
-    def set_sync_state_set(self, members: frozenset[int]) -> None: ...
+    def set_sync_state_set(self, members: frozenset[int], epoch: int) -> None: ...
 
 
 class ReplicasManager:
@@ -341,7 +342,9 @@ class ReplicasManager:
         if self.is_master and self.master_broker_id == self.broker_controller_id:
             await self.target.reregister()  # the same master, a new epoch
             return
-        await self.target.to_master(info.master_epoch, self.sync_state_set)
+        assert self.broker_controller_id is not None
+        await self.target.to_master(info.master_epoch, self.sync_state_set, self.sync_state_set_epoch,
+                                    self.broker_controller_id)
         self.is_master = True
         self.master_broker_id = self.broker_controller_id
         self.master_address = self.target.broker_addr
@@ -366,7 +369,7 @@ class ReplicasManager:
             log.info("controller mode: in-sync set %s -> %s (epoch %d)", sorted(self.sync_state_set),
                      sorted(members), epoch)
             self.sync_state_set, self.sync_state_set_epoch = members, epoch
-            self.target.set_sync_state_set(members)
+            self.target.set_sync_state_set(members, epoch)
 
     # -- periodic jobs -------------------------------------------------------------------
     def heartbeat_header(self) -> BrokerHeartbeatRequestHeader:
