@@ -9,13 +9,15 @@ replicates. SIGKILL of the master: the controller elects the other, which become
 takes sends; the killed broker restarts from its store (its ``brokerIdentity`` keeps its id)
 and comes back as slave of the new one. ``mqadmin getBrokerEpoch`` reads both brokers' epochs.
 
-The brokers' classic HA cannot report which slave is in sync, so the controller runs with
-``enableElectUncleanMaster=true`` (it may elect any live broker of the group).
+With the AutoSwitch HA the master reports its in-sync replicas (ALTER_SYNC_STATE_SET) and the
+controller elects only among them; the classic HA cannot tell, so without AutoSwitch the
+controller runs with ``enableElectUncleanMaster=true`` (it may elect any live broker).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import socket
 import subprocess
 import sys
@@ -26,6 +28,7 @@ from pathlib import Path
 import pytest
 from client_roundtrip import unavailable
 
+from bolide.broker.replicas.controller_client import ControllerClient
 from bolide.protocol import RemotingCommand
 from bolide.protocol.bodies.controller import EpochEntryCache
 from bolide.protocol.bodies.route import ClusterInfo
@@ -40,6 +43,7 @@ pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
 VERSION = "5.3.3"
 GROUP = "broker-a"
 TOPIC = "CtrlFailover"
+AUTOSWITCH = importlib.util.find_spec("bolide.broker.ha.autoswitch") is not None
 
 
 def free_port() -> int:
@@ -140,7 +144,7 @@ def rocketmq(tmp_path: Path):  # type: ignore[no-untyped-def]
         "enableControllerInNamesrv": "true", "controllerDLegerGroup": "group1",
         "controllerDLegerPeers": f"n0-127.0.0.1:{rmq.controller_port}", "controllerDLegerSelfId": "n0",
         "controllerStorePath": str(tmp_path / "controller-store"), "mappedFileSize": str(4 << 20),
-        "enableElectUncleanMaster": "true", "scanNotActiveBrokerInterval": "1000",
+        "enableElectUncleanMaster": str(not AUTOSWITCH).lower(), "scanNotActiveBrokerInterval": "1000",
         "scanInactiveMasterInterval": "1000", "notifyBrokerRoleChanged": "true"})
     try:
         yield rmq
@@ -182,6 +186,13 @@ def test_failover_with_rocketmq_controller(rocketmq: RocketMQ, tmp_path: Path) -
             async def replicated() -> bool:
                 return (await epoch_cache(client, b.addr)).max_offset == master_offset
             await eventually(replicated, 20, "the slave to replicate the master's CommitLog")
+            if AUTOSWITCH:  # the master reports the caught-up slave as in sync
+                replicas = ControllerClient(client, "CtrlCluster", GROUP)
+
+                async def in_sync() -> bool:
+                    info = await replicas.replica_info(controller)
+                    return id_b in info.sync_state_set
+                await eventually(in_sync, 20, "the controller's in-sync set to hold the slave")
             first = await epoch_cache(client, a.addr)
             assert first.epoch_list and first.epoch_list[-1].epoch >= 1
 

@@ -145,9 +145,13 @@ class ControllerClient:
         return _sync_state_set(response)
 
     async def heartbeat(self, addr: str, header: BrokerHeartbeatRequestHeader, timeout_ms: int) -> None:
-        """BROKER_HEARTBEAT (904) to one controller (sent to each, as RocketMQ does)."""
-        await self._call(addr, RequestCode.BROKER_HEARTBEAT,
-                         header, timeout_ms=timeout_ms)
+        """BROKER_HEARTBEAT (904) to one controller, one way (sent to each, as RocketMQ
+        does)."""
+        request = RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, header, oneway=True)
+        try:
+            await self.client.invoke_oneway(addr, request, timeout_ms)
+        except RemotingError as exc:
+            raise ControllerCallError(f"BROKER_HEARTBEAT to controller {addr} failed: {exc}") from None
 
 
 def _sync_state_set(response: RemotingCommand) -> SyncStateSet:

@@ -6,6 +6,7 @@ offset and the master's in-sync set, which the broker reports to the controller
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bolide.broker.ha.autoswitch import AutoSwitchHA, AutoSwitchHAConfig
@@ -21,6 +22,7 @@ class AutoSwitchReplication:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
         self._ha: AutoSwitchHA | None = None
+        self.on_change: Callable[[], None] | None = None
 
     @property
     def ha(self) -> AutoSwitchHA:
@@ -30,8 +32,12 @@ class AutoSwitchReplication:
     async def start(self) -> None:
         cfg = self.broker.config
         ha_config = AutoSwitchHAConfig.from_broker_config(cfg, ha_host=cfg.bind_address)
-        self._ha = AutoSwitchHA(self.broker.store, ha_config)
+        self._ha = AutoSwitchHA(self.broker.store, ha_config, self._changed)
         await self._ha.start()
+
+    def _changed(self, new: set[int]) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     def _own(self, own_id: int) -> None:
         self.ha.config = dataclasses.replace(self.ha.config, local_broker_id=own_id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bolide.broker.ha import HAMaster, HASlave
@@ -25,6 +26,7 @@ class ClassicReplication:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
         self.entries: list[EpochEntry] = []
+        self.on_change: Callable[[], None] | None = None  # never called: no in-sync tracking
 
     def _ha_port(self) -> int:
         port = self.broker.config.ha_listen_port

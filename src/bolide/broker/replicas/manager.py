@@ -68,6 +68,7 @@ class RoleTarget(Protocol):
     """What the manager switches and reads: the broker (:class:`~bolide.broker.replicas.roles.RoleSwitch`)."""
 
     broker_addr: str
+    in_sync_changed: Callable[[], None] | None  # set by the manager: report at once
 
     async def to_master(self, epoch: int, sync_state_set: frozenset[int], sync_state_set_epoch: int,
                         own_id: int) -> None: ...
@@ -112,6 +113,8 @@ class ReplicasManager:
         self.role_known = asyncio.Event()
         self._lock = asyncio.Lock()  # one role change at a time
         self._tasks: list[asyncio.Task[None]] = []
+        self._report: asyncio.Task[None] | None = None
+        target.in_sync_changed = self.report_soon
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -120,7 +123,7 @@ class ReplicasManager:
 
     async def close(self) -> None:
         self.state = State.SHUTDOWN
-        await cancel_and_wait(self._tasks)
+        await cancel_and_wait([*self._tasks, *([self._report] if self._report else [])])
         self._tasks.clear()
 
     async def _start_loop(self) -> None:
@@ -412,6 +415,17 @@ class ReplicasManager:
                 await self.elect()
         elif info.master_epoch == self.master_epoch and self.is_master:
             self._change_sync_state_set(info.sync_state_set, info.sync_state_set_epoch)
+
+    def report_soon(self) -> None:
+        """The master's HA saw its in-sync replicas change: report them now (once at a time)."""
+        if self._report is None or self._report.done():
+            self._report = asyncio.get_running_loop().create_task(self._report_now())
+
+    async def _report_now(self) -> None:
+        try:
+            await self.check_sync_state_set()
+        except ControllerCallError as exc:
+            log.warning("controller mode: %s", exc)
 
     async def check_sync_state_set(self) -> None:
         """The master's in-sync replicas as its HA sees them; ALTER_SYNC_STATE_SET when they

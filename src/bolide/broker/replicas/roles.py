@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from bolide.protocol.bodies.controller import EpochEntry
@@ -33,7 +34,10 @@ _LEARN_MASTER_TRIES = 30  # a new slave registers again each second until it kno
 
 
 class Replication(Protocol):
-    """The HA side of role changes."""
+    """The HA side of role changes. ``on_change`` is called when a master's in-sync replicas
+    change (a slave caught up or fell behind)."""
+
+    on_change: Callable[[], None] | None
 
     async def start(self) -> None: ...
 
@@ -78,12 +82,18 @@ class RoleSwitch:
     def __init__(self, broker: BrokerController, replication: Replication | None = None) -> None:
         self.broker = broker
         self.replication = replication if replication is not None else replication_for(broker)
+        self.replication.on_change = self._in_sync_changed
+        self.in_sync_changed: Callable[[], None] | None = None  # the manager reports the change
         self.broker_addr = broker.broker_addr
         self._timer_taken_over = False
         self._learning: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         await self.replication.start()
+
+    def _in_sync_changed(self) -> None:
+        if self.in_sync_changed is not None:
+            self.in_sync_changed()
 
     async def to_master(self, epoch: int, sync_state_set: frozenset[int], sync_state_set_epoch: int,
                         own_id: int) -> None:
