@@ -1,7 +1,8 @@
 """Automatic failover of Bolide brokers in RocketMQ 5 controller mode, with RocketMQ 5.3.3's own
-controller (embedded in its NameServer, ``enableControllerInNamesrv``), which serves
-the controller's codes on its DLedger peer port (``controllerDLegerPeers``), the brokers'
-``controllerAddr``.
+controller, embedded in its NameServer (``enableControllerInNamesrv``), which serves the
+controller's codes on its DLedger peer port (``controllerDLegerPeers``), the brokers'
+``controllerAddr``; and with Bolide's controller (:mod:`bolide.controller`) where the build has
+it.
 
 Two Bolide broker processes of one group register with the controller: one becomes master (the
 route lists it as broker id 0) and takes sends, the other is a slave that refuses them and
@@ -153,8 +154,43 @@ def rocketmq(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_failover_with_rocketmq_controller(rocketmq: RocketMQ, tmp_path: Path) -> None:
-    namesrv = rocketmq.namesrv_addr
     controller = f"127.0.0.1:{rocketmq.controller_port}"  # type: ignore[attr-defined]
+
+    def get_broker_epoch() -> str:
+        return rocketmq.mqadmin_batch([["getBrokerEpoch", "-b", GROUP]])[0]
+    asyncio.run(failover(tmp_path, rocketmq.namesrv_addr, controller, get_broker_epoch))
+
+
+def test_failover_with_bolide_controller(tmp_path: Path) -> None:
+    """The same with Bolide's controller (bolide.controller) and NameServer, in process."""
+    server = pytest.importorskip("bolide.controller.server")
+    config_mod = pytest.importorskip("bolide.controller.config")
+    from bolide.namesrv.config import NamesrvConfig
+    from bolide.namesrv.controller import NamesrvController
+
+    async def main() -> None:
+        config = config_mod.ControllerConfig(
+            bind_address="127.0.0.1", controller_store_path=str(tmp_path / "controller-store"),
+            config_store_path=str(tmp_path / "controller.properties"),
+            enable_elect_unclean_master=not AUTOSWITCH, scan_not_active_broker_interval_ms=1000,
+            scan_inactive_master_interval_ms=1000)
+        controller = server.ControllerServer(config, host="127.0.0.1", port=0)
+        await controller.start()
+        namesrv = NamesrvController(NamesrvConfig(kv_config_path=str(tmp_path / "kv.json")),
+                                    host="127.0.0.1", port=0)
+        await namesrv.start()
+        try:
+            await failover(tmp_path, f"127.0.0.1:{namesrv.port}", controller.address, None)
+        finally:
+            await namesrv.close()
+            await controller.close()
+    asyncio.run(main())
+
+
+async def failover(tmp_path: Path, namesrv: str, controller: str,
+                   get_broker_epoch: Callable[[], str] | None) -> None:
+    """Two brokers of a group: master, slave, master killed, the slave elected, the old
+    master back as slave; ``get_broker_epoch`` runs mqadmin getBrokerEpoch at the end."""
     a = BrokerProcess(tmp_path, "a", namesrv, controller)
     b = BrokerProcess(tmp_path, "b", namesrv, controller)
 
@@ -226,14 +262,15 @@ def test_failover_with_rocketmq_controller(rocketmq: RocketMQ, tmp_path: Path) -
             async def caught_up() -> bool:
                 return (await epoch_cache(client, a.addr)).max_offset == new_master_offset
             await eventually(caught_up, 20, "the old master to replicate the new master")
-            out = rocketmq.mqadmin_batch([["getBrokerEpoch", "-b", GROUP]])[0]
-            assert f"#brokerAddr\t{a.addr}" in out and f"#brokerAddr\t{b.addr}" in out, out
-            assert "#Epoch: EpochEntry" in out, out
+            if get_broker_epoch is not None:
+                out = await asyncio.to_thread(get_broker_epoch)
+                assert f"#brokerAddr\t{a.addr}" in out and f"#brokerAddr\t{b.addr}" in out, out
+                assert "#Epoch: EpochEntry" in out, out
         finally:
             await client.close()
 
     try:
-        asyncio.run(scenario())
+        await scenario()
     finally:
         a.stop()
         b.stop()
