@@ -33,6 +33,7 @@ lint: $(STAMP)
 		--disallow-incomplete-defs src/bolide/client src/bolide/broker/proxy src/bolide/broker/pop.py \
 		src/bolide/broker/processors/pop.py src/bolide/broker/processors/assignment.py src/bolide/broker/namesrv_route.py \
 		src/bolide/protocol/pop_info.py src/bolide/broker/auth src/bolide/broker/processors/auth_admin.py \
+		src/bolide/broker/replicas src/bolide/broker/processors/replicas.py src/bolide/store/broker_identity.py \
 		src/bolide/protocol/bodies/auth.py src/bolide/protocol/headers/auth.py \
 		src/bolide/broker/metrics src/bolide/broker/timer_takeover.py src/bolide/store/timer_checkpoint.py \
 		src/bolide/store/epoch_file.py src/bolide/store/controller_mode.py src/bolide/broker/ha/autoswitch \
