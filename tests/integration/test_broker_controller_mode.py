@@ -320,6 +320,19 @@ async def test_role_changes_at_runtime_under_sends(tmp_path: Path) -> None:
             assert cache.broker_id == 0 and cache.broker_name == GROUP
             assert cache.max_offset == broker.store.max_phy_offset
             assert cache.epoch_list[0].end_offset == cache.epoch_list[1].start_offset
+            # elected again (epoch 4): still master, the queues go on
+            before = await send(client, broker.broker_addr, 0)
+            ctrl.epoch = 4
+            await notify(client, broker, 1, broker.broker_addr, 4)
+
+            async def epoch_4() -> bool:
+                r = await client.invoke(broker.broker_addr,
+                                        RemotingCommand.request(RequestCode.GET_BROKER_EPOCH_CACHE))
+                return EpochEntryCache.decode(r.body_bytes()).epoch_list[-1].epoch == 4
+            await eventually(epoch_4)
+            after = await send(client, broker.broker_addr, 0)
+            assert int(after.ext_fields["queueOffset"]) == int(before.ext_fields["queueOffset"]) + 1
+            assert broker.role is BrokerRole.SYNC_MASTER
         finally:
             await broker.close()
 

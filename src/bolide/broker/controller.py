@@ -317,7 +317,7 @@ class BrokerController:
                           BrokerOpsProcessor(self), ReplicasProcessor(self)):
             for code in processor.CODES:
                 self.server.register(code, processor)
-        if self.config.grpc_server_port >= 0 and self.role is BrokerRole.SLAVE:
+        if self.config.grpc_server_port >= 0 and self.role is BrokerRole.SLAVE and not controller_mode:
             log.warning("grpcServerPort=%d: a slave serves no gRPC clients (they send and receive "
                         "through the master's endpoint)", self.config.grpc_server_port)
         elif self.config.grpc_server_port >= 0:

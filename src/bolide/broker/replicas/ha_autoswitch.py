@@ -52,6 +52,10 @@ class AutoSwitchReplication:
         self._own(own_id)
         await self.ha.change_to_slave(None, epoch, master_id, own_id)
 
+    def new_master_epoch(self, epoch: int) -> None:
+        self.ha.epochs.append(epoch, self.broker.store.max_phy_offset)
+        self.ha.master_epoch = epoch
+
     def set_master_ha_address(self, addr: str | None) -> None:
         if addr and self.ha.slave is not None:
             self.ha.set_master_ha_address(addr)

@@ -76,6 +76,9 @@ class ClassicReplication:
             broker.ha_slave = HASlave(broker.store, broker.config)
             broker.ha_slave.start()
 
+    def new_master_epoch(self, epoch: int) -> None:
+        self._new_epoch(epoch)
+
     def set_master_ha_address(self, addr: str | None) -> None:
         if addr and self.broker.ha_slave is not None:
             self.broker.ha_slave.set_master(addr)

@@ -77,6 +77,8 @@ class RoleTarget(Protocol):
 
     async def reregister(self) -> None: ...
 
+    async def new_epoch(self, epoch: int) -> None: ...
+
     def last_epoch(self) -> int: ...
 
     def max_offset(self) -> int: ...
@@ -331,6 +333,10 @@ class ReplicasManager:
             if info.master_broker_id is None or info.master_epoch <= self.master_epoch:
                 return
             own = self.broker_controller_id
+            if own is None:  # not registered yet: the registration learns the master
+                log.info("controller mode: master %s of epoch %d noted after registering",
+                         info.master_broker_id, info.master_epoch)
+                return
             if info.master_broker_id == own:
                 await self._to_master(info)
             else:
@@ -342,10 +348,10 @@ class ReplicasManager:
                  info.master_epoch)
         self.master_epoch = info.master_epoch
         self._change_sync_state_set(info.sync_state_set, info.sync_state_set_epoch)
-        if self.is_master and self.master_broker_id == self.broker_controller_id:
-            await self.target.reregister()  # the same master, a new epoch
-            return
         assert self.broker_controller_id is not None
+        if self.is_master and self.master_broker_id == self.broker_controller_id:
+            await self.target.new_epoch(info.master_epoch)  # elected again: sends go on
+            return
         await self.target.to_master(info.master_epoch, self.sync_state_set, self.sync_state_set_epoch,
                                     self.broker_controller_id)
         self.is_master = True

@@ -49,6 +49,10 @@ class Replication(Protocol):
 
     async def to_slave(self, epoch: int, master_id: int, own_id: int) -> None: ...
 
+    def new_master_epoch(self, epoch: int) -> None:
+        """Still master, elected again: the new epoch starts at the CommitLog's end."""
+        ...
+
     def set_master_ha_address(self, addr: str | None) -> None: ...
 
     def knows_master(self) -> bool: ...
@@ -128,6 +132,11 @@ class RoleSwitch:
         await self.reregister()
         await self._stop_learning()
         self._learning = asyncio.get_running_loop().create_task(self._learn_master())
+
+    async def new_epoch(self, epoch: int) -> None:
+        """Master again under a new epoch (RocketMQ's changeToMasterWhenLastRoleIsMaster)."""
+        self.replication.new_master_epoch(epoch)
+        await self.reregister()
 
     def registered(self, ha_server_addr: str | None) -> None:
         """A NameServer's answer to REGISTER_BROKER: a slave learns its master's HA address."""
