@@ -330,7 +330,8 @@ class ReplicasManager:
 
     async def _apply(self, info: MasterInfo) -> None:
         async with self._lock:
-            if info.master_broker_id is None or info.master_epoch <= self.master_epoch:
+            if (info.master_broker_id is None or info.master_epoch <= self.master_epoch
+                    or self.state is State.SHUTDOWN):
                 return
             own = self.broker_controller_id
             if own is None:  # not registered yet: the registration learns the master
