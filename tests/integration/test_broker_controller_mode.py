@@ -119,12 +119,13 @@ async def cluster(tmp_path: Path,
         await ctrl.server.close()
 
 
-def broker_of(tmp_path: Path, ctrl: ScriptedController, namesrv: NamesrvController) -> BrokerController:
+def broker_of(tmp_path: Path, ctrl: ScriptedController, namesrv: NamesrvController,
+              **options: object) -> BrokerController:
     config = BrokerConfig(namesrv_addr=f"127.0.0.1:{namesrv.port}", listen_port=0,
                           bind_address="127.0.0.1", broker_ip1="127.0.0.1", ha_listen_port=0,
                           broker_name=GROUP, enable_controller_mode=True, controller_addr=ctrl.addr,
                           broker_heartbeat_interval_ms=100, sync_broker_metadata_period_ms=200,
-                          vip_channel_enabled=False)
+                          vip_channel_enabled=False).replace(**options)
     store = StoreConfig(store_path_root_dir=str(tmp_path / "store"),
                         mapped_file_size_commit_log=1024 * 1024, mapped_file_size_consume_queue=1000 * 20,
                         broker_role=BrokerRole.ASYNC_MASTER)  # ignored in controller mode
@@ -206,6 +207,20 @@ async def test_first_broker_gets_an_id_is_elected_and_registers_as_master(tmp_pa
             assert beat["brokerId"] == "1" and beat["brokerName"] == GROUP
             assert beat["electionPriority"] == str(2**31 - 1) and int(beat["maxOffset"]) >= 0
             assert beat["heartbeatTimeoutMills"] == "10000"
+        finally:
+            await broker.close()
+
+
+@in_loop
+async def test_controller_addresses_by_dns_lookup(tmp_path: Path) -> None:
+    async with cluster(tmp_path) as (ctrl, namesrv, _client):
+        broker = broker_of(tmp_path, ctrl, namesrv, fetch_controller_addr_by_dns_lookup=True,
+                           controller_addr=f"localhost:{ctrl.server.port}")
+        await broker.start()
+        try:
+            assert broker.replicas is not None
+            await asyncio.wait_for(broker.replicas.role_known.wait(), 10)
+            assert broker.replicas.controller_addrs == [ctrl.addr]  # localhost's IPv4 address
         finally:
             await broker.close()
 
