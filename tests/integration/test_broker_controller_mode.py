@@ -289,12 +289,11 @@ async def test_role_changes_at_runtime_under_sends(tmp_path: Path) -> None:
             answers: list[int] = []
             stop = asyncio.Event()
 
-            async def sender() -> None:
-                i = 0
+            async def sender(i: int) -> None:
                 while not stop.is_set():
                     answers.append((await send(client, broker.broker_addr, i)).code)
-                    i += 1
-            task = asyncio.create_task(sender())
+                    i += 4
+            tasks = [asyncio.create_task(sender(i)) for i in range(4)]  # 4 sends in flight
             await wait_until(lambda: len(answers) > 20)
             # another broker (id 9) is elected: this one becomes its slave
             ctrl.master_id, ctrl.master_addr, ctrl.epoch = 9, "127.0.0.1:1", 2
@@ -324,7 +323,7 @@ async def test_role_changes_at_runtime_under_sends(tmp_path: Path) -> None:
             n = len(answers)
             await wait_until(lambda: len(answers) > n + 5 and answers[-1] == ResponseCode.SUCCESS)
             stop.set()
-            await task
+            await asyncio.gather(*tasks)
             assert set(answers) == {ResponseCode.SUCCESS, ResponseCode.SERVICE_NOT_AVAILABLE}
             assert broker.schedule.running and broker.transaction_check.running
             r = await client.invoke(broker.broker_addr,
