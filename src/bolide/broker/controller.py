@@ -5,7 +5,6 @@ configs and consumer offsets kept in ``<storePathRootDir>/config/``."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import logging
 import time
@@ -112,10 +111,8 @@ class BrokerController:
         if self.config.enable_controller_mode:
             # fenced until the controller gives the role: a slave's store refuses sends
             self.role = BrokerRole.SLAVE
-            changes: dict[str, object] = {"broker_role": BrokerRole.SLAVE}
-            if "enable_controller_mode" in {f.name for f in dataclasses.fields(StoreConfig)}:
-                changes["enable_controller_mode"] = True  # the AutoSwitch HA's store (epochs)
-            self._store_config = self._store_config.replace(**changes)
+            self._store_config = self._store_config.replace(  # enable: the AutoSwitch HA's epochs
+                broker_role=BrokerRole.SLAVE, enable_controller_mode=True)
         elif self.role is BrokerRole.SLAVE and self.config.broker_id <= 0:
             raise ConfigError(f"brokerRole=SLAVE with brokerId={self.config.broker_id}: a slave "
                               "needs brokerId > 0 (1, 2, ...); brokerId=0 is the master")

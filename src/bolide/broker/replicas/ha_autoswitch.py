@@ -53,8 +53,7 @@ class AutoSwitchReplication:
         await self.ha.change_to_slave(None, epoch, master_id, own_id)
 
     def new_master_epoch(self, epoch: int) -> None:
-        self.ha.epochs.append(epoch, self.broker.store.max_phy_offset)
-        self.ha.master_epoch = epoch
+        self.ha.new_epoch(epoch)
 
     def set_master_ha_address(self, addr: str | None) -> None:
         if addr and self.ha.slave is not None:

@@ -8,9 +8,8 @@ NameServers as brokerId 0, replication serves slaves. Slave: the store refuses p
 its controller id, replicates from the master (whose HA address the NameServer's answer gives)
 and copies the master's configs and offsets (:class:`~bolide.broker.ha.slave_sync.SlaveSync`).
 
-Replication is a :class:`Replication`: the AutoSwitch HA when this build has it
-(:mod:`bolide.broker.replicas.ha_autoswitch`), else the classic HA
-(:mod:`bolide.broker.replicas.ha_classic`).
+Replication is a :class:`Replication`: the AutoSwitch HA
+(:mod:`bolide.broker.replicas.ha_autoswitch`).
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from bolide.broker.replicas.ha_autoswitch import AutoSwitchReplication
 from bolide.protocol.bodies.controller import EpochEntry
 from bolide.store import BrokerRole
 
@@ -71,12 +71,7 @@ class Replication(Protocol):
 
 
 def replication_for(broker: BrokerController) -> Replication:
-    """The AutoSwitch HA when available, else the classic one."""
-    try:
-        from bolide.broker.replicas.ha_autoswitch import AutoSwitchReplication
-    except ImportError:
-        from bolide.broker.replicas.ha_classic import ClassicReplication
-        return ClassicReplication(broker)
+    """The AutoSwitch HA (RocketMQ 5's replication in controller mode)."""
     return AutoSwitchReplication(broker)
 
 

@@ -148,6 +148,13 @@ class AutoSwitchHA:
             raise HAStateError(f"epoch {epoch} is older than this replica's last epoch "
                                f"{self.epochs.last_epoch}: a stale role change, ignore it")
 
+    def new_epoch(self, master_epoch: int) -> None:
+        """Still master, now of ``master_epoch`` (elected again): the epoch file gets it at the
+        current max offset. Raises :class:`HAStateError` for an older epoch."""
+        self._check_epoch(master_epoch)
+        self._append_epoch(master_epoch)
+        self.master_epoch = master_epoch
+
     async def change_to_master(self, master_epoch: int, sync_state_set: set[int],
                                sync_state_set_epoch: int = 0) -> None:
         """Become master of ``master_epoch``: stop replicating from a master, append
@@ -159,8 +166,7 @@ class AutoSwitchHA:
         self._check_epoch(master_epoch)
         store = self.store
         if self.master.active:  # re-elected (changeToMasterWhenLastRoleIsMaster)
-            self._append_epoch(master_epoch)
-            self.master_epoch = master_epoch
+            self.new_epoch(master_epoch)
             self.master.set_sync_state_set(set(sync_state_set) | {self.config.local_broker_id},
                                            sync_state_set_epoch)
             return
