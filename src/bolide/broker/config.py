@@ -115,6 +115,14 @@ class BrokerConfig(PropertiesConfig):
     ha_transfer_batch_size: int = _key("haTransferBatchSize", 32 * 1024)
     ha_slave_fallbehind_max: int = _key("haSlaveFallbehindMax", 256 * 1024 * 1024)
     slave_timeout_ms: int = _key("slaveTimeout", 3000)
+    # controller mode's AutoSwitch HA (RocketMQ's MessageStoreConfig keys)
+    all_ack_in_sync_state_set: bool = _key("allAckInSyncStateSet", False)  # SYNC sends: every in-sync one
+    in_sync_replicas: int = _key("inSyncReplicas", 1)  # else for this many (the master counts)
+    min_in_sync_replicas: int = _key("minInSyncReplicas", 1)  # fewer in sync: SLAVE_NOT_AVAILABLE
+    enable_auto_in_sync_replicas: bool = _key("enableAutoInSyncReplicas", False)
+    ha_max_time_slave_not_catchup_ms: int = _key("haMaxTimeSlaveNotCatchup", 15_000)
+    sync_from_last_file: bool = _key("syncFromLastFile", False)  # a new replica copies the last segment on
+    async_learner: bool = _key("asyncLearner", False)  # a replica never asked into the in-sync set
     ha_reconnect_interval_ms: int = _key("bolideHaReconnectInterval", 5000)
     # a slave copies its master's topics, offsets and groups this often (4.9.x: every 10 s)
     slave_sync_interval_ms: int = _key("bolideSlaveSyncInterval", 10_000)

@@ -21,6 +21,7 @@ from bolide.broker.config import BrokerConfig
 from bolide.broker.dead_letter import store_dead_letter
 from bolide.broker.flush_waiters import FlushWaiters
 from bolide.broker.ha import HAMaster, HASlave
+from bolide.broker.ha.autoswitch import AutoSwitchHA
 from bolide.broker.ha.slave_sync import SlaveSync
 from bolide.broker.housekeeping import ClientHousekeeping
 from bolide.broker.long_polling import PullHoldService
@@ -408,12 +409,16 @@ class BrokerController:
         return f"{self.config.broker_ip1}:{self.ha_master.port}"
 
     @property
-    def sync_master(self) -> HAMaster | None:
-        """The HA service whose slaves SYNC_MASTER sends wait for (None otherwise; in
-        controller mode the master acks alone, as RocketMQ's default inSyncReplicas=1)."""
-        if self.config.enable_controller_mode:
+    def sync_master(self) -> HAMaster | AutoSwitchHA | None:
+        """The HA service whose replicas a SYNC_MASTER's sends wait for (None otherwise); in
+        controller mode the AutoSwitch HA (all in-sync replicas with allAckInSyncStateSet,
+        else inSyncReplicas of them: the master alone by default, as RocketMQ)."""
+        if self.role is not BrokerRole.SYNC_MASTER:
             return None
-        return self.ha_master if self.role is BrokerRole.SYNC_MASTER else None
+        if self.config.enable_controller_mode:
+            switch = self.role_switch
+            return switch.replication.ha if switch is not None else None
+        return self.ha_master
 
     def _load_config_files(self) -> None:
         if self.acl is not None:

@@ -132,8 +132,10 @@ class SendProcessor:
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
-        # created once the store is open; SYNC_FLUSH and SYNC_MASTER sends wait
-        self._sync_flush = broker.store.config.sync_flush or broker.sync_master is not None
+        # created once the store is open; SYNC_FLUSH and SYNC_MASTER sends wait (in controller
+        # mode the role comes later and changes: sends take the waiting path throughout)
+        self._sync_flush = (broker.store.config.sync_flush or broker.sync_master is not None
+                            or broker.config.enable_controller_mode)
         self._added: dict[tuple[str, bool], str] = {}  # broker_properties by (cluster, traceOn)
 
     def process_now(self, ctx: RequestContext, request: RemotingCommand, *, frame: bool = False,

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from bolide.broker.ha.autoswitch import AutoSwitchHA
 from bolide.broker.replicas.ha_autoswitch import AutoSwitchReplication
 from bolide.protocol.bodies.controller import EpochEntry
 from bolide.store import BrokerRole
@@ -38,6 +39,11 @@ class Replication(Protocol):
     change (a slave caught up or fell behind)."""
 
     on_change: Callable[[], None] | None
+
+    @property
+    def ha(self) -> AutoSwitchHA:
+        """The HA service (a master's SYNC sends wait on it)."""
+        ...
 
     async def start(self) -> None: ...
 
