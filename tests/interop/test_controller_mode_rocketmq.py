@@ -1,8 +1,7 @@
 """Automatic failover of Bolide brokers in RocketMQ 5 controller mode, with RocketMQ 5.3.3's own
 controller, embedded in its NameServer (``enableControllerInNamesrv``), which serves the
 controller's codes on its DLedger peer port (``controllerDLegerPeers``), the brokers'
-``controllerAddr``; and with Bolide's controller (:mod:`bolide.controller`) where the build has
-it.
+``controllerAddr``; and with Bolide's controller (:mod:`bolide.controller`).
 
 Two Bolide broker processes of one group register with the controller: one becomes master (the
 route lists it as broker id 0) and takes sends, the other is a slave that refuses them and
@@ -11,14 +10,12 @@ takes sends; the killed broker restarts from its store (its ``brokerIdentity`` k
 and comes back as slave of the new one. ``mqadmin getBrokerEpoch`` reads both brokers' epochs.
 
 With the AutoSwitch HA the master reports its in-sync replicas (ALTER_SYNC_STATE_SET) and the
-controller elects only among them; the classic HA cannot tell, so without AutoSwitch the
-controller runs with ``enableElectUncleanMaster=true`` (it may elect any live broker).
+controller elects only among them (``enableElectUncleanMaster=false``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import socket
 import subprocess
 import sys
@@ -44,7 +41,6 @@ pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
 VERSION = "5.3.3"
 GROUP = "broker-a"
 TOPIC = "CtrlFailover"
-AUTOSWITCH = importlib.util.find_spec("bolide.broker.ha.autoswitch") is not None
 
 
 def free_port() -> int:
@@ -145,7 +141,7 @@ def rocketmq(tmp_path: Path):  # type: ignore[no-untyped-def]
         "enableControllerInNamesrv": "true", "controllerDLegerGroup": "group1",
         "controllerDLegerPeers": f"n0-127.0.0.1:{rmq.controller_port}", "controllerDLegerSelfId": "n0",
         "controllerStorePath": str(tmp_path / "controller-store"), "mappedFileSize": str(4 << 20),
-        "enableElectUncleanMaster": str(not AUTOSWITCH).lower(), "scanNotActiveBrokerInterval": "1000",
+        "enableElectUncleanMaster": "false", "scanNotActiveBrokerInterval": "1000",
         "scanInactiveMasterInterval": "1000", "notifyBrokerRoleChanged": "true"})
     try:
         yield rmq
@@ -163,8 +159,8 @@ def test_failover_with_rocketmq_controller(rocketmq: RocketMQ, tmp_path: Path) -
 
 def test_failover_with_bolide_controller(tmp_path: Path) -> None:
     """The same with Bolide's controller (bolide.controller) and NameServer, in process."""
-    server = pytest.importorskip("bolide.controller.server")
-    config_mod = pytest.importorskip("bolide.controller.config")
+    from bolide.controller import config as config_mod
+    from bolide.controller import server
     from bolide.namesrv.config import NamesrvConfig
     from bolide.namesrv.controller import NamesrvController
 
@@ -172,7 +168,7 @@ def test_failover_with_bolide_controller(tmp_path: Path) -> None:
         config = config_mod.ControllerConfig(
             bind_address="127.0.0.1", controller_store_path=str(tmp_path / "controller-store"),
             config_store_path=str(tmp_path / "controller.properties"),
-            enable_elect_unclean_master=not AUTOSWITCH, scan_not_active_broker_interval_ms=1000,
+            enable_elect_unclean_master=False, scan_not_active_broker_interval_ms=1000,
             scan_inactive_master_interval_ms=1000)
         controller = server.ControllerServer(config, host="127.0.0.1", port=0)
         await controller.start()
@@ -222,13 +218,12 @@ async def failover(tmp_path: Path, namesrv: str, controller: str,
             async def replicated() -> bool:
                 return (await epoch_cache(client, b.addr)).max_offset == master_offset
             await eventually(replicated, 20, "the slave to replicate the master's CommitLog")
-            if AUTOSWITCH:  # the master reports the caught-up slave as in sync
-                replicas = ControllerClient(client, "CtrlCluster", GROUP)
+            replicas = ControllerClient(client, "CtrlCluster", GROUP)
 
-                async def in_sync() -> bool:
-                    info = await replicas.replica_info(controller)
-                    return id_b in info.sync_state_set
-                await eventually(in_sync, 20, "the controller's in-sync set to hold the slave")
+            async def in_sync() -> bool:  # the master reports the caught-up slave as in sync
+                info = await replicas.replica_info(controller)
+                return id_b in info.sync_state_set
+            await eventually(in_sync, 20, "the controller's in-sync set to hold the slave")
             first = await epoch_cache(client, a.addr)
             assert first.epoch_list and first.epoch_list[-1].epoch >= 1
 
