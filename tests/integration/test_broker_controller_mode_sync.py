@@ -1,7 +1,7 @@
 """Two Bolide brokers in controller mode under Bolide's controller, in one process: the second
 joins the master's in-sync replicas, and with ``allAckInSyncStateSet=true`` a send is answered
 only once the slave holds it (the AutoSwitch HA's acknowledgement), so a failover after any
-SEND_OK keeps the message."""
+SEND_OK keeps the message; GET_BROKER_HA_STATUS reports the AutoSwitch connection."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from bolide.broker import BrokerConfig, BrokerController
 from bolide.controller import ControllerConfig, ControllerServer
 from bolide.namesrv.config import NamesrvConfig
 from bolide.namesrv.controller import NamesrvController
-from bolide.protocol.codes import ResponseCode
+from bolide.protocol import RemotingCommand
+from bolide.protocol.bodies.ha import HARuntimeInfo
+from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.remoting import RemotingClient
 from bolide.store import BrokerRole, StoreConfig
 
@@ -62,6 +64,13 @@ async def test_sends_wait_for_every_in_sync_replica(tmp_path: Path) -> None:
                 assert r.code == ResponseCode.SUCCESS, r
                 # answered only once the slave acknowledged it: the slave's CommitLog has it
                 assert slave.store.max_phy_offset >= master.store.max_phy_offset, i
+            # GET_BROKER_HA_STATUS (mqadmin haStatus) shows the AutoSwitch HA's connection
+            r = await client.invoke(master.broker_addr,
+                                    RemotingCommand.request(RequestCode.GET_BROKER_HA_STATUS))
+            info = HARuntimeInfo.decode(r.body_bytes())
+            assert info.master and info.in_sync_slave_nums == 1, info
+            (link,) = info.ha_connection_info
+            assert link.in_sync and link.slave_ack_offset == master.store.max_phy_offset, link
         finally:
             await slave.close()
             await master.close()

@@ -60,9 +60,12 @@ class HAAdminProcessor:
         return request.make_response(body=fastjson.dumps(self.broker.request_modes.to_json_obj()))
 
     def get_ha_status(self, request: RemotingCommand) -> RemotingCommand:
-        """HARuntimeInfo: a slave's HA client figures, or a master's slave connections."""
+        """HARuntimeInfo: a slave's HA client figures, or a master's slave connections (in
+        controller mode, the AutoSwitch HA's)."""
         broker = self.broker
-        if broker.ha_slave is not None:
+        if broker.role_switch is not None:
+            info = broker.role_switch.replication.ha.runtime_info()
+        elif broker.ha_slave is not None:
             info = slave_runtime_info(broker.store, broker.ha_slave)
         else:
             info = master_runtime_info(broker.store, broker.ha_master)
