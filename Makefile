@@ -47,7 +47,7 @@ lint: $(STAMP)
 		src/bolide/common/waiting.py src/bolide/broker/loop_service.py \
 		src/bolide/store/offset_map.py src/bolide/store/compaction_files.py src/bolide/store/compaction_log.py \
 		src/bolide/store/compaction.py src/bolide/broker/topic_attributes.py \
-		src/bolide/store/verify_compaction.py src/bolide/store/repair_compaction.py src/bolide/broker/ha/compaction_heads.py \
+		src/bolide/store/verify_compaction.py src/bolide/store/repair_compaction.py src/bolide/broker/ha/compaction_heads.py src/bolide/broker/ha/links.py \
 		src/bolide/protocol/headers/controller.py src/bolide/protocol/bodies/controller.py \
 		src/bolide/controller src/bolide/cli/admin_controller.py src/bolide/testing/controller.py \
 		src/bolide/namesrv/controller.py src/bolide/common/config_file.py \

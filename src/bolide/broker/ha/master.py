@@ -11,6 +11,7 @@ import logging
 import time
 
 from bolide.broker.config import BrokerConfig
+from bolide.broker.ha.links import read_report
 from bolide.broker.ha.protocol import OffsetReader, encode_frame_header
 from bolide.broker.ha.status import ByteRate
 from bolide.common.waiting import cancel_and_wait, wait_for
@@ -62,15 +63,7 @@ class SlaveConnection:
         offsets = OffsetReader()
         store = self.master.store
         while True:
-            try:
-                data = await wait_for(self.reader.read(4096),
-                                              cfg.ha_housekeeping_interval_ms / 1000)
-            except TimeoutError:
-                log.warning("HA: slave %s sent nothing for haHousekeepingInterval=%d ms; "
-                            "closing its connection", self.addr, cfg.ha_housekeeping_interval_ms)
-                return
-            except (OSError, ConnectionError):
-                return
+            data = await read_report(self.reader, 4096, cfg.ha_housekeeping_interval_ms, self.addr)
             if not data:
                 return
             value = offsets.feed(data)

@@ -11,6 +11,7 @@ import time
 from typing import cast
 
 from bolide.broker.config import BrokerConfig
+from bolide.broker.ha.links import MasterLink
 from bolide.broker.ha.protocol import FrameDecoder, encode_offset
 from bolide.broker.ha.status import ByteRate
 from bolide.common.waiting import cancel_and_wait, wait_for
@@ -22,19 +23,17 @@ log = logging.getLogger(__name__)
 _CONNECT_TIMEOUT = 3.0  # s
 
 
-class _SlaveProtocol(asyncio.Protocol):
+class _SlaveProtocol(MasterLink):
     """One connection to the master."""
 
     def __init__(self, client: HASlave) -> None:
+        super().__init__()
         self.client = client
         self.store = client.store
         self.decoder = FrameDecoder()
-        self.transport: asyncio.Transport | None = None
-        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.reported = -1
         self.last_report = 0.0
         self.last_read = time.monotonic()
-        self._timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
@@ -87,15 +86,6 @@ class _SlaveProtocol(asyncio.Protocol):
         if store.max_phy_offset > self.reported:
             self.report()
 
-    def abort(self) -> None:
-        if self.transport is not None:
-            self.transport.abort()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        if not self.closed.done():
-            self.closed.set_result(None)
 
 
 class HASlave:

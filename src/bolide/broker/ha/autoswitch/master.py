@@ -20,6 +20,7 @@ from bolide.broker.ha.autoswitch.protocol import (
     encode_master_handshake,
     encode_transfer_header,
 )
+from bolide.broker.ha.links import read_report
 from bolide.broker.ha.master import _chunk
 from bolide.broker.ha.status import ByteRate
 from bolide.common.waiting import cancel_and_wait, wait_for
@@ -77,15 +78,7 @@ class SlaveLink:
         cfg = self.master.config
         messages = SlaveMessageReader()
         while True:
-            try:
-                data = await wait_for(self.reader.read(65536),
-                                      cfg.ha_housekeeping_interval_ms / 1000)
-            except TimeoutError:
-                log.warning("HA: slave %s sent nothing for haHousekeepingInterval=%d ms; "
-                            "closing its connection", self.addr, cfg.ha_housekeeping_interval_ms)
-                return
-            except (OSError, ConnectionError):
-                return
+            data = await read_report(self.reader, 65536, cfg.ha_housekeeping_interval_ms, self.addr)
             if not data:
                 return
             try:

@@ -22,6 +22,7 @@ from bolide.broker.ha.autoswitch.protocol import (
     encode_report,
     encode_slave_handshake,
 )
+from bolide.broker.ha.links import MasterLink
 from bolide.broker.ha.status import ByteRate
 from bolide.common.waiting import cancel_and_wait, wait_for
 from bolide.errors import BolideError
@@ -37,19 +38,19 @@ class DivergedError(BolideError):
     """This replica's CommitLog cannot be brought in line with the master's."""
 
 
-class _MasterConnection(asyncio.Protocol):
+class _MasterConnection(MasterLink):
+    """One connection to the master."""
+
     def __init__(self, client: SlaveClient) -> None:
+        super().__init__()
         self.client = client
         self.store = client.store
         self.reader = MasterMessageReader()
-        self.transport: asyncio.Transport | None = None
-        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.state = HAState.HANDSHAKE
         self.reported = -1
         self.received_epoch = -1
         self.last_report = 0.0
         self.last_read = time.monotonic()
-        self._timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
@@ -153,15 +154,6 @@ class _MasterConnection(asyncio.Protocol):
             self.client.heartbeats += 1
         store.set_confirm_offset(min(msg.confirm_offset, store.max_phy_offset))
 
-    def abort(self) -> None:
-        if self.transport is not None:
-            self.transport.abort()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        if not self.closed.done():
-            self.closed.set_result(None)
 
 
 class SlaveClient:
