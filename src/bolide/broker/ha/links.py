@@ -1,9 +1,11 @@
-"""What both HA protocols' connections share: a slave's link to its master (transport, tick
-timer, a future done when it closes) and a master's timed read of a slave's reports."""
+"""What both HA protocols share: a slave's link to its master (transport, tick timer, a future
+done when it closes), a master's timed read of a slave's reports and its senders' wake-up when
+the CommitLog grows."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from bolide.common.waiting import wait_for
@@ -42,3 +44,22 @@ async def read_report(reader: asyncio.StreamReader, size: int, housekeeping_ms: 
     except (OSError, ConnectionError):
         pass
     return b""
+
+
+class NewData:
+    """A master's senders wait in :meth:`data_written` until :meth:`notify` (the CommitLog grew)."""
+
+    _new_data: asyncio.Future[None] | None = None
+
+    def notify(self) -> None:
+        """Wake the senders: the CommitLog grew."""
+        fut, self._new_data = self._new_data, None
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    async def data_written(self, timeout: float) -> None:
+        """Return when :meth:`notify` is called, or after ``timeout`` seconds."""
+        if self._new_data is None or self._new_data.done():
+            self._new_data = asyncio.get_running_loop().create_future()
+        with contextlib.suppress(TimeoutError):
+            await wait_for(asyncio.shield(self._new_data), timeout)

@@ -11,7 +11,7 @@ import logging
 import time
 
 from bolide.broker.config import BrokerConfig
-from bolide.broker.ha.links import read_report
+from bolide.broker.ha.links import NewData, read_report
 from bolide.broker.ha.protocol import OffsetReader, encode_frame_header
 from bolide.broker.ha.status import ByteRate
 from bolide.common.waiting import cancel_and_wait, wait_for
@@ -146,7 +146,7 @@ def _chunk(store: MessageStore, offset: int, batch: int) -> bytes:
     return bytes(view[pos : pos + min(len(view) - pos, batch)])
 
 
-class HAMaster:
+class HAMaster(NewData):
     """The HA listener of a master and its slaves' connections. Runs on the broker's loop."""
 
     def __init__(self, store: MessageStore, config: BrokerConfig) -> None:
@@ -202,19 +202,6 @@ class HAMaster:
         loop = self._loop
         if loop is not None and self.connections and self._new_data is not None:
             loop.call_soon_threadsafe(self.notify)
-
-    def notify(self) -> None:
-        """Wake the senders: the CommitLog grew."""
-        fut, self._new_data = self._new_data, None
-        if fut is not None and not fut.done():
-            fut.set_result(None)
-
-    async def data_written(self, timeout: float) -> None:
-        """Return when :meth:`notify` is called, or after ``timeout`` seconds."""
-        if self._new_data is None or self._new_data.done():
-            self._new_data = asyncio.get_running_loop().create_future()
-        with contextlib.suppress(TimeoutError):
-            await wait_for(asyncio.shield(self._new_data), timeout)
 
     # -- acknowledgements and SYNC_MASTER ------------------------------------------------
     def on_ack(self, offset: int) -> None:

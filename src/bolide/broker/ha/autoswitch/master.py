@@ -20,7 +20,7 @@ from bolide.broker.ha.autoswitch.protocol import (
     encode_master_handshake,
     encode_transfer_header,
 )
-from bolide.broker.ha.links import read_report
+from bolide.broker.ha.links import NewData, read_report
 from bolide.broker.ha.master import _chunk
 from bolide.broker.ha.status import ByteRate
 from bolide.common.waiting import cancel_and_wait, wait_for
@@ -225,7 +225,7 @@ class SlaveLink:
                                                  self.master.store.confirm_offset))
 
 
-class MasterSide:
+class MasterSide(NewData):
     """The HA listener's connections and the sync state set of a master."""
 
     def __init__(self, store: MessageStore, epochs: EpochFile, config: AutoSwitchHAConfig,
@@ -280,18 +280,6 @@ class MasterSide:
             if not fut.done():
                 fut.cancel()
         self._waiters.clear()
-
-    def notify(self) -> None:
-        """Wake the senders: the CommitLog grew."""
-        fut, self._new_data = self._new_data, None
-        if fut is not None and not fut.done():
-            fut.set_result(None)
-
-    async def data_written(self, timeout: float) -> None:
-        if self._new_data is None or self._new_data.done():
-            self._new_data = asyncio.get_running_loop().create_future()
-        with contextlib.suppress(TimeoutError):
-            await wait_for(asyncio.shield(self._new_data), timeout)
 
     # -- the sync state set --------------------------------------------------------------
     def sync_state_set(self) -> set[int]:
