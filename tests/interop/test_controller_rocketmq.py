@@ -71,6 +71,25 @@ async def _send(namesrv: str, tag: str, count: int) -> list[str]:
     return addrs
 
 
+async def new_master_serves(ns_addr: str, new_master: str, before: int) -> None:
+    """The new master is routed as broker id 0, takes sends and holds the ``before`` messages
+    the old master acknowledged, and the new ones."""
+    async with Admin(ns_addr) as admin:
+        async def routed() -> bool:
+            route = await admin.topic_route(TOPIC)
+            return any(bd.broker_addrs.get(0) == new_master for bd in route.broker_datas)
+        deadline = asyncio.get_running_loop().time() + TIMEOUT
+        while not await routed():
+            assert asyncio.get_running_loop().time() < deadline, "the new master never routed"
+            await asyncio.sleep(0.2)
+        after = await _send(ns_addr, "after", 10)
+        assert set(after) == {BROKER_NAME}
+        bodies = set()
+        for mq, _addr in await admin.queues(TOPIC):
+            bodies |= {m.body.decode() for m in await admin.read_messages(mq, 0, 100)}
+        assert bodies == {f"before-{i}" for i in range(before)} | {f"after-{i}" for i in range(10)}
+
+
 def test_rocketmq_brokers_fail_over_under_bolide_controller(tmp_path: Path, classpath: None) -> None:
     run(_scenario(tmp_path))
 
@@ -106,22 +125,7 @@ async def _scenario(tmp_path: Path) -> None:
         await asyncio.to_thread(first.kill_broker)
         await wait_until(lambda: group.master_broker_id == 2, TIMEOUT)
         assert group.master_epoch == 2 and group.sync_state_set == {2}
-        # the new master registers with the NameServer as broker id 0 and takes sends
-        async with Admin(ns_addr) as admin:
-            async def new_master_routed() -> bool:
-                route = await admin.topic_route(TOPIC)
-                return any(bd.broker_addrs.get(0) == second.broker_addr for bd in route.broker_datas)
-            deadline = asyncio.get_running_loop().time() + TIMEOUT
-            while not await new_master_routed():
-                assert asyncio.get_running_loop().time() < deadline, "the new master never routed"
-                await asyncio.sleep(0.2)
-            after = await _send(ns_addr, "after", 10)
-            assert set(after) == {BROKER_NAME}
-            # it holds what the old master had taken before the kill, and the new messages
-            bodies = set()
-            for mq, _addr in await admin.queues(TOPIC):
-                bodies |= {m.body.decode() for m in await admin.read_messages(mq, 0, 100)}
-            assert bodies == {f"before-{i}" for i in range(20)} | {f"after-{i}" for i in range(10)}
+        await new_master_serves(ns_addr, second.broker_addr, 20)
 
         # the old master comes back on its store: same id, now a slave that catches up
         await asyncio.to_thread(first.start_broker, _settings(tmp_path / "store-1", controller.address))
