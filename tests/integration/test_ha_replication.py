@@ -153,7 +153,7 @@ def test_sync_master_send_waits_for_the_slave(tmp_path: Path) -> None:
             assert c.slave.store.max_phy_offset == c.master.store.max_phy_offset
 
         # a slave that stops reading: the send times out waiting for it
-        protocol = c.slave.ha_slave._protocol
+        protocol = c.slave.ha_slave.link
         assert protocol is not None and protocol.transport is not None
         protocol.transport.pause_reading()
         r = await send(c, c.master, "Sync", b"unacknowledged")

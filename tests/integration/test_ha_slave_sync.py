@@ -212,7 +212,7 @@ def test_ha_status_and_the_admin_commands_show_roles_and_lag(tmp_path: Path) -> 
             assert now - 60_000 < client.last_write_timestamp <= now
 
         # a slave that stops reading falls behind by what the master stores meanwhile
-        protocol = ha_slave._protocol
+        protocol = ha_slave.link
         assert protocol is not None and protocol.transport is not None
         protocol.transport.pause_reading()
         for i in range(10):

@@ -5,22 +5,19 @@ the loop thread. Reconnects after a drop; the master resends from the reported o
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import cast
 
 from bolide.broker.config import BrokerConfig
-from bolide.broker.ha.links import MasterLink
+from bolide.broker.ha.links import MasterClient, MasterLink
 from bolide.broker.ha.protocol import FrameDecoder, encode_offset
 from bolide.broker.ha.status import ByteRate
-from bolide.common.waiting import cancel_and_wait, wait_for
 from bolide.errors import BolideError
 from bolide.store import MessageStore
 
 log = logging.getLogger(__name__)
 
-_CONNECT_TIMEOUT = 3.0  # s
 
 
 class _SlaveProtocol(MasterLink):
@@ -88,79 +85,24 @@ class _SlaveProtocol(MasterLink):
 
 
 
-class HASlave:
+class HASlave(MasterClient):
     """Keeps a slave connected to its master's HA address (configured, or learned from the
     NameServer's answer to REGISTER_BROKER)."""
 
     def __init__(self, store: MessageStore, config: BrokerConfig) -> None:
+        super().__init__(config.ha_master_address or None, config.ha_reconnect_interval_ms / 1000)
         self.store = store
         self.config = config
-        self.master_addr: str | None = config.ha_master_address or None
         self.heartbeat = config.ha_send_heartbeat_interval_ms / 1000
         self.housekeeping = config.ha_housekeeping_interval_ms / 1000
-        self.connected = False
-        self.connects = 0  # connections made to a master
         self.heartbeats = 0  # empty frames received (the master idles)
         self.last_read_ms = 0  # ms since the epoch: last bytes from the master
         self.last_write_ms = 0  # ms since the epoch: last offset report to the master
         self.rate = ByteRate()  # bytes received per second
-        self._protocol: _SlaveProtocol | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._wakeup = asyncio.Event()
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+    def _new_link(self) -> _SlaveProtocol:
+        return _SlaveProtocol(self)
 
-    def set_master(self, ha_addr: str | None) -> None:
-        """Use ``ha_addr`` ("ip:port" of the master's HA port) from now on; a change drops the
-        current connection. None keeps the current address."""
-        if not ha_addr or ha_addr == self.master_addr:
-            return
-        log.info("HA: master HA address is now %s", ha_addr)
-        self.master_addr = ha_addr
-        self.disconnect()
-        self._wakeup.set()
-
-    def disconnect(self) -> None:
-        """Drop the current connection (it is made again, resuming from the slave's offset)."""
-        if self._protocol is not None:
-            self._protocol.abort()
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        retry = self.config.ha_reconnect_interval_ms / 1000
-        while True:
-            addr = self.master_addr
-            if addr:
-                host, _, port = addr.rpartition(":")
-                try:
-                    _, protocol = await wait_for(
-                        loop.create_connection(lambda: _SlaveProtocol(self), host, int(port)),
-                        _CONNECT_TIMEOUT)
-                except (OSError, TimeoutError, ValueError) as exc:
-                    log.warning("HA: cannot connect to master %s (%s); retrying in %.1f s",
-                                addr, exc, retry)
-                else:
-                    self._protocol = protocol
-                    self.connected = True
-                    self.connects += 1
-                    log.info("HA: connected to master %s, reporting offset %d", addr,
-                             protocol.reported)
-                    began = loop.time()
-                    try:
-                        await protocol.closed
-                    finally:
-                        self.connected = False
-                        self._protocol = None
-                    log.info("HA: connection to master %s closed", addr)
-                    if loop.time() - began > 1.0 or addr != self.master_addr:
-                        continue  # reconnect at once, unless the master drops us at once
-            self._wakeup.clear()
-            with contextlib.suppress(TimeoutError):
-                await wait_for(self._wakeup.wait(), retry)
-
-    async def close(self) -> None:
-        self.disconnect()
-        if self._task is not None:
-            await cancel_and_wait([self._task])
-            self._task = None
+    def _on_connected(self, addr: str, link: MasterLink) -> None:
+        assert isinstance(link, _SlaveProtocol)
+        log.info("HA: connected to master %s, reporting offset %d", addr, link.reported)

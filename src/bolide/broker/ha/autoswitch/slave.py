@@ -7,7 +7,6 @@ its offset back. Reconnects after a drop."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import cast
@@ -22,16 +21,14 @@ from bolide.broker.ha.autoswitch.protocol import (
     encode_report,
     encode_slave_handshake,
 )
-from bolide.broker.ha.links import MasterLink
+from bolide.broker.ha.links import MasterClient, MasterLink
 from bolide.broker.ha.status import ByteRate
-from bolide.common.waiting import cancel_and_wait, wait_for
 from bolide.errors import BolideError
 from bolide.store import MessageStore
 from bolide.store.epoch_file import EpochFile, find_consistent_point, link
 
 log = logging.getLogger(__name__)
 
-_CONNECT_TIMEOUT = 3.0  # s
 
 
 class DivergedError(BolideError):
@@ -156,18 +153,16 @@ class _MasterConnection(MasterLink):
 
 
 
-class SlaveClient:
+class SlaveClient(MasterClient):
     """Keeps a slave connected to its master's HA address."""
 
     def __init__(self, store: MessageStore, epochs: EpochFile, config: AutoSwitchHAConfig,
                  local_broker_id: int, master_addr: str | None) -> None:
         self.store = store
         self.epochs = epochs
+        super().__init__(master_addr, config.reconnect_interval_ms / 1000)
         self.config = config
         self.local_broker_id = local_broker_id
-        self.master_addr = master_addr
-        self.connected = False
-        self.connects = 0
         self.handshakes = 0
         self.truncations = 0
         self.heartbeats = 0
@@ -175,54 +170,7 @@ class SlaveClient:
         self.last_read_ms = 0  # ms since the epoch: last bytes from the master
         self.last_write_ms = 0  # ms since the epoch: last offset report to the master
         self.rate = ByteRate()
-        self._conn: _MasterConnection | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._wakeup = asyncio.Event()
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+    def _new_link(self) -> _MasterConnection:
+        return _MasterConnection(self)
 
-    def set_master(self, addr: str) -> None:
-        if addr == self.master_addr:
-            return
-        log.info("HA: master HA address is now %s", addr)
-        self.master_addr = addr
-        if self._conn is not None:
-            self._conn.abort()
-        self._wakeup.set()
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        retry = self.config.reconnect_interval_ms / 1000
-        while True:
-            addr = self.master_addr
-            if addr:
-                host, _, port = addr.rpartition(":")
-                try:
-                    _, conn = await wait_for(loop.create_connection(
-                        lambda: _MasterConnection(self), host, int(port)), _CONNECT_TIMEOUT)
-                except (OSError, TimeoutError, ValueError) as exc:
-                    log.warning("HA: cannot connect to master %s (%s); retrying in %.1f s",
-                                addr, exc, retry)
-                else:
-                    self._conn = conn
-                    self.connected = True
-                    self.connects += 1
-                    began = loop.time()
-                    try:
-                        await conn.closed
-                    finally:
-                        self.connected = False
-                        self._conn = None
-                    if loop.time() - began > 1.0 or addr != self.master_addr:
-                        continue
-            self._wakeup.clear()
-            with contextlib.suppress(TimeoutError):
-                await wait_for(self._wakeup.wait(), retry)
-
-    async def close(self) -> None:
-        if self._conn is not None:
-            self._conn.abort()
-        if self._task is not None:
-            await cancel_and_wait([self._task])
-            self._task = None
