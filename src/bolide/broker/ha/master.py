@@ -15,6 +15,7 @@ from bolide.broker.ha.links import NewData, read_report
 from bolide.broker.ha.protocol import OffsetReader, encode_frame_header
 from bolide.broker.ha.status import ByteRate
 from bolide.common.waiting import cancel_and_wait, wait_for
+from bolide.remoting.channel import format_address
 from bolide.store import MessageStore, PutStatus
 from bolide.store.results import PutMessageResult
 
@@ -37,8 +38,7 @@ class SlaveConnection:
         self.master = master
         self.reader = reader
         self.writer = writer
-        peer = writer.get_extra_info("peername")
-        self.addr = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.addr = format_address(writer.get_extra_info("peername"))
         self.request_offset = -1  # the first report: where the stream starts
         self.ack_offset = -1  # the latest report
         self.next_offset = -1  # the next byte to send

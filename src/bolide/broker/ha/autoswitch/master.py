@@ -25,6 +25,7 @@ from bolide.broker.ha.master import _chunk
 from bolide.broker.ha.status import ByteRate
 from bolide.common.waiting import cancel_and_wait, wait_for
 from bolide.errors import ProtocolError
+from bolide.remoting.channel import format_address
 from bolide.store import MessageStore
 from bolide.store.epoch_file import MAX_OFFSET, EpochEntry, EpochFile
 
@@ -46,8 +47,7 @@ class SlaveLink:
         self.master = master
         self.reader = reader
         self.writer = writer
-        peer = writer.get_extra_info("peername")
-        self.addr = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.addr = format_address(writer.get_extra_info("peername"))
         self.state = HAState.HANDSHAKE
         self.slave_id = -1
         self.sync_from_last_file = False
