@@ -14,12 +14,17 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from test_controller_rocketmq import BROKER_NAME, CLUSTER, TIMEOUT, _send, _settings, new_master_serves
+from test_controller_rocketmq import (
+    BROKER_NAME,
+    CLUSTER,
+    TIMEOUT,
+    _send,
+    _settings,
+    new_master_serves,
+    started_servers,
+)
 
 from bolide.broker import BrokerConfig, BrokerController
-from bolide.controller import ControllerConfig, ControllerServer
-from bolide.namesrv.config import NamesrvConfig
-from bolide.namesrv.controller import NamesrvController
 from bolide.remoting import run
 from bolide.store import StoreConfig
 from bolide.testing import rocketmq as rmqmod
@@ -55,13 +60,7 @@ def _bolide_broker(root: Path, namesrv: str, controller: str) -> BrokerControlle
 
 
 async def _scenario(tmp_path: Path) -> None:
-    namesrv = NamesrvController(NamesrvConfig(kv_config_path=str(tmp_path / "kv.json")),
-                                host="127.0.0.1", port=0)
-    controller = ControllerServer(ControllerConfig.from_mapping({
-        "controllerDLegerPeers": "n0-127.0.0.1:0", "controllerStorePath": str(tmp_path / "ctrl"),
-        "scanNotActiveBrokerInterval": "500", "scanInactiveMasterInterval": "1000"}), host="127.0.0.1")
-    await namesrv.start()
-    await controller.start()
+    namesrv, controller = await started_servers(tmp_path)
     ns_addr = f"127.0.0.1:{namesrv.port}"
     master = _bolide_broker(tmp_path / "bolide", ns_addr, controller.address)
     slave = RocketMQ(VERSION, tmp_path / "rmq", namesrv_port=namesrv.port)

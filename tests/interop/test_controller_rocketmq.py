@@ -94,7 +94,8 @@ def test_rocketmq_brokers_fail_over_under_bolide_controller(tmp_path: Path, clas
     run(_scenario(tmp_path))
 
 
-async def _scenario(tmp_path: Path) -> None:
+async def started_servers(tmp_path: Path) -> tuple[NamesrvController, ControllerServer]:
+    """A Bolide NameServer and controller on free loopback ports, started (close both after)."""
     namesrv = NamesrvController(NamesrvConfig(kv_config_path=str(tmp_path / "kv.json")),
                                 host="127.0.0.1", port=0)
     controller = ControllerServer(ControllerConfig.from_mapping({
@@ -102,6 +103,11 @@ async def _scenario(tmp_path: Path) -> None:
         "scanNotActiveBrokerInterval": "500", "scanInactiveMasterInterval": "1000"}), host="127.0.0.1")
     await namesrv.start()
     await controller.start()
+    return namesrv, controller
+
+
+async def _scenario(tmp_path: Path) -> None:
+    namesrv, controller = await started_servers(tmp_path)
     ns_addr = f"127.0.0.1:{namesrv.port}"
     first = RocketMQ(VERSION, tmp_path / "rmq-1", namesrv_port=namesrv.port)
     second = RocketMQ(VERSION, tmp_path / "rmq-2", namesrv_port=namesrv.port)
