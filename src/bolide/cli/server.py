@@ -151,7 +151,7 @@ def namesrv(conf: str | None, port: int | None) -> None:
         click.echo(f"NameServer listening on port {controller.port}; Ctrl+C stops it")
         if controller.controller is not None:
             click.echo(f"Controller listening on {controller.controller.address} "
-                       f"(state in {controller.controller.event_log.directory})")
+                       f"(state in {controller.controller.store_dir})")
         try:
             await stop.wait()
         finally:
@@ -192,7 +192,8 @@ def broker(conf: str | None, namesrv_addr: str | None, store_dir: str | None, po
               help="Port (default: the port of this controller's controllerDLegerPeers entry, else "
                    "listenPort, 9878).")
 def controller(conf: str | None, port: int | None) -> None:
-    """Run a controller: RocketMQ 5 controller mode's master elections (one-node group)."""
+    """Run a controller: RocketMQ 5 controller mode's master elections (alone, or one of a group
+    of controllerDLegerPeers replicating their state with Raft)."""
     config = ControllerConfig.from_properties(conf) if conf else ControllerConfig()
     config_file = None  # where UPDATE_CONTROLLER_CONFIG writes: configStorePath if set, else the file
     if conf:
@@ -202,10 +203,12 @@ def controller(conf: str | None, port: int | None) -> None:
     async def main(stop: asyncio.Event) -> None:
         server = ControllerServer(config, port=port, config_file=config_file)
         await server.start()
-        if server.replay.dropped_bytes:
-            click.echo(f"Cut off a torn tail of {server.replay.dropped_bytes} bytes from the event log "
-                       f"({server.replay.reason})")
-        click.echo(f"Controller listening on {server.address} (state in {server.event_log.directory}); "
+        if server.journal.dropped_bytes:
+            click.echo(f"Cut off a torn tail of {server.journal.dropped_bytes} bytes from the "
+                       f"controller's log ({server.journal.reason})")
+        peers = server.config.peers
+        group = f" (peer {server.config.self_id} of {len(peers)})" if len(peers) > 1 else ""
+        click.echo(f"Controller{group} listening on {server.address} (state in {server.store_dir}); "
                    "Ctrl+C stops it")
         try:
             await stop.wait()

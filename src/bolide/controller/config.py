@@ -2,9 +2,9 @@
 ``controller.conf`` carries), snake_case here, camelCase in the file.
 
 The controller listens on the port of its own entry in ``controllerDLegerPeers``
-(``n0-127.0.0.1:9878``), as RocketMQ's DLedger controller does. With no peers configured it
-forms the one-peer group ``n0-<host>:<listenPort>``. A group of several peers (Raft) is not
-supported yet and is refused with an error naming the fix.
+(``n0-127.0.0.1:9878;n1-...``, ``controllerDLegerSelfId`` naming which), as RocketMQ's DLedger
+controller does. With no peers configured it forms the one-peer group ``n0-<host>:<listenPort>``.
+A group of several peers replicates its state with Raft (:mod:`bolide.controller.raft`).
 """
 
 from __future__ import annotations
@@ -93,17 +93,16 @@ class ControllerConfig(PropertiesConfig):
             raise ConfigError(f"controllerType={self.controller_type!r} is not DLedger or jRaft; "
                               "leave it out (Bolide's controller keeps its own event log)")
         peers = parse_peers(self.controller_dleger_peers)
-        if len(peers) > 1:
-            raise ConfigError(
-                f"controllerDLegerPeers lists {len(peers)} controllers "
-                f"({self.controller_dleger_peers}), but Bolide's controller runs as a one-node "
-                "group only (several controller peers, Raft, are not supported yet): list this "
-                "controller alone, e.g. controllerDLegerPeers=n0-127.0.0.1:9878 with "
-                "controllerDLegerSelfId=n0")
-        if peers and self.controller_dleger_self_id and peers[0].peer_id != self.controller_dleger_self_id:
+        ids = [p.peer_id for p in peers]
+        if len(set(ids)) != len(ids):
+            raise ConfigError(f"controllerDLegerPeers names a peer twice ({self.controller_dleger_peers}); "
+                              "give each controller its own id, e.g. n0-host0:9878;n1-host1:9878")
+        if len(peers) > 1 and not self.controller_dleger_self_id:
+            raise ConfigError(f"controllerDLegerPeers lists {len(peers)} controllers; say which one this "
+                              f"is with controllerDLegerSelfId (one of {', '.join(ids)})")
+        if peers and self.controller_dleger_self_id and self.controller_dleger_self_id not in ids:
             raise ConfigError(f"controllerDLegerSelfId={self.controller_dleger_self_id} is not the id "
-                              f"of the peer in controllerDLegerPeers ({peers[0].peer_id}); make "
-                              "them the same")
+                              f"of a peer in controllerDLegerPeers ({', '.join(ids)}); make it one of them")
 
     @property
     def self_id(self) -> str:
@@ -114,16 +113,21 @@ class ControllerConfig(PropertiesConfig):
     def group(self) -> str:
         return self.controller_dleger_group or DEFAULT_GROUP
 
+    @property
+    def peers(self) -> list[Peer]:
+        """The group's peers (empty: a one-peer group at listenPort)."""
+        return parse_peers(self.controller_dleger_peers)
+
     def self_peer(self, host: str) -> Peer:
         """This controller's peer entry; ``host`` when no peers are configured."""
-        peers = parse_peers(self.controller_dleger_peers)
-        return peers[0] if peers else Peer(self.self_id, f"{host}:{self.listen_port}")
+        own = [p for p in self.peers if p.peer_id == self.self_id]
+        return own[0] if own else Peer(self.self_id, f"{host}:{self.listen_port}")
 
     @property
     def port(self) -> int:
         """The port to listen on: the own peer's, else listenPort."""
-        peers = parse_peers(self.controller_dleger_peers)
-        return peers[0].port if peers else self.listen_port
+        own = [p for p in self.peers if p.peer_id == self.self_id]
+        return own[0].port if own else self.listen_port
 
     @property
     def store_dir(self) -> Path:

@@ -1,8 +1,10 @@
-"""The controller's request handling (RocketMQ's ControllerRequestProcessor over a one-node
+"""The controller's request handling (RocketMQ's ControllerRequestProcessor over its
 DLedgerController): BROKER_HEARTBEAT (904) and codes 1001-1006, 1009-1013.
 
-Write requests run one at a time: decide (:mod:`.decisions`), fsync the events
-(:mod:`.event_log`), apply them to the state, answer. A new master is handed to
+Write requests run one at a time: decide (:mod:`.decisions`), make the events durable and apply
+them (the :mod:`.journal`: this controller's event log, or the group's Raft log), answer. Only
+the group's leader reads or changes the state; the other peers answer CONTROLLER_NOT_LEADER, as
+RocketMQ's, and take heartbeats and metadata and config requests. A new master is handed to
 ``on_master_changed`` (the server notifies the group's brokers). A bad header or body is
 answered with CONTROLLER_INVALID_REQUEST naming the problem.
 """
@@ -18,8 +20,8 @@ from bolide.common.config_file import parse_properties, update_properties_file
 from bolide.controller import decisions
 from bolide.controller.config import ControllerConfig
 from bolide.controller.decisions import Result
-from bolide.controller.event_log import EventLog
 from bolide.controller.heartbeat import BrokerLiveInfo, HeartbeatManager
+from bolide.controller.journal import Journal, NotLeaderError
 from bolide.controller.replicas import ReplicasState
 from bolide.errors import BolideError
 from bolide.protocol.bodies.controller import (
@@ -34,23 +36,28 @@ from bolide.protocol.headers import controller as h
 
 log = logging.getLogger(__name__)
 
-COMPACT_AFTER_RECORDS = 10_000
+NOT_LEADER = "The controller is not in leader state"  # RocketMQ's remark
 Handler = Callable[[RemotingCommand, object | None], Awaitable[RemotingCommand]]
 MasterChanged = Callable[[h.ElectMasterResponseHeader, ElectMasterResponseBody], None]
+
+
+# codes every peer of a group answers; the others only its leader
+ANY_PEER = frozenset({C.BROKER_HEARTBEAT, C.CONTROLLER_GET_METADATA_INFO, C.GET_CONTROLLER_CONFIG,
+                      C.UPDATE_CONTROLLER_CONFIG})
 
 
 class ControllerProcessor:
     """Answers the controller codes over a state, a heartbeat table and an event log."""
 
     def __init__(self, config: ControllerConfig, state: ReplicasState, heartbeats: HeartbeatManager,
-                 event_log: EventLog, *, leader_address: Callable[[], str],
-                 config_file: Path | None = None) -> None:
+                 journal: Journal, *, config_file: Path | None = None, store_dir: Path | None = None) -> None:
+        """``store_dir``: where the state lives, named in the errors of a disk that refuses writes."""
         self.config = config
         self.state = state
         self.heartbeats = heartbeats
-        self.event_log = event_log
+        self.journal = journal
         self.config_file = config_file
-        self._leader_address = leader_address
+        self.store_dir = store_dir or config.store_dir
         self._write_lock = asyncio.Lock()
         self.on_master_changed: MasterChanged | None = None
         self._handlers: dict[int, Handler] = {
@@ -78,6 +85,8 @@ class ControllerProcessor:
         handler = self._handlers.get(request.code)
         if handler is None:
             return None
+        if request.code not in ANY_PEER and not self.journal.is_leader:
+            return self._not_leader(request)
         try:
             return await handler(request, channel)
         except BolideError as exc:
@@ -91,16 +100,25 @@ class ControllerProcessor:
         return self.heartbeats.live_info(cluster, broker_name, broker_id)
 
     async def commit(self, decide: Callable[[], Result]) -> Result:
-        """Decide under the write lock, make the events durable, apply them."""
+        """Decide under the write lock, make the events durable and apply them; a result of
+        CONTROLLER_NOT_LEADER when this controller is not (or stops being) the leader."""
         async with self._write_lock:
+            if not self.journal.is_leader:
+                return Result(RC.CONTROLLER_NOT_LEADER, self._not_leader_remark())
             result = decide()
             if result.events:
-                await asyncio.to_thread(self.event_log.append, result.events)
-                for event in result.events:
-                    self.state.apply(event)
-                if self.event_log.records > COMPACT_AFTER_RECORDS:
-                    await asyncio.to_thread(self.event_log.compact, self.state.snapshot())
+                try:
+                    await self.journal.write(result.events)
+                except NotLeaderError as exc:
+                    return Result(RC.CONTROLLER_NOT_LEADER, f"{NOT_LEADER}: {exc}")
             return result
+
+    def _not_leader_remark(self) -> str:
+        leader = self.journal.leader_address
+        return f"{NOT_LEADER} (the leader is {leader})" if leader else f"{NOT_LEADER} (no leader elected yet)"
+
+    def _not_leader(self, request: RemotingCommand) -> RemotingCommand:
+        return request.make_response(RC.CONTROLLER_NOT_LEADER, self._not_leader_remark())
 
     async def elect(self, header: h.ElectMasterRequestHeader) -> Result:
         """Run an election; a new master is reported to ``on_master_changed``."""
@@ -121,7 +139,7 @@ class ControllerProcessor:
         except OSError as exc:
             log.error("controller event log write failed: %s", exc)
             return request.make_response(RC.SYSTEM_ERROR, f"the controller could not persist the change "
-                                         f"({exc}); check the disk under {self.event_log.directory}")
+                                         f"({exc}); check the disk under {self.store_dir}")
 
     # -- handlers -------------------------------------------------------------------------
     async def broker_heartbeat(self, request: RemotingCommand, channel: object | None) -> RemotingCommand:
@@ -150,7 +168,7 @@ class ControllerProcessor:
             return self._answer(request, await self.elect(header))
         except OSError as exc:
             return request.make_response(RC.SYSTEM_ERROR, f"the controller could not persist the election "
-                                         f"({exc}); check the disk under {self.event_log.directory}")
+                                         f"({exc}); check the disk under {self.store_dir}")
 
     async def register_broker(self, request: RemotingCommand, channel: object | None) -> RemotingCommand:
         header = request.read_header(h.RegisterBrokerToControllerRequestHeader)
@@ -164,11 +182,10 @@ class ControllerProcessor:
         return self._answer(request, decisions.get_replica_info(self.state, header))
 
     async def get_metadata_info(self, request: RemotingCommand, channel: object | None) -> RemotingCommand:
-        leader = self._leader_address()
-        header = h.GetMetaDataResponseHeader(group=self.config.group,
-                                             controller_leader_id=self.config.self_id,
-                                             controller_leader_address=leader, is_leader=True,
-                                             peers=f"{self.config.self_id}:{leader};")
+        journal = self.journal
+        header = h.GetMetaDataResponseHeader(group=self.config.group, controller_leader_id=journal.leader_id,
+                                             controller_leader_address=journal.leader_address,
+                                             is_leader=journal.is_leader, peers=journal.peers_text)
         return request.make_response(RC.SUCCESS, None, header)
 
     async def get_sync_state_data(self, request: RemotingCommand, channel: object | None) -> RemotingCommand:

@@ -2,23 +2,30 @@
 that expires silent brokers (and re-elects a group whose master expired), the inactive-master
 scan, and NOTIFY_BROKER_ROLE_CHANGED (1008) to a group's live brokers on a new master.
 
-It listens on the port of its own ``controllerDLegerPeers`` entry (else ``listenPort``) and
-answers GET_METADATA_INFO as the leader of its one-peer group.
+It listens on the port of its own ``controllerDLegerPeers`` entry (else ``listenPort``). Alone
+it is its group's leader and keeps its state in its event log; in a group of several peers the
+state is replicated with Raft (:mod:`bolide.controller.raft`) and only the leader elects
+masters and notifies brokers (every peer keeps the heartbeats, which brokers send to all).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 
 from bolide.common.hosts import local_ip
 from bolide.common.waiting import cancel_and_wait
 from bolide.controller import decisions
 from bolide.controller.config import ControllerConfig
-from bolide.controller.event_log import EventLog, Replay
+from bolide.controller.event_log import EventLog
 from bolide.controller.heartbeat import HeartbeatManager
+from bolide.controller.journal import Journal, LocalJournal
 from bolide.controller.processor import ControllerProcessor
+from bolide.controller.raft.core import Timing
+from bolide.controller.raft.journal import RaftJournal
+from bolide.controller.raft.storage import RaftStorage
 from bolide.controller.replicas import ReplicasState
 from bolide.protocol.bodies.controller import ElectMasterResponseBody, SyncStateSet
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -29,27 +36,43 @@ from bolide.remoting import Channel, RemotingClient, RemotingServer, RequestCont
 log = logging.getLogger(__name__)
 
 NOTIFY_TIMEOUT_MS = 3000
+# RocketMQ brokers' default controllerHeartBeatTimeoutMills: a new peer hears every live broker
+# within it
+HEARTBEAT_GRACE_S = 10.0
 
 
 class ControllerServer:
     """Owns the controller's socket, state, event log and timers; ``port=0`` binds a free port."""
 
     def __init__(self, config: ControllerConfig | None = None, *, host: str | None = None,
-                 port: int | None = None, config_file: Path | None = None) -> None:
+                 port: int | None = None, config_file: Path | None = None,
+                 raft_timing: Timing | None = None, heartbeat_grace_s: float = HEARTBEAT_GRACE_S) -> None:
         """``host``: the address to advertise when no peers are configured (default: this
-        host's outbound IP); ``config_file``: where UPDATE_CONTROLLER_CONFIG writes."""
+        host's outbound IP); ``config_file``: where UPDATE_CONTROLLER_CONFIG writes;
+        ``raft_timing``: heartbeat and election timeouts of a group of several peers;
+        ``heartbeat_grace_s``: how long a peer of such a group waits after its start before
+        brokers it has not heard from count as inactive."""
         config = config if config is not None else ControllerConfig()
         # the host part of the leader address: the own peer's, else ``host``, else this host's IP
         self._advertised_host = config.self_peer(host or local_ip()).address.rsplit(":", 1)[0]
         self.state = ReplicasState()
         self.heartbeats = HeartbeatManager()
-        self.event_log = EventLog(config.store_dir / config.self_id)
-        self.replay = Replay()
-        self.processor = ControllerProcessor(config, self.state, self.heartbeats, self.event_log,
-                                             leader_address=lambda: self.address, config_file=config_file)
-        self.processor.on_master_changed = self.notify_role_changed
+        self.store_dir = config.store_dir / config.self_id
         self.server = RemotingServer(host if host is not None else config.bind_address,
                                      config.port if port is None else port)
+        self.journal: Journal
+        if len(config.peers) > 1:
+            self.store_dir = self.store_dir / "raft"
+            raft = RaftJournal(self.state, self.server, config.peers, config.self_id,
+                               RaftStorage(self.store_dir), timing=raft_timing or Timing())
+            raft.on_leadership = self._leadership_changed
+            self.journal = raft
+        else:
+            self.journal = LocalJournal(EventLog(self.store_dir), self.state, config.self_id,
+                                        lambda: self.address)
+        self.processor = ControllerProcessor(config, self.state, self.heartbeats, self.journal,
+                                             config_file=config_file, store_dir=self.store_dir)
+        self.processor.on_master_changed = self.notify_role_changed
         for code in self.processor.codes:
             self.server.register(code, self._process)
         self.server.on_channel_close(self._channel_closed)
@@ -58,6 +81,9 @@ class ControllerServer:
         self._notifies: dict[str, tuple[int, asyncio.Task[None]]] = {}
         self._elections: set[asyncio.Task[bool]] = set()
         self._closing = False
+        self._raft = len(config.peers) > 1
+        self._started_at = time.monotonic()
+        self._heartbeat_grace_s = heartbeat_grace_s
 
     @property
     def config(self) -> ControllerConfig:
@@ -94,13 +120,27 @@ class ControllerServer:
             self.on_broker_inactive(key[1], key[2])
 
     def scan_inactive_masters(self) -> None:
+        if not self._may_elect():
+            return
         for name in decisions.need_reelect(self.state, self.processor.alive):
             self.on_broker_inactive(name, None)
+
+    def _may_elect(self) -> bool:
+        """Whether inactivity may start elections here: as the leader, and in a group of several
+        peers not before every broker had the time to send this controller a heartbeat."""
+        if self._closing or not self.journal.is_leader:
+            return False
+        return not self._raft or time.monotonic() - self._started_at >= self._heartbeat_grace_s
+
+    def _leadership_changed(self, leading: bool) -> None:
+        if leading:
+            self.scan_inactive_masters()  # a master may have died while the group had no leader
 
     def on_broker_inactive(self, broker_name: str, broker_id: int | None) -> None:
         """Elect a new master when the inactive broker was its group's master (or ``None``)."""
         group = self.state.get(broker_name)
-        if self._closing or group is None or (broker_id is not None and group.master_broker_id != broker_id):
+        if not self._may_elect() or group is None or (broker_id is not None
+                                                      and group.master_broker_id != broker_id):
             return
         task = asyncio.get_running_loop().create_task(self.trigger_elect(broker_name))
         self._elections.add(task)
@@ -159,13 +199,12 @@ class ControllerServer:
                 log.exception("controller %s failed", job)
 
     async def start(self) -> ControllerServer:
-        """Replay the event log, then serve."""
-        self.replay = await asyncio.to_thread(self.event_log.open)
-        for event in self.replay.events:
-            self.state.apply(event)
-        if self.replay.dropped_bytes:
+        """Load the state (replay the event log, or open the Raft log), then serve."""
+        self._started_at = time.monotonic()
+        await self.journal.start()
+        if self.journal.dropped_bytes:
             log.warning("controller state: a torn tail of %d bytes was cut off (%s)",
-                        self.replay.dropped_bytes, self.replay.reason)
+                        self.journal.dropped_bytes, self.journal.reason)
         await self.server.start()
         loop = asyncio.get_running_loop()
         self._tasks = [
@@ -183,7 +222,7 @@ class ControllerServer:
         await self.server.close()
         await cancel_and_wait([*self._elections, *(t for _, t in self._notifies.values())])
         await self.client.close()
-        self.event_log.close()
+        await self.journal.close()
 
     async def __aenter__(self) -> ControllerServer:
         return await self.start()

@@ -4,6 +4,10 @@ records the controller's NOTIFY_BROKER_ROLE_CHANGED (1008)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Sequence
+
+from bolide.errors import RemotingError
 from bolide.protocol.bodies.controller import SyncStateSet
 from bolide.protocol.codes import RequestCode as C
 from bolide.protocol.codes import ResponseCode as RC
@@ -21,8 +25,12 @@ class ControllerBroker:
     """A broker's side of the protocol: its own server (for 1008) and connection to the
     controller (the controller closes an expired broker's connection)."""
 
-    def __init__(self, controller: str, name: str = "b", cluster: str = "C") -> None:
+    def __init__(self, controller: str, name: str = "b", cluster: str = "C", *,
+                 beat_to: Sequence[str] = ()) -> None:
+        """``controller``: where requests go (a group's leader); heartbeats also go to every
+        controller of ``beat_to``, as brokers send them to each controller of a group."""
         self.client, self.controller, self.name, self.cluster = RemotingClient(), controller, name, cluster
+        self.beat_to = list(beat_to)
         self.server = RemotingServer("127.0.0.1", 0)
         self.notices: list[tuple[h.NotifyBrokerRoleChangedRequestHeader, SyncStateSet]] = []
         self.server.register(C.NOTIFY_BROKER_ROLE_CHANGED, self._notified)
@@ -70,7 +78,12 @@ class ControllerBroker:
                                             broker_name=self.name,
                                             broker_id=self.broker_id, heartbeat_timeout_mills=timeout_ms,
                                             **kw)
-        await self.client.invoke_oneway(self.controller, RemotingCommand.request(C.BROKER_HEARTBEAT, hb))
+        if not self.beat_to:
+            await self.client.invoke_oneway(self.controller, RemotingCommand.request(C.BROKER_HEARTBEAT, hb))
+            return
+        for addr in dict.fromkeys([self.controller, *self.beat_to]):
+            with contextlib.suppress(RemotingError):  # a controller of the group that is down
+                await self.client.invoke_oneway(addr, RemotingCommand.request(C.BROKER_HEARTBEAT, hb))
 
     async def elect(self) -> RemotingCommand:
         return await self.call(C.CONTROLLER_ELECT_MASTER, h.ElectMasterRequestHeader(

@@ -27,10 +27,18 @@ def test_peers_set_the_port_and_id() -> None:
     assert parse_peers("n0-a:1; n1-b:2;") == [Peer("n0", "a:1"), Peer("n1", "b:2")]
 
 
+def test_a_group_of_peers_listens_on_its_own_entry() -> None:
+    config = ControllerConfig.from_mapping({"controllerDLegerPeers": "n0-h0:9001;n1-h1:9002;n2-h2:9003",
+                                            "controllerDLegerSelfId": "n1"})
+    assert (config.port, config.self_id, config.self_peer("ignored")) == (9002, "n1", Peer("n1", "h1:9002"))
+    assert [p.peer_id for p in config.peers] == ["n0", "n1", "n2"]
+
+
 @pytest.mark.parametrize(("props", "message"), [
-    ({"controllerDLegerPeers": "n0-a:1;n1-b:2;n2-c:3"}, "one-node group only"),
+    ({"controllerDLegerPeers": "n0-a:1;n1-b:2;n2-c:3"}, "say which one this is with controllerDLegerSelfId"),
+    ({"controllerDLegerPeers": "n0-a:1;n0-b:2"}, "names a peer twice"),
     ({"controllerDLegerPeers": "a:1"}, "is not id-host:port"),
-    ({"controllerDLegerPeers": "n0-a:1", "controllerDLegerSelfId": "n1"}, "make them the same"),
+    ({"controllerDLegerPeers": "n0-a:1", "controllerDLegerSelfId": "n1"}, "make it one of them"),
     ({"scanNotActiveBrokerInterval": "0"}, "must be positive"),
     ({"enableElectUncleanMaster": "maybe"}, "expected true or false"),
 ])
