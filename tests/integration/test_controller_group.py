@@ -8,86 +8,32 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
-from bolide.controller import ControllerConfig, ControllerServer
+from bolide.controller import ControllerServer
 from bolide.controller.raft import journal as raft_journal
-from bolide.controller.raft.core import Timing
 from bolide.protocol.bodies.controller import SyncStateSet
 from bolide.protocol.codes import RequestCode as C
 from bolide.protocol.codes import ResponseCode as RC
 from bolide.protocol.command import RemotingCommand
 from bolide.protocol.headers import controller as h
 from bolide.remoting import RemotingClient, run
-from bolide.testing.controller import ControllerBroker
-from bolide.testing.rocketmq import free_port
+from bolide.testing.controller import ControllerBroker, ControllerGroup
 from conftest import wait_until
-
-FAST = Timing(heartbeat_ms=60, election_min_ms=300, election_max_ms=600)
-
-
-def _configs(tmp_path: Path, size: int = 3) -> list[ControllerConfig]:
-    peers = ";".join(f"n{i}-127.0.0.1:{free_port()}" for i in range(size))
-    return [ControllerConfig.from_mapping({
-        "controllerStorePath": str(tmp_path / "ctrl"), "controllerDLegerPeers": peers,
-        "controllerDLegerSelfId": f"n{i}", "controllerDLegerGroup": "G",
-        "scanNotActiveBrokerInterval": "100", "scanInactiveMasterInterval": "100"}) for i in range(size)]
-
-
-def _server(config: ControllerConfig) -> ControllerServer:
-    return ControllerServer(config, host="127.0.0.1", raft_timing=FAST, heartbeat_grace_s=0.5)
-
-
-class Group:
-    def __init__(self, configs: list[ControllerConfig]) -> None:
-        self.configs = configs
-        self.servers: dict[str, ControllerServer | None] = {c.self_id: None for c in configs}
-
-    async def start(self, peer_id: str) -> ControllerServer:
-        server = _server(next(c for c in self.configs if c.self_id == peer_id))
-        self.servers[peer_id] = await server.start()
-        return server
-
-    async def stop(self, peer_id: str) -> None:
-        server = self.servers[peer_id]
-        assert server is not None
-        self.servers[peer_id] = None
-        await server.close()
-
-    @property
-    def running(self) -> list[ControllerServer]:
-        return [s for s in self.servers.values() if s is not None]
-
-    @property
-    def addresses(self) -> list[str]:
-        return [c.self_peer("").address for c in self.configs]
-
-    async def leader(self, timeout: float = 10) -> ControllerServer:
-        """The one running peer that leads, once every running peer knows it."""
-        def agreed() -> bool:
-            leaders = [s for s in self.running if s.journal.is_leader]
-            return len(leaders) == 1 and all(s.journal.leader_id == leaders[0].config.self_id
-                                             for s in self.running)
-        await wait_until(agreed, timeout=timeout)
-        return next(s for s in self.running if s.journal.is_leader)
 
 
 @asynccontextmanager
-async def _group(tmp_path: Path, size: int = 3) -> AsyncIterator[Group]:
-    group = Group(_configs(tmp_path, size))
-    async with AsyncExitStack() as stack:
-        for config in group.configs:
-            await group.start(config.self_id)
-
-        async def close_all() -> None:
-            for peer_id, server in group.servers.items():
-                if server is not None:
-                    await group.stop(peer_id)
-        stack.push_async_callback(close_all)
+async def _group(tmp_path: Path) -> AsyncIterator[ControllerGroup]:
+    group = ControllerGroup(tmp_path / "ctrl", controllerDLegerGroup="G", scanNotActiveBrokerInterval="100",
+                            scanInactiveMasterInterval="100")
+    try:
+        await group.start()
         yield group
+    finally:
+        await group.stop()
 
 
 async def _beating(brokers: list[ControllerBroker], stop: asyncio.Event) -> None:
@@ -162,6 +108,7 @@ async def _elects_replicates_and_fails_over(tmp_path: Path) -> None:
 
             # the first leader comes back from its files and catches up as a follower
             back = await group.start(leader.config.self_id)
+            assert back is not None
             await wait_until(lambda: _master(back) == (2, 2), timeout=10)
             assert not back.journal.is_leader and back.journal.leader_id == second.config.self_id
         finally:
@@ -212,6 +159,7 @@ async def _snapshot_to_a_peer_behind(tmp_path: Path) -> None:
             node = leader.journal.node  # type: ignore[attr-defined]
             assert node.snapshot_index > 0  # compacted
             back = await group.start(away)
+            assert back is not None
             await wait_until(lambda: all(back.state.get(f"g{i}") is not None for i in range(4)), timeout=10)
             assert back.state.to_json() == leader.state.to_json()
             assert (tmp_path / "ctrl" / away / "raft" / "snapshot").is_file()

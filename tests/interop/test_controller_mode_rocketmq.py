@@ -16,9 +16,6 @@ controller elects only among them (``enableElectUncleanMaster=false``).
 from __future__ import annotations
 
 import asyncio
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -34,6 +31,7 @@ from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.headers import SendMessageRequestHeader
 from bolide.remoting import RemotingClient, RemotingError
 from bolide.store.broker_identity import read_identity
+from bolide.testing.controller import BrokerProcess, free_port
 from bolide.testing.rocketmq import RocketMQ, RocketMQUnavailable, classpath
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
@@ -41,61 +39,6 @@ pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
 VERSION = "5.3.3"
 GROUP = "broker-a"
 TOPIC = "CtrlFailover"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class BrokerProcess:
-    """A Bolide broker in controller mode, run as `bolide broker -c <conf>`."""
-
-    def __init__(self, root: Path, name: str, namesrv: str, controller: str) -> None:
-        self.root, self.name = root, name
-        self.port, self.ha_port = free_port(), free_port()
-        self.conf = root / f"{name}.conf"
-        props = {"brokerClusterName": "CtrlCluster", "brokerName": GROUP, "brokerIP1": "127.0.0.1",
-                 "bolideBindAddress": "127.0.0.1", "bolideVipChannelEnabled": "false",
-                 "listenPort": self.port, "haListenPort": self.ha_port, "namesrvAddr": namesrv,
-                 "enableControllerMode": "true", "controllerAddr": controller,
-                 "controllerHeartBeatTimeoutMills": 3000, "syncBrokerMetadataPeriod": 1000,
-                 "brokerHeartbeatInterval": 500, "haSendHeartbeatInterval": 500,
-                 "mappedFileSizeCommitLog": 256 * 1024, "mappedFileSizeConsumeQueue": 20 * 1000,
-                 "storePathRootDir": root / name}
-        self.conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        self.proc: subprocess.Popen[str] | None = None
-
-    @property
-    def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        log = (self.root / f"{self.name}.log").open("a")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from bolide.cli.main import main; main()", "broker", "-c",
-             str(self.conf)], stdout=subprocess.PIPE, stderr=log, text=True)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()  # blocks until the broker listens (or exits)
-        assert "listening on" in line, (line, self.log())
-
-    def log(self) -> str:
-        return (self.root / f"{self.name}.log").read_text()
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.kill()
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:

@@ -1,10 +1,11 @@
-"""Real Apache RocketMQ 5.3.3 brokers in controller mode, failing over under Bolide's
-controller: two brokers of one group (``enableControllerMode=true``,
-``controllerAddr=<Bolide controller>``) register with a Bolide NameServer, apply for their
-ids and register with the controller, which elects the first one master; the second one
-replicates from it (AutoSwitch HA) until the master reports it in sync, and sends are
-acknowledged once both hold them (``allAckInSyncStateSet``). Then the master is
-SIGKILLed: the controller sees its connection drop, elects the other broker, tells it
+"""Real Apache RocketMQ 5.3.3 brokers in controller mode, failing over under a group of three
+Bolide controllers (Raft): two brokers of one group (``enableControllerMode=true``,
+``controllerAddr`` listing the three controllers) register with a Bolide NameServer, find the
+controller leader (GET_METADATA_INFO), apply for their ids and register with it, and it elects
+the first one master; the second one replicates from it (AutoSwitch HA) until the master reports
+it in sync, and sends are acknowledged once both hold them (``allAckInSyncStateSet``). The
+controller leader then stops: the brokers find the new one. Then the master is SIGKILLed: the
+new controller leader sees its connection drop, elects the other broker, tells it
 (NOTIFY_BROKER_ROLE_CHANGED), and that broker takes sends and serves the messages the old
 master had. Last the old master restarts on its store: it keeps its id, becomes the new
 master's slave and is reported in sync again.
@@ -26,6 +27,7 @@ from bolide.namesrv.config import NamesrvConfig
 from bolide.namesrv.controller import NamesrvController
 from bolide.remoting import run
 from bolide.testing import rocketmq as rmqmod
+from bolide.testing.controller import ControllerGroup
 from bolide.testing.rocketmq import BrokerSettings, RocketMQ, RocketMQUnavailable
 from conftest import unavailable, wait_until
 
@@ -107,19 +109,26 @@ async def started_servers(tmp_path: Path) -> tuple[NamesrvController, Controller
 
 
 async def _scenario(tmp_path: Path) -> None:
-    namesrv, controller = await started_servers(tmp_path)
+    namesrv = NamesrvController(NamesrvConfig(kv_config_path=str(tmp_path / "kv.json")),
+                                host="127.0.0.1", port=0)
+    controllers = ControllerGroup(tmp_path / "ctrl", heartbeat_grace_s=5, scanNotActiveBrokerInterval="500",
+                                  scanInactiveMasterInterval="1000")
+    await namesrv.start()
+    await controllers.start()
+    controller_addr = ";".join(controllers.addresses)
     ns_addr = f"127.0.0.1:{namesrv.port}"
     first = RocketMQ(VERSION, tmp_path / "rmq-1", namesrv_port=namesrv.port)
     second = RocketMQ(VERSION, tmp_path / "rmq-2", namesrv_port=namesrv.port)
     brokers = {}
     try:
-        await asyncio.to_thread(first.start_broker, _settings(tmp_path / "store-1", controller.address))
-        await wait_until(lambda: controller.state.get(BROKER_NAME) is not None
-                         and controller.state.groups[BROKER_NAME].master_broker_id is not None, TIMEOUT)
-        group = controller.state.groups[BROKER_NAME]
+        leader = await controllers.leader()
+        await asyncio.to_thread(first.start_broker, _settings(tmp_path / "store-1", controller_addr))
+        await wait_until(lambda: leader.state.get(BROKER_NAME) is not None
+                         and leader.state.groups[BROKER_NAME].master_broker_id is not None, TIMEOUT)
+        group = leader.state.groups[BROKER_NAME]
         assert (group.master_broker_id, group.addresses[1], group.master_epoch) == (1, first.broker_addr, 1)
         brokers[1] = first
-        await asyncio.to_thread(second.start_broker, _settings(tmp_path / "store-2", controller.address))
+        await asyncio.to_thread(second.start_broker, _settings(tmp_path / "store-2", controller_addr))
         brokers[2] = second
         # the second broker joins as slave and catches up: the master reports it in sync
         await wait_until(lambda: group.sync_state_set == {1, 2}, TIMEOUT)
@@ -127,18 +136,26 @@ async def _scenario(tmp_path: Path) -> None:
         before = await _send(ns_addr, "before", 20)
         assert set(before) == {BROKER_NAME}
 
-        # SIGKILL the master: its controller connection drops and the slave is elected
+        # the controller leader stops: another peer leads, with the same state
+        await controllers.stop(leader.config.self_id)
+        leader = await controllers.leader()
+        group = leader.state.groups[BROKER_NAME]
+        assert (group.master_broker_id, group.sync_state_set) == (1, {1, 2})
+
+        # SIGKILL the master: its connection to the new leader drops and the slave is elected
         await asyncio.to_thread(first.kill_broker)
-        await wait_until(lambda: group.master_broker_id == 2, TIMEOUT)
+        await wait_until(lambda: leader.state.groups[BROKER_NAME].master_broker_id == 2, TIMEOUT)
+        group = leader.state.groups[BROKER_NAME]
         assert group.master_epoch == 2 and group.sync_state_set == {2}
         await new_master_serves(ns_addr, second.broker_addr, 20)
 
         # the old master comes back on its store: same id, now a slave that catches up
-        await asyncio.to_thread(first.start_broker, _settings(tmp_path / "store-1", controller.address))
-        await wait_until(lambda: group.sync_state_set == {1, 2}, TIMEOUT)
+        await asyncio.to_thread(first.start_broker, _settings(tmp_path / "store-1", controller_addr))
+        await wait_until(lambda: leader.state.groups[BROKER_NAME].sync_state_set == {1, 2}, TIMEOUT)
+        group = leader.state.groups[BROKER_NAME]
         assert (group.master_broker_id, group.master_epoch, sorted(group.addresses)) == (2, 2, [1, 2])
     finally:
         for rmq in brokers.values():  # killed: a clean 5.x shutdown takes seconds, the stores are temporary
             await asyncio.to_thread(rmq.kill_broker)
-        await controller.close()
+        await controllers.stop()
         await namesrv.close()

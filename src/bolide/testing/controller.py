@@ -1,12 +1,20 @@
-"""A broker's side of RocketMQ 5's controller protocol, for tests of a controller: the id
+"""For tests of controller mode: a broker's side of RocketMQ 5's controller protocol (the id
 application and registration sequence, heartbeats, elections, and a server of its own that
-records the controller's NOTIFY_BROKER_ROLE_CHANGED (1008)."""
+records the controller's NOTIFY_BROKER_ROLE_CHANGED, 1008), and Bolide brokers and controllers
+run as child processes (to be SIGKILLed)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import socket
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+from bolide.controller import ControllerConfig, ControllerServer
+from bolide.controller.raft.core import Timing
 from bolide.errors import RemotingError
 from bolide.protocol.bodies.controller import SyncStateSet
 from bolide.protocol.codes import RequestCode as C
@@ -88,3 +96,146 @@ class ControllerBroker:
     async def elect(self) -> RemotingCommand:
         return await self.call(C.CONTROLLER_ELECT_MASTER, h.ElectMasterRequestHeader(
             cluster_name=self.cluster, broker_name=self.name, broker_id=self.broker_id))
+
+
+class ServerProcess:
+    """A ``bolide`` server command run as a child process, its output in ``<root>/<name>.log``."""
+
+    def __init__(self, root: Path, name: str, args: Sequence[str]) -> None:
+        self.root, self.name, self.args = root, name, list(args)
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        """Start it and wait until it says where it listens (AssertionError with its log when it
+        exits first)."""
+        log = (self.root / f"{self.name}.log").open("a")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from bolide.cli.main import main; main()", *self.args],
+            stdout=subprocess.PIPE, stderr=log, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # blocks until the server listens (or exits)
+        assert "listening on" in line, (line, self.log())
+
+    def log(self) -> str:
+        return (self.root / f"{self.name}.log").read_text()
+
+    def kill(self) -> None:
+        """SIGKILL."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        """SIGTERM (SIGKILL when it does not end within 15 s)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def _write_conf(path: Path, props: dict[str, object]) -> None:
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+
+
+class BrokerProcess(ServerProcess):
+    """A Bolide broker in controller mode, run as ``bolide broker -c <root>/<name>.conf``, its
+    store in ``<root>/<name>``; ``controller``: its controllerAddr (``a;b;c`` for a group)."""
+
+    def __init__(self, root: Path, name: str, namesrv: str, controller: str, *,
+                 cluster: str = "CtrlCluster", group: str = "broker-a", **extra: object) -> None:
+        self.port, self.ha_port = free_port(), free_port()
+        conf = root / f"{name}.conf"
+        _write_conf(conf, {
+            "brokerClusterName": cluster, "brokerName": group, "brokerIP1": "127.0.0.1",
+            "bolideBindAddress": "127.0.0.1", "bolideVipChannelEnabled": "false",
+            "listenPort": self.port, "haListenPort": self.ha_port, "namesrvAddr": namesrv,
+            "enableControllerMode": "true", "controllerAddr": controller,
+            "controllerHeartBeatTimeoutMills": 3000, "syncBrokerMetadataPeriod": 1000,
+            "brokerHeartbeatInterval": 500, "haSendHeartbeatInterval": 500,
+            "mappedFileSizeCommitLog": 256 * 1024, "mappedFileSizeConsumeQueue": 20 * 1000,
+            "storePathRootDir": root / name, **extra})
+        super().__init__(root, name, ["broker", "-c", str(conf)])
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+class ControllerProcess(ServerProcess):
+    """``bolide controller -c <root>/<name>.conf``: peer ``peer_id`` of ``peers``
+    (``n0-127.0.0.1:port;...``), its state under ``<root>/controller-store``."""
+
+    def __init__(self, root: Path, peer_id: str, peers: str, **extra: object) -> None:
+        conf = root / f"controller-{peer_id}.conf"
+        _write_conf(conf, {"controllerDLegerGroup": "CtrlGroup", "controllerDLegerPeers": peers,
+                           "controllerDLegerSelfId": peer_id, "bindAddress": "127.0.0.1",
+                           "controllerStorePath": root / "controller-store",
+                           "configStorePath": root / f"controller-{peer_id}.properties", **extra})
+        self.peer_id = peer_id
+        self.address = next(p.split("-", 1)[1] for p in peers.split(";") if p.startswith(f"{peer_id}-"))
+        super().__init__(root, f"controller-{peer_id}", ["controller", "-c", str(conf)])
+
+
+def free_port() -> int:
+    """A free loopback port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ControllerGroup:
+    """Controllers of one Raft group in this process, on free loopback ports (``size`` peers,
+    state under ``store``); peers can be stopped and started again from their files."""
+
+    def __init__(self, store: Path, size: int = 3, *, timing: Timing | None = None,
+                 heartbeat_grace_s: float = 0.5, **settings: str) -> None:
+        peers = ";".join(f"n{i}-127.0.0.1:{free_port()}" for i in range(size))
+        self.configs = [ControllerConfig.from_mapping({
+            "controllerStorePath": str(store), "controllerDLegerPeers": peers,
+            "controllerDLegerSelfId": f"n{i}", **settings}) for i in range(size)]
+        self.timing = timing or Timing(heartbeat_ms=60, election_min_ms=300, election_max_ms=600)
+        self.heartbeat_grace_s = heartbeat_grace_s
+        self.servers: dict[str, ControllerServer | None] = {c.self_id: None for c in self.configs}
+
+    @property
+    def addresses(self) -> list[str]:
+        """Every peer's address (a broker's ``controllerAddr``, joined with ``;``)."""
+        return [c.self_peer("").address for c in self.configs]
+
+    @property
+    def running(self) -> list[ControllerServer]:
+        return [s for s in self.servers.values() if s is not None]
+
+    async def start(self, peer_id: str | None = None) -> ControllerServer | None:
+        """Start ``peer_id`` (None: every peer); the peer started."""
+        if peer_id is None:
+            for config in self.configs:
+                await self.start(config.self_id)
+            return None
+        config = next(c for c in self.configs if c.self_id == peer_id)
+        server = ControllerServer(config, host="127.0.0.1", raft_timing=self.timing,
+                                  heartbeat_grace_s=self.heartbeat_grace_s)
+        self.servers[peer_id] = await server.start()
+        return server
+
+    async def stop(self, peer_id: str | None = None) -> None:
+        """Stop ``peer_id`` (None: every running peer)."""
+        for pid in [peer_id] if peer_id is not None else list(self.servers):
+            server = self.servers[pid]
+            self.servers[pid] = None
+            if server is not None:
+                await server.close()
+
+    async def leader(self, timeout: float = 15) -> ControllerServer:
+        """The one running peer that leads, once every running peer knows it."""
+        def agreed() -> bool:
+            leaders = [s for s in self.running if s.journal.is_leader]
+            return len(leaders) == 1 and all(s.journal.leader_id == leaders[0].config.self_id
+                                             for s in self.running)
+        async with asyncio.timeout(timeout):
+            while not agreed():
+                await asyncio.sleep(0.01)
+        return next(s for s in self.running if s.journal.is_leader)

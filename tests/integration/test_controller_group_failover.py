@@ -1,0 +1,177 @@
+"""Automatic failover under a group of three controllers, every server a real process: three
+``bolide controller`` processes (one Raft group), a NameServer and two ``bolide broker``
+processes in controller mode whose ``controllerAddr`` lists the three.
+
+The controller leader is SIGKILLed: the other two elect a leader. Then the master broker is
+SIGKILLed: the new controller leader elects the slave, which takes sends at the next offset of
+each queue. The killed controller restarts from its files and follows; the second leader is
+SIGKILLed too, and the two left (the restarted one among them) still know the new master and
+its epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from bolide.broker.replicas.controller_client import ControllerCallError, ControllerClient
+from bolide.namesrv.config import NamesrvConfig
+from bolide.namesrv.controller import NamesrvController
+from bolide.protocol import RemotingCommand
+from bolide.protocol.bodies.route import ClusterInfo
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.headers import SendMessageRequestHeader
+from bolide.protocol.headers import controller as h
+from bolide.remoting import RemotingClient, RemotingError
+from bolide.store.broker_identity import read_identity
+from bolide.testing.controller import BrokerProcess, ControllerProcess, free_port
+
+GROUP = "broker-a"
+TOPIC = "GroupFailover"
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
+async def group_addrs(client: RemotingClient, namesrv: str) -> dict[int, str]:
+    r = await client.invoke(namesrv, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+    data = ClusterInfo.decode(r.body_bytes()).broker_addr_table.get(GROUP)
+    return dict(data.broker_addrs) if data is not None else {}
+
+
+async def send(client: RemotingClient, addr: str, i: int) -> RemotingCommand:
+    header = SendMessageRequestHeader(producer_group="pg", topic=TOPIC, default_topic="TBW102",
+                                      default_topic_queue_nums=4, queue_id=i % 4, sys_flag=0,
+                                      born_timestamp=int(time.time() * 1000), flag=0, properties="")
+    request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_v2(), b"m-%d" % i)
+    return await client.invoke(addr, request, 5000)
+
+
+async def leader_of(client: RemotingClient, controllers: list[ControllerProcess]) -> ControllerProcess | None:
+    """The controller that answers as leader, if one does."""
+    for controller in controllers:
+        try:
+            r = await client.invoke(controller.address, RemotingCommand.request(
+                RequestCode.CONTROLLER_GET_METADATA_INFO), 1000)
+        except RemotingError:
+            continue
+        if r.read_header(h.GetMetaDataResponseHeader).is_leader:
+            return controller
+    return None
+
+
+def test_failover_under_a_group_of_three_controllers(tmp_path: Path) -> None:
+    asyncio.run(_scenario(tmp_path))
+
+
+async def _scenario(tmp_path: Path) -> None:
+    peers = ";".join(f"n{i}-127.0.0.1:{free_port()}" for i in range(3))
+    controllers = [ControllerProcess(tmp_path, f"n{i}", peers, scanNotActiveBrokerInterval=1000,
+                                     scanInactiveMasterInterval=1000) for i in range(3)]
+    namesrv_server = NamesrvController(NamesrvConfig(kv_config_path=str(tmp_path / "kv.json")),
+                                       host="127.0.0.1", port=0)
+    await namesrv_server.start()
+    namesrv = f"127.0.0.1:{namesrv_server.port}"
+    controller_addr = ";".join(c.address for c in controllers)
+    a = BrokerProcess(tmp_path, "a", namesrv, controller_addr, syncControllerMetadataPeriod=1000)
+    b = BrokerProcess(tmp_path, "b", namesrv, controller_addr, syncControllerMetadataPeriod=1000)
+    client = RemotingClient()
+    try:
+        for controller in controllers:
+            controller.start()
+        first_leader: ControllerProcess | None = None
+
+        async def elected() -> bool:
+            nonlocal first_leader
+            first_leader = await leader_of(client, controllers)
+            return first_leader is not None
+        await eventually(elected, 20, "a controller leader")
+        assert first_leader is not None
+        logs = "\n".join(c.log() for c in controllers)
+        a.start()
+
+        async def a_master() -> bool:
+            return (await group_addrs(client, namesrv)).get(0) == a.addr
+        await eventually(a_master, 40, f"{a.addr} listed as master\n{a.log()}\n{logs}")
+        b.start()
+        id_b = None
+
+        async def b_slave() -> bool:
+            nonlocal id_b
+            found = read_identity(tmp_path / "b" / "brokerIdentity")
+            id_b = found.broker_id if found else None
+            return id_b is not None and (await group_addrs(client, namesrv)).get(id_b) == b.addr
+        await eventually(b_slave, 40, f"{b.addr} listed as slave\n{b.log()}")
+        for i in range(20):
+            assert (await send(client, a.addr, i)).code == ResponseCode.SUCCESS
+        replicas = ControllerClient(client, "CtrlCluster", GROUP)
+
+        async def in_sync() -> bool:
+            leader = await leader_of(client, controllers)
+            return leader is not None and id_b in (await replicas.replica_info(leader.address)).sync_state_set
+        await eventually(in_sync, 30, "the controllers' in-sync set to hold the slave")
+
+        # the controller leader dies: the other two elect one of them
+        first_leader.kill()
+        left = [c for c in controllers if c is not first_leader]
+        second: ControllerProcess | None = None
+
+        async def reelected() -> bool:
+            nonlocal second
+            second = await leader_of(client, left)
+            return second is not None
+        await eventually(reelected, 20, "another controller leader")
+        assert second is not None
+
+        # the master broker dies: the new controller leader elects the slave
+        a.kill()
+
+        async def b_master() -> bool:
+            return (await group_addrs(client, namesrv)).get(0) == b.addr
+        await eventually(b_master, 40, f"{b.addr} elected master\n{b.log()}\n{second.log()}")
+        taken: list[RemotingCommand] = []
+
+        async def b_takes_sends() -> bool:
+            taken.append(await send(client, b.addr, 100))
+            return taken[-1].code == ResponseCode.SUCCESS
+        await eventually(b_takes_sends, 10, "the new master to take sends")
+        assert taken[-1].ext_fields["queueOffset"] == "5", taken[-1].ext_fields  # after queue 0's 0-4
+        info = await replicas.replica_info(second.address)
+        assert info.master_broker_id == id_b and info.master_epoch == 2
+
+        # the first leader restarts from its files and follows; then the second leader dies
+        first_leader.start()
+
+        async def follows() -> bool:
+            r = await client.invoke(first_leader.address, RemotingCommand.request(
+                RequestCode.CONTROLLER_GET_METADATA_INFO), 1000)
+            return r.read_header(h.GetMetaDataResponseHeader).controller_leader_id == second.peer_id
+        await eventually(follows, 20, f"{first_leader.peer_id} back as a follower\n{first_leader.log()}")
+        second.kill()
+        last = [c for c in controllers if c is not second]
+        third: ControllerProcess | None = None
+
+        async def third_elected() -> bool:
+            nonlocal third
+            third = await leader_of(client, last)
+            if third is None:
+                return False
+            try:
+                return (await replicas.replica_info(third.address)).master_broker_id == id_b
+            except ControllerCallError:
+                return False
+        await eventually(third_elected, 20, "a leader of the last two knowing the new master")
+        assert third is not None
+        assert (await replicas.replica_info(third.address)).master_epoch == 2
+    finally:
+        await client.close()
+        for process in (a, b, *controllers):
+            process.stop()
+        await namesrv_server.close()
