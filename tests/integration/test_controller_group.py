@@ -7,6 +7,7 @@ catching up from the leader (through a snapshot when the log was compacted)."""
 from __future__ import annotations
 
 import asyncio
+import errno
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -166,3 +167,37 @@ async def _snapshot_to_a_peer_behind(tmp_path: Path) -> None:
         finally:
             for broker in brokers:
                 await broker.close()
+
+
+def test_a_peer_whose_disk_fails_stops_and_the_group_goes_on(tmp_path: Path) -> None:
+    """The leader's disk refuses a write (ENOSPC injected): the change is answered with an error
+    naming the fix, that peer stops taking part, the other two elect a leader that takes it."""
+    run(_disk_fails(tmp_path))
+
+
+async def _disk_fails(tmp_path: Path) -> None:
+    async with _group(tmp_path) as group:
+        leader = await group.leader()
+        journal = leader.journal
+        assert isinstance(journal, raft_journal.RaftJournal)
+
+        def full(*args: object) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        journal.storage.append = full  # type: ignore[method-assign]
+        broker = ControllerBroker(leader.address, beat_to=group.addresses)
+        try:
+            with pytest.raises(AssertionError, match="could not persist the change") as refused:
+                await broker.join()
+            assert "fix the disk and restart it" in str(refused.value) and journal.failed
+            await wait_until(lambda: any(s.journal.is_leader for s in group.running if s is not leader),
+                             timeout=10)
+            second = next(s for s in group.running if s.journal.is_leader)
+            assert not leader.journal.is_leader
+            again = ControllerBroker(second.address, beat_to=group.addresses)
+            try:
+                await again.join()
+            finally:
+                await again.close()
+            assert second.state.get("b") is not None
+        finally:
+            await broker.close()

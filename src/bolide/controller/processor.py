@@ -137,7 +137,7 @@ class ControllerProcessor:
         try:
             return self._answer(request, await self.commit(decide))
         except OSError as exc:
-            log.error("controller event log write failed: %s", exc)
+            log.error("controller state write failed: %s", exc)
             return request.make_response(RC.SYSTEM_ERROR, f"the controller could not persist the change "
                                          f"({exc}); check the disk under {self.store_dir}")
 

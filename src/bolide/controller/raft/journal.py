@@ -86,13 +86,15 @@ class RaftJournal:
         self._waiters: dict[int, tuple[int, asyncio.Future[None]]] = {}
         self._ticker: asyncio.Task[None] | None = None
         self._was_leader = False
+        self.failed = ""  # why this peer stopped taking part (its disk refused a write)
 
     # -- the group as the controller sees it ------------------------------------------------
     @property
     def is_leader(self) -> bool:
         """Leader, and every entry of earlier terms applied (its own term's no-op committed)."""
         node = self.node
-        return node is not None and node.is_leader and node.applied_index >= node.leader_since_index
+        return (node is not None and not self.failed and node.is_leader
+                and node.applied_index >= node.leader_since_index)
 
     @property
     def leader_id(self) -> str | None:
@@ -129,6 +131,8 @@ class RaftJournal:
         """Replicate ``events``; return once committed and applied here."""
         async with self._lock:
             node = self.node
+            if self.failed:
+                raise OSError(self.failed)
             if node is None or not self.is_leader:
                 raise NotLeaderError(f"{self.self_id} is not the controller leader")
             index = node.propose(encode_events(events))
@@ -152,6 +156,8 @@ class RaftJournal:
     async def _tick_forever(self) -> None:
         while True:
             await asyncio.sleep(TICK_S)
+            if self.failed:
+                return
             try:
                 async with self._lock:
                     assert self.node is not None
@@ -170,6 +176,8 @@ class RaftJournal:
             return request.make_response(ResponseCode.SYSTEM_ERROR, f"{sender} is not a peer of "
                                          f"{self.self_id} (controllerDLegerPeers={self.peers_text})")
         async with self._lock:
+            if self.failed:
+                return request.make_response(ResponseCode.SYSTEM_ERROR, self.failed)
             assert self.node is not None
             self.node.step(sender, message, _now_ms())
             reply = await self._handle(self.node.take_ready(), reply_to=sender)
@@ -192,6 +200,8 @@ class RaftJournal:
         finally:
             self._in_flight.pop(peer, None)
         async with self._lock:
+            if self.failed:
+                return
             assert self.node is not None
             self.node.step(peer, reply, _now_ms())
             await self._handle(self.node.take_ready())
@@ -204,7 +214,15 @@ class RaftJournal:
         assert node is not None
         if ready.hard_state or ready.truncate_from is not None or ready.appended or ready.snapshot:
             entries = list(node.entries) if ready.snapshot is not None else []
-            await asyncio.to_thread(self._persist, ready, entries)
+            try:
+                await asyncio.to_thread(self._persist, ready, entries)
+            except Exception as exc:  # memory is now ahead of the disk: stop taking part
+                self.failed = (f"controller {self.self_id} could not write its Raft state under "
+                               f"{self.storage.directory} ({exc}); it stopped taking part in its "
+                               "group: fix the disk and restart it")
+                log.error("%s", self.failed)
+                self._fail_waiters(self.failed)
+                raise OSError(self.failed) from exc
         if ready.snapshot is not None:
             self.state.apply(event_from_json(json.loads(ready.snapshot.data)))
             self._fail_waiters("a snapshot from the leader replaced this controller's log")
