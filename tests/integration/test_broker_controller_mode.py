@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -262,15 +263,20 @@ async def test_a_temp_identity_is_applied_again_after_a_crash(tmp_path: Path) ->
             await broker.close()
 
 
-@in_loop
-async def test_a_store_of_another_broker_never_registers(tmp_path: Path) -> None:
+def test_a_store_of_another_broker_never_registers(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="bolide.broker.replicas.manager")
+    asyncio.run(asyncio.wait_for(_another_brokers_store(tmp_path, caplog), 45))
+
+
+async def _another_brokers_store(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     async with cluster(tmp_path) as (ctrl, namesrv, client):
         write_identity(tmp_path / "store" / "brokerIdentity", BrokerIdentity("DefaultCluster", "broker-z", 3))
         broker = broker_of(tmp_path, ctrl, namesrv)
         await broker.start()
         try:
-            await wait_until(lambda: RequestCode.CONTROLLER_GET_METADATA_INFO in ctrl.codes())
-            await asyncio.sleep(0.5)  # the registration tries run meanwhile
+            # a whole start attempt (its registration tries) ended without registering
+            await wait_until(lambda: "not registered yet" in caplog.text)
+            assert "is of broker broker-z in cluster DefaultCluster" in caplog.text
             assert RequestCode.CONTROLLER_REGISTER_BROKER not in ctrl.codes()
             assert (await send(client, broker.broker_addr)).code == ResponseCode.SERVICE_NOT_AVAILABLE
             assert await route_ids(client, namesrv) == {}
@@ -278,8 +284,12 @@ async def test_a_store_of_another_broker_never_registers(tmp_path: Path) -> None
             await broker.close()
 
 
-@in_loop
-async def test_role_changes_at_runtime_under_sends(tmp_path: Path) -> None:
+def test_role_changes_at_runtime_under_sends(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="bolide.broker.replicas.manager")
+    asyncio.run(asyncio.wait_for(_role_changes(tmp_path, caplog), 45))
+
+
+async def _role_changes(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     async with cluster(tmp_path) as (ctrl, namesrv, client):
         broker = broker_of(tmp_path, ctrl, namesrv)
         await broker.start()
@@ -310,7 +320,7 @@ async def test_role_changes_at_runtime_under_sends(tmp_path: Path) -> None:
             await wait_until(lambda: answers[-1] == ResponseCode.SERVICE_NOT_AVAILABLE)
             # a late notice of an older epoch changes nothing
             await notify(client, broker, 1, broker.broker_addr, 1)
-            await asyncio.sleep(0.2)
+            await wait_until(lambda: "master 1 of epoch 1 ignored: epoch 2 is newer" in caplog.text)
             assert broker.role is BrokerRole.SLAVE
             # elected again (epoch 3)
             ctrl.master_id, ctrl.master_addr, ctrl.epoch = 1, broker.broker_addr, 3

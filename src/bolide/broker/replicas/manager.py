@@ -330,6 +330,10 @@ class ReplicasManager:
 
     async def _apply(self, info: MasterInfo) -> None:
         async with self._lock:
+            if info.master_broker_id is not None and info.master_epoch < self.master_epoch:
+                log.info("controller mode: master %s of epoch %d ignored: epoch %d is newer",
+                         info.master_broker_id, info.master_epoch, self.master_epoch)
+                return
             if (info.master_broker_id is None or info.master_epoch <= self.master_epoch
                     or self.state is State.SHUTDOWN):
                 return
