@@ -1,7 +1,8 @@
 """The real mqadmin 5.3.3's controller commands against Bolide's controller:
 getControllerMetaData, getSyncStateSet, getControllerConfig, updateControllerConfig,
 electMaster and cleanBrokerMetadata, in one mqadmin JVM while the controller runs on this
-process's event loop (the brokers are played by :class:`bolide.testing.controller.ControllerBroker`).
+process's event loop (the brokers are played by :class:`bolide.testing.controller.ControllerBroker`);
+getControllerMetaData of a follower in a group of three controllers names the leader and the peers.
 
 Needs java and the cached RocketMQ 5.3.3 jars (``make interop-deps``): without them the module
 is skipped, or fails when ``CI`` is set.
@@ -17,7 +18,7 @@ import pytest
 from bolide.controller import ControllerConfig, ControllerServer
 from bolide.remoting import run
 from bolide.testing import rocketmq as rmqmod
-from bolide.testing.controller import ControllerBroker
+from bolide.testing.controller import ControllerBroker, ControllerGroup
 from bolide.testing.rocketmq import RocketMQ, RocketMQUnavailable, free_port
 from conftest import unavailable
 
@@ -40,6 +41,19 @@ async def _commands(tmp_path: Path) -> None:
                                             "controllerDLegerPeers": "n0-127.0.0.1:0"})
     # mqadmin needs a NameServer address; these commands never use it
     rmq = RocketMQ(VERSION, tmp_path / "rmq", namesrv_port=free_port())
+    group = ControllerGroup(tmp_path / "group", controllerDLegerGroup="g3")
+    await group.start()
+    try:
+        leader = await group.leader()
+        follower = next(s for s in group.running if s is not leader).address
+        await _one_controller(config, rmq, [["getControllerMetaData", "-a", follower]],
+                              leader.address, group.addresses)
+    finally:
+        await group.stop()
+
+
+async def _one_controller(config: ControllerConfig, rmq: RocketMQ, group_commands: list[list[str]],
+                          group_leader: str, group_peers: list[str]) -> None:
     async with ControllerServer(config, host="127.0.0.1") as server:
         addr = server.address
         one, two = ControllerBroker(addr, "b"), ControllerBroker(addr, "b")
@@ -58,11 +72,15 @@ async def _commands(tmp_path: Path) -> None:
                 ["getSyncStateSet", "-a", addr, "-b", "b"],
                 ["cleanBrokerMetadata", "-a", addr, "-bn", "b", "-c", "C", "-b", "1"],
                 ["cleanBrokerMetadata", "-a", addr, "-bn", "b", "-l"],
+                *group_commands,
             ])
         finally:
             for broker in (one, two):
                 await broker.close()
-    meta, sync1, conf, update, elect, sync2, clean_alive, clean = outputs
+    meta, sync1, conf, update, elect, sync2, clean_alive, clean, group_meta = outputs
+    assert "#ControllerGroup\tg3" in group_meta and f"#ControllerLeaderAddress\t{group_leader}" in group_meta
+    assert [line for line in group_meta.splitlines() if line.startswith("#Peer:")] == \
+        [f"#Peer:\tn{i}:{a}" for i, a in enumerate(group_peers)], group_meta
     assert "#ControllerGroup\tg1" in meta and f"#ControllerLeaderAddress\t{addr}" in meta, meta
     assert f"#Peer:\tn0:{addr}" in meta, meta
     for line in ("#brokerName\tb", "#MasterBrokerId\t1", f"#MasterAddr\t{one_addr}", "#MasterEpoch\t1",
