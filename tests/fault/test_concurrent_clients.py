@@ -1,8 +1,8 @@
 """Producers (single and batched sends), pull consumers (committing now and then), a push
 consumer (asking for some messages again) and an admin (stats, progress, routes, queries,
 offset resets, reads, and topics deleted and created again under the others) all at once against
-one broker for a few seconds (longer on a slow machine, until the admin has deleted a few topics).
-Nothing may fail with anything but a BolideError or log a
+one broker for a few seconds (longer on a slow machine, until the admin has deleted a few topics
+and enough sends after the last deletion were acknowledged). Nothing may fail with anything but a BolideError or log a
 traceback; every acknowledged send that started after the last deletion of its topic had
 finished is read back at its queue offset with its body (a deletion takes the topic's messages
 with it); the store verifies."""
@@ -38,6 +38,7 @@ TOPICS = ("Busy0", "Busy1", "Busy2")
 QUEUES = 4  # topics are always (re)created with this many queues, as auto-creation does
 CHECKED = 2000  # acknowledged sends read back (the latest)
 QUIET_S = 2.0  # the last seconds of the run delete no topic (a slow run left too few sends to check)
+QUIET_MAX_S = 60.0  # the quiet part goes on until enough sends survive, this long at most
 MIN_DELETIONS = 3  # the deleting part of the run lasts until the admin has deleted this many topics
 
 
@@ -54,14 +55,28 @@ class Run:
         self.acked: dict[tuple[str, str, int, int], tuple[bytes, float]] = {}
         self.deletions: dict[str, list[tuple[float, float]]] = {}  # topic -> (start, end)
         self.unexpected: list[str] = []
+        self.enough = False
+        self._checked_at = 0.0
 
     def survives(self, topic: str, send_started: float) -> bool:
         """True when every deletion of ``topic`` had finished before the send started."""
         return all(end < send_started for _, end in self.deletions.get(topic, ()))
 
+    def kept(self) -> list[tuple[tuple[str, str, int, int], bytes]]:
+        """The acknowledged sends no deletion took away."""
+        return [(key, body) for key, (body, started) in self.acked.items() if self.survives(key[0], started)]
+
     @property
     def going(self) -> bool:
-        return time.monotonic() < self.stop
+        """Until QUIET_S after the deleting part, and on (a slow machine) until more than
+        CHECKED // 4 sends survive, checked every 0.2 s, for at most QUIET_MAX_S."""
+        now = time.monotonic()
+        if now < self.stop:
+            return True
+        if not self.enough and now >= self._checked_at + 0.2:
+            self._checked_at = now
+            self.enough = len(self.kept()) > CHECKED // 4 or now >= self.stop + QUIET_MAX_S
+        return not self.enough
 
     @property
     def deleting(self) -> bool:
@@ -179,8 +194,7 @@ def test_clients_and_admin_at_once_with_topics_deleted_under_them(tmp_path: Path
                 await asyncio.gather(*(produce(run, config, n) for n in range(3)),
                                      *(pull(run, config, n) for n in range(2)), push(run, config),
                                      administer(run, admin))
-                kept = [(key, body) for key, (body, started) in run.acked.items()
-                        if run.survives(key[0], started)]
+                kept = run.kept()
                 assert len(kept) > CHECKED // 4, (len(kept), len(run.acked))
                 assert sum(len(d) for d in run.deletions.values()) >= MIN_DELETIONS, run.deletions
                 wrong = []
