@@ -47,6 +47,7 @@ COMMIT_LOG_SIZE = 64 * 1024 * 1024
 BOOT_TIMEOUT = 90.0  # seconds; a cold JVM on a busy 2-core machine
 STOP_TIMEOUT = 30.0
 MQADMIN_TIMEOUT = 180.0
+WAKE_CONNECTIONS = 8  # per remoting port held through a broker's clean shutdown (JavaProcess.stop)
 
 NAMESRV_READY = re.compile(r"The Name Server boot success")
 BROKER_READY = re.compile(r"The broker\[[^\]]*\] boot success")
@@ -468,15 +469,26 @@ class JavaProcess:
     def _tail(self, n: int = 40) -> str:
         return "\n".join(self._lines[-n:])
 
-    def stop(self, timeout: float = STOP_TIMEOUT) -> int:
-        """SIGTERM (the JVM's shutdown hooks run), then SIGKILL after ``timeout`` seconds."""
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
+    def stop(self, timeout: float = STOP_TIMEOUT, wake_ports: Sequence[int] = ()) -> int:
+        """SIGTERM (the JVM's shutdown hooks run), then SIGKILL after ``timeout`` seconds.
+
+        ``wake_ports``: loopback ports of the process's remoting servers. Each server's Netty
+        event thread ends only when its 3 s poll returns, which an event (a connection
+        closing) cuts short: connections to these ports, held through the shutdown, are closed
+        by the server as it stops, several per port so that the last of their events comes
+        after the thread was told to stop."""
+        with contextlib.ExitStack() as held:
+            for port in wake_ports:
+                for _ in range(WAKE_CONNECTIONS):
+                    with contextlib.suppress(OSError):
+                        held.enter_context(socket.create_connection(("127.0.0.1", port), timeout=1))
+            if self.popen.poll() is None:
+                self.popen.send_signal(signal.SIGTERM)
+                try:
+                    self.popen.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    self.popen.kill()
+                    self.popen.wait()
         self._reader.join(10)
         return self.popen.returncode
 
@@ -716,7 +728,7 @@ class RocketMQ:
         if not self.broker.running:
             return self.broker.stop(timeout)  # already gone: just collect it
         started = time.monotonic()
-        code = self.broker.stop(timeout)
+        code = self.broker.stop(timeout, wake_ports=(self.broker_port, self.broker_port - 2))
         log.info("RocketMQ %s broker stopped (exit %s) in %.1f s", self.version, code,
                  time.monotonic() - started)
         return code
