@@ -31,6 +31,7 @@ from bolide.broker.metrics.exposition import render
 from bolide.broker.metrics.http import MetricsEndpoint
 from bolide.broker.persistence import ConfigPersister
 from bolide.broker.pop import PopService
+from bolide.broker.pop_takeover import ReviveTakeoverMark, ReviveTakeoverReport, take_over_pop_revive
 from bolide.broker.processors.acl_admin import AclAdminProcessor
 from bolide.broker.processors.admin import AdminProcessor
 from bolide.broker.processors.admin_lists import AdminListProcessor
@@ -203,6 +204,7 @@ class BrokerController:
         self._pop: PopService | None = None
         self.schedule: ScheduleService | None = None
         self.timer_takeover: TakeoverReport | None = None  # RocketMQ's waiting timer messages
+        self.pop_takeover: ReviveTakeoverReport | None = None  # RocketMQ's pops left unacknowledged
         self._delay_persister: ConfigPersister | None = None
         self.registration: BrokerRegistration | None = None
         self.grpc: GrpcEndpoint | None = None
@@ -469,8 +471,16 @@ class BrokerController:
         self.server.processors.on_served = metrics.on_served  # the VIP port's table too
 
     async def _take_over_timer_wheel(self, store: MessageStore) -> None:
-        """Timer messages a RocketMQ 5 broker left waiting in this store go into the delay
-        levels (:mod:`bolide.broker.timer_takeover`)."""
+        """Messages a RocketMQ 5 broker's pops left unacknowledged in this store are handed out
+        again (:mod:`bolide.broker.pop_takeover`, reading the pop checkpoints in its timer wheel
+        too), then the timer messages it left waiting go into the delay levels
+        (:mod:`bolide.broker.timer_takeover`)."""
+        revive_mark = ReviveTakeoverMark(self._store_config.config_dir / ReviveTakeoverMark.FILE_NAME)
+        revive_mark.load()
+        self.pop_takeover = await take_over_pop_revive(
+            store, self.pop, self.offsets, revive_mark, broker_name=self.config.broker_name,
+            topic_exists=lambda topic: self.topics.get(topic) is not None,
+            group_exists=lambda group: self.subscription_groups.find(group) is not None)
         mark = TakeoverMark(self._store_config.config_dir / TakeoverMark.FILE_NAME)
         mark.load()
         try:

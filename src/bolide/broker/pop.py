@@ -17,6 +17,14 @@ handle stays valid until the message is acknowledged, handed out again or its ha
 A generation is a microsecond time stamp, one per receive (shared by the messages it hands
 out) or invisible-time change, kept strictly increasing: RocketMQ's remoting handles carry it
 as ``popTime`` (milliseconds) and ``reviveQid`` (the microseconds, never 999).
+
+A receive also takes the messages of the group's pop retry topics (``%RETRY%<group>_<topic>``,
+``%RETRY%<group>+<topic>``) that the caller names, as RocketMQ 5's pops do: a RocketMQ broker
+whose store Bolide took over put the messages it revived there. Their handles carry the retry
+topic's mark (``pop_info.retry_flag``), so an acknowledgement naming the topic finds them.
+Leases RocketMQ handed out before the takeover are adopted with :meth:`PopService.adopt`
+(:mod:`bolide.broker.pop_takeover`), with the generation its handles carry, so its consumers'
+acknowledgements still work.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import random
 import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -31,6 +40,7 @@ from dataclasses import dataclass
 
 from bolide.common.message import MessageExt
 from bolide.errors import BolideError
+from bolide.protocol.pop_info import NORMAL_TOPIC, real_topic, retry_flag
 from bolide.store import GetStatus, MessageStore
 from bolide.store.config_files import ConsumerOffsetManager
 from bolide.store.record import reconsume_times_at
@@ -42,6 +52,7 @@ RENEW_LIMIT_MS = 3 * 3600_000  # renewed for so long at most, then handed out ag
 MAX_INVISIBLE_MS = 12 * 3600_000
 MAX_IDLE_QUEUES = 100_000  # states of queues with nothing out kept; past it they are dropped
 ORDER_REVIVE_QID = 999  # RocketMQ's reviveQid of orderly pops: never the low digits of a generation
+RETRY_FIRST_PERCENT = 20  # RocketMQ's popFromRetryProbability: receives that try the retry topics first
 
 Key = tuple[str, str, int]  # group, topic, queue id
 RecordFilter = Callable[[memoryview], bool]
@@ -76,6 +87,7 @@ class Delivery:
     handle: str
     invisible_ms: int
     gen: int  # the lease's generation (also in the handle)
+    stored_topic: str = ""  # the pop retry topic it was taken from ("": the topic popped)
 
 
 @dataclass(slots=True)
@@ -111,18 +123,25 @@ class _Queue:
         return len(self.leases) - len(self.due)
 
 
-def make_handle(queue_id: int, offset: int, gen: int) -> str:
-    """The receipt handle of a lease."""
-    return f"{queue_id}:{offset}:{gen:x}"
+def make_handle(queue_id: int, offset: int, gen: int, retry: str = NORMAL_TOPIC) -> str:
+    """The receipt handle of a lease (``retry``: the mark of the pop retry topic it is in)."""
+    handle = f"{queue_id}:{offset}:{gen:x}"
+    return handle if retry == NORMAL_TOPIC else f"{handle}:{retry}"
 
 
 def parse_handle(handle: str) -> tuple[int, int, int]:
     """(queue id, offset, generation) of a receipt handle this service made."""
     try:
-        queue_id, offset, gen = handle.split(":")
+        queue_id, offset, gen = handle.split(":", 3)[:3]
         return int(queue_id), int(offset), int(gen, 16)
     except ValueError:
         raise ReceiptHandleError(f"receipt handle {handle[:80]!r} is not one this broker gave") from None
+
+
+def handle_retry(handle: str) -> str:
+    """The pop retry topic mark of a handle (``0``: the topic itself)."""
+    fields = handle.split(":")
+    return fields[3] if len(fields) == 4 else NORMAL_TOPIC
 
 
 class PopService:
@@ -158,6 +177,7 @@ class PopService:
         self._timeline: list[tuple[float, int, Key, int]] = []  # (deadline, gen, key, offset)
         self._last_gen = 0
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._aliases: dict[str, str] = {}  # pop retry topic -> the topic whose receives it wakes
         self._waiting = 0
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = float("inf")
@@ -193,6 +213,7 @@ class PopService:
         from_end: bool = False,
         raw: bool = False,
         orderly: bool = False,
+        retry_topics: Sequence[str] = (),
     ) -> list[Delivery]:
         """Up to ``max_count`` messages of ``topic``'s ``queue_ids`` for ``group``, each hidden
         for ``invisible_ms``: messages due again first, then new ones (filtered by ``tags`` or
@@ -201,37 +222,51 @@ class PopService:
         last message, unless retention has removed none of it (RocketMQ's ConsumeInitMode.MAX).
         ``raw``: the messages as :class:`StoredRecord` instead of decoded. ``orderly`` (a pop that
         asks for order, as RocketMQ's ``order`` header), or a FIFO group: a queue with messages
-        out hands out nothing until they are acknowledged or come back."""
+        out hands out nothing until they are acknowledged or come back. ``retry_topics``: the
+        group's pop retry topics of ``topic`` to take from too (queue 0, from their first
+        message; not for orderly pops), after the topic's queues or, one receive in five,
+        before them, as RocketMQ does."""
         now = self.clock()
         self._expire(now)
         gen = self._new_gen()
         orderly = orderly or self.orderly(group)
-        out: list[Delivery] = []
         tag_set = frozenset(tags) if tags is not None else None
-        for queue_id in queue_ids:
+        sources = [(topic, queue_id, from_end) for queue_id in queue_ids]
+        if retry_topics and not orderly:
+            retried = [(retry, 0, False) for retry in retry_topics]
+            for retry in retry_topics:
+                self._aliases[retry] = topic
+            first = random.randrange(100) < RETRY_FIRST_PERCENT
+            sources = retried + sources if first else sources + retried
+        out: list[Delivery] = []
+        for source, queue_id, source_from_end in sources:
             room = max_count - len(out)
             if room <= 0:
                 break
-            key = (group, topic, queue_id)
-            q = self._queue(key, from_end)
+            key = (group, source, queue_id)
+            q = self._queue(key, source_from_end)
             if orderly and q.in_flight():
                 continue  # a FIFO queue waits for its messages out to come back
+            retry = retry_flag(source) if source != topic else NORMAL_TOPIC
+            found: list[tuple[MessageExt | StoredRecord, int]] = []
             for offset in sorted(q.due)[:room]:
-                msg = self._read_stored(topic, queue_id, offset) if raw else self._read_one(
-                    topic, queue_id, offset
+                msg = self._read_stored(source, queue_id, offset) if raw else self._read_one(
+                    source, queue_id, offset
                 )
                 lease = q.leases[offset]
                 if msg is None:  # gone with retention meanwhile
                     del q.leases[offset]
                     q.due.discard(offset)
                     continue
-                out.append(self._lend(key, q, msg, lease.attempt + 1, now, invisible_ms, renew_for, gen))
-            room = max_count - len(out)
+                found.append((msg, lease.attempt + 1))
+            room -= len(found)
             if room > 0 and self.in_flight < self.max_in_flight:
-                for msg in self._read_new(key, q, room, tag_set, record_filter, raw):
-                    out.append(
-                        self._lend(key, q, msg, msg.reconsume_times + 1, now, invisible_ms, renew_for, gen)
-                    )
+                found.extend((msg, msg.reconsume_times + 1)
+                             for msg in self._read_new(key, q, room, tag_set, record_filter, raw))
+            for msg, attempt in found:
+                if retry != NORMAL_TOPIC and isinstance(msg, MessageExt):
+                    msg.topic = topic  # as RocketMQ answers it: the topic the consumer popped
+                out.append(self._lend(key, q, msg, attempt, now, invisible_ms, renew_for, gen, retry))
             self._commit(key, q)
         self._arm()
         return out
@@ -313,6 +348,7 @@ class PopService:
         invisible_ms: int,
         renew_for: str | None,
         gen: int,
+        retry: str = NORMAL_TOPIC,
     ) -> Delivery:
         offset = msg.queue_offset
         deadline = now + invisible_ms / 1000
@@ -326,13 +362,17 @@ class PopService:
             gen, deadline, attempt, renew_for=renew_for, renew_until=now + RENEW_LIMIT_MS / 1000
         )
         heapq.heappush(self._timeline, (deadline, gen, key, offset))
-        return Delivery(msg, attempt, make_handle(key[2], offset, gen), invisible_ms, gen)
+        return Delivery(msg, attempt, make_handle(key[2], offset, gen, retry), invisible_ms, gen,
+                        key[1] if retry != NORMAL_TOPIC else "")
 
     # -- taking back ----------------------------------------------------------------------
     def _leased(self, group: str, topic: str, handle: str) -> tuple[Key, _Queue, int, _Lease | None]:
         """The lease a handle names; None when the message was acknowledged already. Raises
         ReceiptHandleError when it was handed out again since (another handle is valid now)."""
         queue_id, offset, gen = parse_handle(handle)
+        retry = handle_retry(handle)
+        if retry != NORMAL_TOPIC and retry_flag(topic) == NORMAL_TOPIC:
+            topic = real_topic(retry, topic, group)  # a handle of a message of a pop retry topic
         key = (group, topic, queue_id)
         q = self._queues.get(key)
         lease = q.leases.get(offset) if q is not None else None
@@ -371,7 +411,7 @@ class PopService:
         if invisible_ms <= 0:
             self._expire(now)
         self._arm()
-        return make_handle(key[2], offset, lease.gen)
+        return make_handle(key[2], offset, lease.gen, handle_retry(handle))
 
     def dead_letter_now(self, group: str, topic: str, handle: str) -> bool:
         """Move the message a handle names to the group's dead letter queue and acknowledge
@@ -387,6 +427,30 @@ class PopService:
             self.dead_lettered += 1
         self._drop(key, q, offset)
         self._commit(key, q)
+        return True
+
+    # -- leases of another broker ---------------------------------------------------------
+    def adopt(self, group: str, topic: str, queue_id: int, offset: int, gen: int, visible_in_ms: int) -> bool:
+        """Take over a message another broker handed out before this one took over its store
+        (a RocketMQ 5 pop left without its ack): out under generation ``gen`` (what that
+        broker's handles carry) for ``visible_in_ms`` more, then handed out again. The group's
+        committed offset moves back to it, so a restart hands it out again. False when it needs
+        no lease (at or past the group's offset: handed out as a new message) or is gone."""
+        key = (group, topic, queue_id)
+        q = self._queue(key)
+        if offset >= q.next or offset in q.leases:
+            return False
+        msg = self._read_stored(topic, queue_id, offset)
+        if msg is None:
+            return False
+        now = self.clock()
+        deadline = now + max(0, visible_in_ms) / 1000
+        heapq.heappush(q.low, offset)
+        self.in_flight += 1
+        q.leases[offset] = _Lease(gen, deadline, msg.reconsume_times + 1)
+        heapq.heappush(self._timeline, (deadline, gen, key, offset))
+        self._commit(key, q)
+        self._arm()
         return True
 
     def _drop(self, key: Key, q: _Queue, offset: int) -> None:
@@ -495,7 +559,8 @@ class PopService:
         waiters, loop = self._waiters, self.loop
         if not waiters or loop is None:
             return
-        topics = {topic for topic, _ in keys if topic in waiters}
+        aliases = self._aliases
+        topics = {t for t in (aliases.get(topic, topic) for topic, _ in keys) if t in waiters}
         if topics:
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
                 loop.call_soon_threadsafe(self._wake, topics)

@@ -17,7 +17,9 @@ are left as they are. Delivery is at least once: a crash between the puts and th
 takes them over again. Without ``timercheck`` the messages due in the future are taken over:
 those due already cannot be told apart from delivered ones. RocketMQ's ``config/timermetrics``
 counted the taken-over messages as waiting already: those put into their topic at once count
-down (:mod:`bolide.store.timer_metrics`).
+down (:mod:`bolide.store.timer_metrics`). The checkpoints and acknowledgements of RocketMQ's pops
+that wait there for the revive topic are left to :mod:`bolide.broker.pop_takeover`, which reads
+them before this runs.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from bolide.errors import ConfigError
 from bolide.store import GetStatus, MessageStore, PutStatus
 from bolide.store.config_files import JsonConfigFile
 from bolide.store.delay import timer_level
+from bolide.store.pop_revive_log import REVIVE_TOPIC_PREFIX
 from bolide.store.timer_checkpoint import FILE_NAME as CHECKPOINT_FILE
 from bolide.store.timer_checkpoint import TimerCheckpoint
 from bolide.store.timer_metrics import TimerMetrics
@@ -98,8 +101,14 @@ class WheelScan:
         self.waiting[key] = (due, commit_log_offset)  # a rolled copy replaces the one before
 
     def to_deliver(self) -> list[tuple[int, int]]:
-        """(due ms, CommitLog offset) of the waiting messages not recalled, by due time."""
-        return sorted(v for k, v in self.waiting.items() if k not in self.recalls)
+        """(due ms, CommitLog offset) of the waiting messages not recalled, by due time (not
+        those for RocketMQ's pop revive topic: :mod:`bolide.broker.pop_takeover` reads them)."""
+        return sorted(v for k, v in self.waiting.items()
+                      if k not in self.recalls and not k.startswith(REVIVE_TOPIC_PREFIX))
+
+    def revive_entries(self) -> list[tuple[int, int]]:
+        """(due ms, CommitLog offset) of the waiting pop checkpoints and acknowledgements."""
+        return sorted(v for k, v in self.waiting.items() if k.startswith(REVIVE_TOPIC_PREFIX))
 
     @property
     def recalled(self) -> int:
@@ -133,14 +142,8 @@ async def take_over_timer_wheel(
     if start >= end:
         return None
     now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
-    checkpoint = TimerCheckpoint.read(Path(store.config.config_dir) / CHECKPOINT_FILE)
-    if checkpoint is None:
-        log.warning("RocketMQ's timer queue has messages but config/%s is missing: taking over "
-                    "those due after now only", CHECKPOINT_FILE)
-        scan = WheelScan(now, end)
-    else:
-        scan = WheelScan(checkpoint.last_read_time_ms, checkpoint.last_timer_queue_offset)
-    scanned = await _scan(store, scan, start, end)
+    scan = new_wheel_scan(store, end, now)
+    scanned = await scan_wheel(store, scan, start, end)
     skipped = scan.unreadable
     taken = 0
     for i, (due, phys) in enumerate(scan.to_deliver()):
@@ -160,7 +163,20 @@ async def take_over_timer_wheel(
     return report
 
 
-async def _scan(store: MessageStore, scan: WheelScan, start: int, end: int) -> int:
+def new_wheel_scan(store: MessageStore, end: int, now: int) -> WheelScan:
+    """A scan that tells delivered from waiting by RocketMQ's ``config/timercheck`` (without
+    it: the messages due after ``now`` wait, logged)."""
+    checkpoint = TimerCheckpoint.read(Path(store.config.config_dir) / CHECKPOINT_FILE)
+    if checkpoint is None:
+        log.warning("RocketMQ's timer queue has messages but config/%s is missing: taking over "
+                    "those due after now only", CHECKPOINT_FILE)
+        return WheelScan(now, end)
+    return WheelScan(checkpoint.last_read_time_ms, checkpoint.last_timer_queue_offset)
+
+
+async def scan_wheel(store: MessageStore, scan: WheelScan, start: int, end: int) -> int:
+    """Hand the messages of RocketMQ's timer queue from ``start`` to ``end`` to ``scan`` (in
+    batches, yielding to the loop); how many there were."""
     offset, scanned = start, 0
     while offset < end:
         result = store.get_message("", TIMER_TOPIC, TIMER_QUEUE, offset, READ_BATCH)

@@ -7,9 +7,9 @@ time change's ``extraInfo``, is eight space-separated fields::
 
 RocketMQ's proxy adds a ninth, the message's CommitLog offset (its receipt handles carry it);
 fields past the eighth are ignored, as ``ExtraInfoUtil`` reads them by position. ``retry`` is 0
-for the topic itself (1 and 2 for RocketMQ's pop retry topics, which Bolide does
-not use). The client builds it from the pop answer's ``startOffsetInfo`` and ``msgOffsetInfo``:
-``retry queueId offset`` and ``retry queueId o1,o2,...`` per queue, joined by ``;``.
+for the topic itself, 1 and 2 for the group's pop retry topics ``%RETRY%<group>_<topic>`` and
+``%RETRY%<group>+<topic>``. The client builds it from the pop answer's ``startOffsetInfo`` and
+``msgOffsetInfo``: ``retry queueId offset`` and ``retry queueId o1,o2,...`` per queue, joined by ``;``.
 """
 
 from __future__ import annotations
@@ -73,17 +73,23 @@ def build_extra_info(
     )
 
 
-def start_offset_info(queues: Sequence[tuple[int, int]]) -> str:
-    """``startOffsetInfo`` of (queue id, first offset) pairs."""
-    return ";".join(f"{NORMAL_TOPIC} {queue_id} {start}" for queue_id, start in queues)
+QueueKey = int | tuple[str, int]  # a queue id of the topic, or (retry mark, queue id)
 
 
-def msg_offset_info(queues: Sequence[tuple[int, Sequence[int]]]) -> str:
-    """``msgOffsetInfo`` of (queue id, offsets in body order) pairs."""
-    return ";".join(
-        f"{NORMAL_TOPIC} {queue_id} {','.join(map(str, offsets))}" for queue_id, offsets in queues
-    )
+def _mark(key: QueueKey) -> str:
+    return f"{NORMAL_TOPIC} {key}" if isinstance(key, int) else f"{key[0]} {key[1]}"
 
+
+def start_offset_info(queues: Sequence[tuple[QueueKey, int]]) -> str:
+    """``startOffsetInfo`` of (queue, first offset) pairs; a queue is a queue id of the topic
+    or (retry mark, queue id) for a pop retry topic's queue."""
+    return ";".join(f"{_mark(queue)} {start}" for queue, start in queues)
+
+
+def msg_offset_info(queues: Sequence[tuple[QueueKey, Sequence[int]]]) -> str:
+    """``msgOffsetInfo`` of (queue, offsets in body order) pairs (queues as in
+    :func:`start_offset_info`)."""
+    return ";".join(f"{_mark(queue)} {','.join(map(str, offsets))}" for queue, offsets in queues)
 
 
 class Popped(Protocol):

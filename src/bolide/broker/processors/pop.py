@@ -8,7 +8,11 @@ first offset and the offsets of its messages: from those the client builds each 
 ``POP_CK`` (:mod:`bolide.protocol.pop_info`), which names the lease (``popTime`` and
 ``reviveQid`` carry its generation) when the client acknowledges it or changes its invisible
 time. Bolide writes no checkpoint or revive messages: leases live in memory (see
-:mod:`bolide.broker.pop`), as for the gRPC clients.
+:mod:`bolide.broker.pop`), as for the gRPC clients. A pop also takes from the group's pop retry
+topics of the topic when they exist (what RocketMQ 5 revived before Bolide took its store over):
+their records are answered as stored, under their topic's retry mark in the offset infos, as
+RocketMQ does with ``popResponseReturnActualRetryTopic``; the client acknowledges them in the
+retry topic.
 """
 
 from __future__ import annotations
@@ -47,7 +51,15 @@ from bolide.protocol.headers.pop import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
-from bolide.protocol.pop_info import msg_offset_info, parse_extra_info, start_offset_info
+from bolide.protocol.pop_info import (
+    NORMAL_TOPIC,
+    QueueKey,
+    msg_offset_info,
+    parse_extra_info,
+    real_topic,
+    retry_flag,
+    start_offset_info,
+)
 from bolide.remoting import NOT_NOW, NotNow, RequestContext
 from bolide.store import BrokerRole
 from bolide.store.record import reconsume_times_at
@@ -66,6 +78,17 @@ def gen_of(pop_time: int, revive_qid: int) -> int | None:
     """The lease generation a handle's ``popTime`` and ``reviveQid`` carry (None: not one of
     this broker's: RocketMQ's own revive queues, or an orderly pop's 999)."""
     return pop_time * 1000 + revive_qid if 0 <= revive_qid < 999 else None
+
+
+def pop_retry_topics(broker: BrokerController, group: str, topic: str) -> list[str]:
+    """The group's pop retry topics of ``topic`` that exist on the broker (RocketMQ 5 names
+    them ``%RETRY%<group>_<topic>``, or ``%RETRY%<group>+<topic>`` with enableRetryTopicV2)."""
+    names = (real_topic("1", topic, group), real_topic("2", topic, group))
+    return [name for name in names if broker.topics.get(name) is not None]
+
+
+def _id(queue: QueueKey) -> int:
+    return queue if isinstance(queue, int) else queue[1]
 
 
 def _queue_id(record: bytearray) -> int:
@@ -131,6 +154,7 @@ class PopProcessor:
         if isinstance(selection, RemotingCommand):
             return selection
         tags, record_filter = selection
+        retry_topics = pop_retry_topics(broker, header.consumer_group, header.topic)
         # from its arrival, not from the client's bornTime: a client whose clock is behind would
         # otherwise be answered at once, again and again (its own timeout is pollTime + 10 s)
         wait_ms = min(header.poll_time, MAX_POLL_MS)
@@ -150,6 +174,7 @@ class PopProcessor:
                     from_end=header.init_mode == CONSUME_INIT_MAX,
                     raw=True,
                     orderly=bool(header.order),
+                    retry_topics=retry_topics,
                 )
                 if found:
                     return self._found(request, header, found)
@@ -231,15 +256,19 @@ class PopProcessor:
     ) -> RemotingCommand:
         store = self.broker.store
         records: list[bytearray] = []
-        per_queue: dict[int, list[int]] = {}
+        per_queue: dict[QueueKey, list[int]] = {}
+        topics: dict[QueueKey, str] = {}
         for d in found:
             stored = d.message
             assert isinstance(stored, StoredRecord)  # popped with raw=True
             records.append(delivered_record(stored.record, d.attempt))
-            per_queue.setdefault(_queue_id(stored.record), []).append(stored.queue_offset)
+            queue_id = _queue_id(stored.record)
+            key: QueueKey = (retry_flag(d.stored_topic), queue_id) if d.stored_topic else queue_id
+            per_queue.setdefault(key, []).append(stored.queue_offset)
+            topics[key] = d.stored_topic or header.topic
         gen = found[0].gen
         rest = sum(
-            max(0, store.get_max_offset_in_queue(header.topic, q) - offsets[-1] - 1)
+            max(0, store.get_max_offset_in_queue(topics[q], _id(q)) - offsets[-1] - 1)
             for q, offsets in per_queue.items()
         )
         answer = PopMessageResponseHeader(
@@ -273,7 +302,7 @@ class PopProcessor:
         gen = gen_of(info.pop_time, info.revive_qid)
         if gen is None:
             raise ProtocolError(f"extraInfo {extra_info!r} names no pop of this broker")
-        return make_handle(queue_id, offset, gen)
+        return make_handle(queue_id, offset, gen, info.retry if info.retry in ("1", "2") else NORMAL_TOPIC)
 
     def _ack(self, request: RemotingCommand) -> RemotingCommand:
         header = request.read_header(AckMessageRequestHeader)
@@ -295,12 +324,15 @@ class PopProcessor:
         failed: list[str] = []
         for ack, acked in zip(body.acks, offsets, strict=True):
             gen = gen_of(ack.pop_time, ack.revive_queue_id)
+            topic = ack.topic  # the pop retry topic's name for a message stored there
+            if ack.retry != NORMAL_TOPIC and retry_flag(topic) == NORMAL_TOPIC:
+                topic = real_topic(ack.retry, topic, ack.consumer_group)
             for offset in acked:
                 if gen is None:
                     failed.append(f"{ack.topic}:{ack.queue_id}:{offset} (not a pop of this broker)")
                     continue
                 try:
-                    self.broker.pop.ack(ack.consumer_group, ack.topic, make_handle(ack.queue_id, offset, gen))
+                    self.broker.pop.ack(ack.consumer_group, topic, make_handle(ack.queue_id, offset, gen))
                 except ReceiptHandleError:
                     failed.append(f"{ack.topic}:{ack.queue_id}:{offset}")
         if failed:  # the others are acknowledged: RocketMQ answers a batch's refusals the same way

@@ -26,6 +26,7 @@ from bolide.broker.pop import (
     RecordFilter,
 )
 from bolide.broker.processors.consumer import property_filter_refusal
+from bolide.broker.processors.pop import pop_retry_topics
 from bolide.broker.processors.pull import sql_filter
 from bolide.broker.proxy.call import Call
 from bolide.broker.proxy.convert import (
@@ -137,6 +138,7 @@ class GrpcConsumer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, poll)
         pop = self.pop
+        retry_topics = pop_retry_topics(broker, group, topic)  # what RocketMQ revived before a takeover
         while True:
             fut = pop.watch(topic)
             try:
@@ -149,6 +151,7 @@ class GrpcConsumer:
                     tags=tags,
                     record_filter=record_filter,
                     renew_for=renew_for,
+                    retry_topics=retry_topics,
                 )
                 left = deadline - loop.time()
                 if found or left <= 0 or fut is None:
