@@ -225,3 +225,58 @@ def test_queues_with_nothing_out_are_forgotten_past_the_bound(store, tmp_path, m
     h.pop.ack(G, T, a.handle)
     h.pop.ack(G, T, c.handle)
     assert [h.offsets.query(G, T, q) for q in range(3)] == [1, 1, 1]
+
+
+R1, R2 = f"%RETRY%{G}_{T}", f"%RETRY%{G}+{T}"  # the group's pop retry topics (V1, V2)
+
+
+def test_a_receive_takes_the_pop_retry_topics_too(store, tmp_path, monkeypatch) -> None:
+    fill(store, {0: [b"a"]})
+    assert store.put_message(Message(R1, b"revived", properties={"REAL_TOPIC": "x"}), 0, reconsume_times=1).ok
+    assert store.wait_dispatched(10)  # R2 (RocketMQ's enableRetryTopicV2) has no queue here
+    h = Harness(store, tmp_path)
+    monkeypatch.setattr("bolide.broker.pop.random.randrange", lambda n: 99)  # the topic first
+    got = h.take(queues=(0,), retry_topics=(R1, R2))
+    assert [(d.message.body, d.message.topic, d.attempt, d.stored_topic) for d in got] == [
+        (b"a", T, 1, ""), (b"revived", T, 2, R1)]
+    assert [d.handle.count(":") for d in got] == [2, 3]  # the retry topic's mark
+    for d in got:  # acknowledged naming the topic, as the gRPC clients do
+        h.pop.ack(G, T, d.handle)
+    assert (h.offsets.query(G, T, 0), h.offsets.query(G, R1, 0)) == (1, 1)
+    assert h.pop.in_flight == 0
+    monkeypatch.setattr("bolide.broker.pop.random.randrange", lambda n: 0)  # the retry topics first
+    assert store.put_message(Message(R1, b"again"), 0).ok and store.put_message(Message(T, b"b"), 0).ok
+    assert store.wait_dispatched(10)
+    assert [d.message.body for d in h.take(1, retry_topics=(R1,))] == [b"again"]
+    assert [d.message.body for d in h.take(1, retry_topics=(R1,), orderly=True)] == [b"b"]  # FIFO: not
+
+
+def test_a_retry_topic_message_changed_keeps_its_mark(store, tmp_path) -> None:
+    assert store.put_message(Message(R1, b"r"), 0).ok
+    assert store.wait_dispatched(10)
+    h = Harness(store, tmp_path)
+    (r,) = h.take(retry_topics=(R1,))
+    changed = h.pop.change_invisible(G, R1, r.handle, 0)  # named by the retry topic, as remoting does
+    assert changed.endswith(":1")
+    (back,) = h.take(retry_topics=(R1,))
+    h.pop.ack(G, T, back.handle)
+    assert h.offsets.query(G, R1, 0) == 1
+
+
+def test_an_adopted_lease_is_out_until_its_time_and_acknowledges_with_its_generation(store, tmp_path) -> None:
+    fill(store, {0: [b"a", b"b", b"c", b"d"]})
+    h = Harness(store, tmp_path)
+    h.offsets.commit(G, T, 0, 4)  # another broker handed out all four
+    gen_b, gen_c = 1_700_000_000_000_003, 1_700_000_000_500_003
+    assert h.pop.adopt(G, T, 0, 1, gen_b, 5_000) and h.pop.adopt(G, T, 0, 2, gen_c, 20_000)
+    assert not h.pop.adopt(G, T, 0, 2, gen_c, 20_000)  # once
+    assert not h.pop.adopt(G, T, 0, 4, gen_c, 20_000)  # at the group's offset: handed out as new
+    assert h.offsets.query(G, T, 0) == 1 and h.pop.in_flight == 2  # a restart hands b out again
+    assert h.take() == []
+    h.pop.ack(G, T, f"0:2:{gen_c:x}")  # the other broker's consumer acknowledges c
+    h.clock.now += 5.1
+    (b,) = h.take()
+    assert (b.message.body, b.attempt) == (b"b", 2)
+    h.pop.ack(G, T, b.handle)
+    assert h.offsets.query(G, T, 0) == 4 and h.pop.in_flight == 0
+    assert not h.pop.adopt(G, "Gone", 0, 0, gen_b, 1000)  # no such message
