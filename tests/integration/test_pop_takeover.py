@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bolide.broker.pop_takeover import ReviveTakeoverMark
 from bolide.broker.timer_takeover import TakeoverMark
+from bolide.client import ConsumeFrom, MessageExt, SimpleConsumer
 from bolide.common import Message
 from bolide.common import properties as P
 from bolide.common.topic import TIMER_TOPIC
@@ -118,3 +119,37 @@ def test_the_broker_hands_out_what_rocketmqs_pops_left_unacknowledged_once(tmp_p
     assert TakeoverMark.in_store(root).load()
     asyncio.run(asyncio.wait_for(second_start(), 60))
 
+
+
+def test_a_simple_consumer_receives_what_rocketmq_revived_into_the_pop_retry_topic(tmp_path: Path) -> None:
+    """POP_MESSAGE answers the retry topic's record under its retry mark; the client acknowledges
+    it there."""
+    root = tmp_path / "store"
+    retry = f"%RETRY%{G}_{T}"
+    with MessageStore(store_config(root)) as store:
+        assert store.put_message(Message(T, b"new"), 0).ok
+        # PopReviveService.reviveRetry: queue 0 of the retry topic, reconsume times one higher
+        revived = Message(retry, b"revived", tags="A", properties={"1ST_POP_TIME": "1716000000123"})
+        assert store.put_message(revived, 0, reconsume_times=1).ok
+        assert store.wait_dispatched(10)
+    topics = TopicConfigManager.in_store(root)
+    for name in (T, retry):
+        topics.put(TopicConfig(topic_name=name, read_queue_nums=1, write_queue_nums=1))
+    topics.persist()
+
+    async def start() -> None:
+        async with running_servers(root) as s:
+            consumer = SimpleConsumer(f"127.0.0.1:{s.namesrv.port}", G, {T: "*"},
+                                      consume_from=ConsumeFrom.FIRST_OFFSET)
+            async with consumer:
+                got: list[MessageExt] = []
+                async with asyncio.timeout(10):
+                    while len(got) < 2:
+                        got += await consumer.receive(16, await_duration_ms=1000)
+                assert sorted((m.body, m.topic, m.reconsume_times) for m in got) == [
+                    (b"new", T, 0), (b"revived", T, 1)]
+                for m in got:
+                    await consumer.ack(m)
+            assert (s.broker.offsets.query(G, T, 0), s.broker.offsets.query(G, retry, 0)) == (1, 1)
+
+    asyncio.run(asyncio.wait_for(start(), 60))
