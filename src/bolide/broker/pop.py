@@ -419,7 +419,7 @@ class PopService:
         key, q, offset, lease = self._leased(group, topic, handle)
         if lease is None:
             return True
-        msg = self._read_one(topic, key[2], offset)
+        msg = self._read_one(key[1], key[2], offset)  # a pop retry topic's, for a handle of one
         if msg is not None:
             msg.reconsume_times = max(msg.reconsume_times, lease.attempt - 1)
             if not self.dead_letter(group, msg):

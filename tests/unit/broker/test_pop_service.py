@@ -261,6 +261,12 @@ def test_a_retry_topic_message_changed_keeps_its_mark(store, tmp_path) -> None:
     (back,) = h.take(retry_topics=(R1,))
     h.pop.ack(G, T, back.handle)
     assert h.offsets.query(G, R1, 0) == 1
+    fill(store, {0: [b"t0"]})  # offset 0 of the topic too: the DLQ must get the retry topic's
+    assert store.put_message(Message(R1, b"r2"), 0).ok and store.wait_dispatched(10)
+    h.take(1)
+    (r2,) = h.take(retry_topics=(R1,))
+    assert h.pop.dead_letter_now(G, T, r2.handle)
+    assert [m.body for _, m in h.dead] == [b"r2"] and h.offsets.query(G, R1, 0) == 2
 
 
 def test_an_adopted_lease_is_out_until_its_time_and_acknowledges_with_its_generation(store, tmp_path) -> None:
