@@ -33,6 +33,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bolide.broker.pop import PopService
@@ -60,7 +61,7 @@ class ReviveTakeoverMark(JsonConfigFile):
     FILE_NAME = "popReviveTakeover.json"
     WHAT = "how far RocketMQ's pop revive log was taken over"
 
-    def __init__(self, path: Any) -> None:
+    def __init__(self, path: str | Path) -> None:
         super().__init__(path)
         self.timer_queue_offset = 0
         self.revive_offsets: dict[str, dict[int, int]] = {}
