@@ -2,10 +2,10 @@
 consumer (asking for some messages again) and an admin (stats, progress, routes, queries,
 offset resets, reads, and topics deleted and created again under the others) all at once against
 one broker for a few seconds (longer on a slow machine, until the admin has deleted a few topics
-and enough sends after the last deletion were acknowledged). Nothing may fail with anything but a BolideError or log a
-traceback; every acknowledged send that started after the last deletion of its topic had
-finished is read back at its queue offset with its body (a deletion takes the topic's messages
-with it); the store verifies."""
+and enough sends after the last deletion were acknowledged). Nothing may fail with anything but
+a BolideError or log a traceback; every acknowledged send that started after the last deletion
+of its topic had finished is read back at its queue offset with its body (a deletion takes the
+topic's messages with it); the store verifies."""
 
 from __future__ import annotations
 
