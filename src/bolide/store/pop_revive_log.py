@@ -30,6 +30,8 @@ REVIVE_GROUP = "CID_RMQ_SYS_REVIVE_GROUP"
 CK_TAG, ACK_TAG, BATCH_ACK_TAG = "ck", "ack", "bAck"
 ACK_TIME_INTERVAL_MS = 1000  # a checkpoint is due this long before its revive time
 ORDER_REVIVE_QID = 999  # orderly pops write no checkpoints (their offset waits for the acks)
+# PopCheckPoint's num is a byte (a pop takes at most 32 messages); more is a damaged record
+MAX_CHECKPOINT_MESSAGES = 255
 
 
 def revive_topic(cluster: str) -> str:
@@ -88,7 +90,7 @@ def _int(obj: dict[str, Any], short: str, long: str | None = None, default: int 
     value = _field(obj, short, long)
     if value is None and default is not None:
         return default
-    if isinstance(value, str) and value.lstrip("-").isdecimal():
+    if isinstance(value, str) and value.lstrip("-").isdecimal() and len(value) <= 20:
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool):
         raise ReviveRecordError(f"field {short!r} is {value!r}, not a whole number")
@@ -127,6 +129,9 @@ def decode_checkpoint(body: bytes | bytearray | memoryview, default_broker: str)
     obj = _json(body)
     start = _int(obj, "so")
     num = _int(obj, "n", default=0)
+    if not 0 <= num <= MAX_CHECKPOINT_MESSAGES:
+        raise ReviveRecordError(f"field 'n' is {num}: a checkpoint holds 0 to "
+                                f"{MAX_CHECKPOINT_MESSAGES} messages")
     diffs = obj.get("d")
     if diffs:
         if not _whole_numbers(diffs):

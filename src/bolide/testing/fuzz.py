@@ -1,7 +1,9 @@
 """Coverage-guided fuzzing (atheris, libFuzzer) of the decoders that read bytes from outside:
 the frame splitter, both header codecs, the command decoder, the broker's property rewrite,
 the CommitLog scan of recovery and dispatch, the pull path's choice of ConsumeQueue entries,
-the Spark readers' record decoder and the SQL92 selectors consumers subscribe with. The
+the Spark readers' record decoder, the SQL92 selectors consumers subscribe with, and the logs
+read back at start (the controllers' event and Raft logs, RocketMQ's pop revive records) with
+the controllers' Raft messages. The
 compiled twins (``bolide.protocol._codec``, ``bolide.store._fastscan``) run beside their Python
 versions on every input, so a crash in C ends the run with the input that caused it, and any
 difference between the two is a failure.
@@ -335,6 +337,53 @@ def _seed_sql92() -> list[bytes]:
 PLAIN_IMPORTS: dict[str, tuple[str, ...]] = {"properties": ("bolide.broker.processors.send",),
                                              "records": ("bolide.store",)}
 
+def _logs() -> TargetFn:
+    """The durable logs a broker or controller reads back at start, and the controllers' Raft
+    messages: the first byte picks the decoder, the rest is its input."""
+    from bolide.controller import event_log
+    from bolide.controller.raft import messages, storage
+    from bolide.errors import ProtocolError
+    from bolide.store import pop_revive_log as revive
+
+    def target(data: bytes) -> None:
+        if not data:
+            return
+        which, rest = data[0] % 6, data[1:]
+        if which == 0:
+            with contextlib.suppress(ProtocolError):
+                messages.decode_message(rest)
+        elif which in (1, 2):  # a log stops at its first bad record, and says why
+            read = storage.read_records if which == 1 else event_log.read_records
+            _, good, why = read(rest)
+            if good > len(rest) or (good < len(rest)) != bool(why):
+                raise AssertionError(f"log read {good} of {len(rest)} bytes, reason {why!r}")
+        else:
+            tag = (revive.CK_TAG, revive.ACK_TAG, revive.BATCH_ACK_TAG)[which - 3]
+            with contextlib.suppress(revive.ReviveRecordError):
+                revive.decode_record(tag, rest, "broker-a")
+
+    return target
+
+
+def _seed_logs() -> list[bytes]:
+    from bolide.controller.event_log import encode_record as event_record
+    from bolide.controller.events import ElectMaster
+    from bolide.controller.raft import messages as m
+    from bolide.controller.raft.storage import encode_record as raft_record
+
+    entries = (m.LogEntry(2, b""), m.LogEntry(2, b'[{"type":"ELECT_MASTER"}]'))
+    return [
+        b"\x00" + m.encode_message(m.AppendRequest(3, "n0", 5, 2, entries, 4)),
+        b"\x00" + m.encode_message(m.SnapshotRequest(3, "n0", 9, 2, b'{"groups":[]}')),
+        b"\x01" + raft_record(1, entries[0]) + raft_record(2, entries[1]),
+        b"\x02" + event_record(ElectMaster("b", 1)) + event_record(ElectMaster("b", None)),
+        b"\x03" + b'{"so":10,"n":3,"d":[0,1,4],"pt":1700000000000,"it":30000,"c":"g","t":"T",'
+                   b'"q":1,"bm":0,"bn":"broker-a","ro":7,"rq":0}',
+        b"\x04" + b'{"ao":11,"so":10,"c":"g","t":"T","q":1,"pt":1700000000000,"bn":"broker-a","rq":0}',
+        b"\x05" + b'{"aol":[11,13],"so":10,"c":"g","t":"T","q":1,"pt":1700000000000,"rq":0}',
+    ]
+
+
 TARGETS: dict[str, tuple[Callable[[], TargetFn], Callable[[], list[bytes]]]] = {
     "frames": (_frames, _seed_frames),
     "json-header": (_json_header, lambda: _seed_headers(0)),
@@ -345,6 +394,7 @@ TARGETS: dict[str, tuple[Callable[[], TargetFn], Callable[[], list[bytes]]]] = {
     "scan": (_scan, _seed_records),
     "select": (_select, _seed_select),
     "sql92": (_sql92, _seed_sql92),
+    "logs": (_logs, _seed_logs),
 }
 
 

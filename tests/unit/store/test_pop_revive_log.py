@@ -60,6 +60,11 @@ def test_acks_single_and_batch_and_with_long_field_names() -> None:
     ("ck", b'{"so":1,"pt":2,"it":3,"q":0,"t":"T","c":"g","n":2,"d":[0,"x"]}', "'d'"),
     ("bAck", b'{"aol":"1,2","so":1,"pt":2,"q":0,"t":"T","c":"g"}', "'aol'"),
     ("ack", b'{"so":1,"pt":2,"q":0,"t":"T","c":"g"}', "'ao'"),
+    # a damaged count would have the takeover list a trillion offsets
+    ("ck", b'{"so":1,"pt":2,"it":3,"q":0,"t":"T","c":"g","n":1000000000000}', "holds 0 to 255 messages"),
+    ("ck", b'{"so":1,"pt":2,"it":3,"q":0,"t":"T","c":"g","n":-1}', "holds 0 to 255 messages"),
+    # a number too long for an int() of its text
+    ("ack", b'{"so":"' + b"9" * 5000 + b'","ao":1,"pt":2,"q":0,"t":"T","c":"g"}', "'so'"),
 ])
 def test_bodies_that_are_not_records_raise_naming_the_field(tag: str, body: bytes, why: str) -> None:
     with pytest.raises(ReviveRecordError, match=why):
