@@ -3,7 +3,11 @@ master and a real Apache RocketMQ 5.3.3 broker as its slave. The RocketMQ broker
 Bolide master's CommitLog with RocketMQ's AutoSwitch HA until the Bolide master reports it in
 sync (ALTER_SYNC_STATE_SET); sends are then acknowledged once both hold them
 (``allAckInSyncStateSet``). Then the Bolide master stops: the controller elects the RocketMQ
-broker, which takes sends and serves every message the Bolide master had acknowledged.
+broker, which takes sends and serves every message the Bolide master had acknowledged. The other
+way round next: the Bolide broker comes back on its store as the RocketMQ master's slave (the
+AutoSwitch HA of a Bolide slave under a RocketMQ master), is reported in sync, and when the
+RocketMQ broker is SIGKILLed the controller elects it again; it serves every message either
+master acknowledged.
 
 Needs java and the cached RocketMQ 5.3.3 jars (``make interop-deps``).
 """
@@ -18,6 +22,7 @@ from test_controller_rocketmq import (
     BROKER_NAME,
     CLUSTER,
     TIMEOUT,
+    TOPIC,
     _send,
     _settings,
     new_master_serves,
@@ -25,6 +30,7 @@ from test_controller_rocketmq import (
 )
 
 from bolide.broker import BrokerConfig, BrokerController
+from bolide.client import Admin
 from bolide.remoting import run
 from bolide.store import StoreConfig
 from bolide.testing import rocketmq as rmqmod
@@ -65,6 +71,7 @@ async def _scenario(tmp_path: Path) -> None:
     master = _bolide_broker(tmp_path / "bolide", ns_addr, controller.address)
     slave = RocketMQ(VERSION, tmp_path / "rmq", namesrv_port=namesrv.port)
     started = False
+    back: BrokerController | None = None
     try:
         await master.start()
         await wait_until(lambda: controller.state.get(BROKER_NAME) is not None
@@ -86,9 +93,35 @@ async def _scenario(tmp_path: Path) -> None:
         await master.close()  # its controller connection drops: the RocketMQ broker is elected
         await wait_until(lambda: group.master_broker_id == 2, TIMEOUT)
         await new_master_serves(ns_addr, slave.broker_addr, 20)
+
+        # the Bolide broker comes back as the RocketMQ master's slave and catches up
+        back = _bolide_broker(tmp_path / "bolide", ns_addr, controller.address)
+        await back.start()
+        await wait_until(lambda: group.sync_state_set == {1, 2}, TIMEOUT)
+        more = await _send(ns_addr, "more", 10)  # acknowledged once the Bolide slave has them
+        assert set(more) == {BROKER_NAME}
+        await asyncio.to_thread(slave.kill_broker)  # SIGKILL: the Bolide broker is elected
+        started = False
+        await wait_until(lambda: group.master_broker_id == 1 and group.master_epoch == 3, TIMEOUT)
+        async with Admin(ns_addr) as admin:
+            async with asyncio.timeout(TIMEOUT):  # the Bolide broker routed as master again
+                while not any(bd.broker_addrs.get(0) == back.broker_addr
+                              for bd in (await admin.topic_route(TOPIC)).broker_datas):
+                    await asyncio.sleep(0.2)
+            last = await _send(ns_addr, "last", 5)
+            assert set(last) == {BROKER_NAME}
+            bodies: list[str] = []
+            for mq, _addr in await admin.queues(TOPIC):
+                bodies += [m.body.decode() for m in await admin.read_messages(mq, 0, 200)]
+        expected = [f"{tag}-{i}" for tag, n in (("before", 20), ("after", 10), ("more", 10), ("last", 5))
+                    for i in range(n)]
+        assert sorted(bodies) == sorted(expected)  # each acknowledged message once, none lost
+        await back.close()
     finally:
         if started:
             await asyncio.to_thread(slave.kill_broker)
         await master.close()
+        if back is not None:
+            await back.close()
         await controller.close()
         await namesrv.close()
