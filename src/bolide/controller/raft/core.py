@@ -348,6 +348,8 @@ class RaftNode:
                 self.match_index[sender] = reply.match_index
             self.next_index[sender] = max(self.next_index[sender], self.match_index[sender] + 1)
             self._advance_commit()
+            if self.next_index[sender] <= self.last_index:  # more to send: at once, not at the next tick
+                self._send_append(sender)
         else:
             self.next_index[sender] = max(self.match_index[sender] + 1, min(self.next_index[sender] - 1,
                                                                              reply.match_index + 1))

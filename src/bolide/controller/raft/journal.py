@@ -15,7 +15,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from bolide.common.waiting import cancel_and_wait, wait_for
 from bolide.controller.config import Peer
@@ -212,6 +212,11 @@ class RaftJournal:
         ``reply_to`` is returned instead of sent."""
         node = self.node
         assert node is not None
+        # A leader's appends leave before its own fsync (they overlap the followers'): no entry
+        # counts as committed before that fsync, as replies are stepped under the lock held here.
+        # Votes and replies leave only once what they promise is on disk.
+        early = [(p, m) for p, m in ready.messages if isinstance(m, AppendRequest | SnapshotRequest)]
+        self._send(early)
         if ready.hard_state or ready.truncate_from is not None or ready.appended or ready.snapshot:
             entries = list(node.entries) if ready.snapshot is not None else []
             try:
@@ -243,12 +248,21 @@ class RaftJournal:
                                     data, list(node.entries))
         self._leadership_changed()
         reply = None
+        later = []
         for peer, message in ready.messages:
             if reply is None and peer == reply_to and isinstance(message, REPLIES):
                 reply = message
-            elif peer not in self._in_flight:
-                self._in_flight[peer] = asyncio.get_running_loop().create_task(self._exchange(peer, message))
+            elif not isinstance(message, AppendRequest | SnapshotRequest):
+                later.append((peer, message))
+        self._send(later)
         return reply
+
+    def _send(self, messages: Sequence[tuple[str, Message]]) -> None:
+        """Send each message as a request, unless one is in flight to its peer (dropped then:
+        the next tick sends what is still needed)."""
+        for peer, message in messages:
+            if peer not in self._in_flight:
+                self._in_flight[peer] = asyncio.get_running_loop().create_task(self._exchange(peer, message))
 
     def _persist(self, ready: Ready, entries: list[LogEntry]) -> None:
         """Make ``ready`` durable; ``entries``: the log after a received snapshot."""
