@@ -13,7 +13,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from bolide.cli.main import cli
 from bolide.controller import ControllerServer
 from bolide.controller.raft import journal as raft_journal
 from bolide.protocol.bodies.controller import SyncStateSet
@@ -201,3 +203,13 @@ async def _disk_fails(tmp_path: Path) -> None:
             assert second.state.get("b") is not None
         finally:
             await broker.close()
+
+
+def test_a_peer_of_a_group_keeps_the_port_of_its_entry(tmp_path: Path) -> None:
+    """`bolide controller -p` would listen where neither the peers nor the brokers look."""
+    conf = tmp_path / "controller.conf"
+    conf.write_text("controllerDLegerPeers=n0-127.0.0.1:19878;n1-127.0.0.1:19879;n2-127.0.0.1:19880\n"
+                    f"controllerDLegerSelfId=n1\ncontrollerStorePath={tmp_path / 'ctrl'}\n")
+    result = CliRunner().invoke(cli, ["controller", "-c", str(conf), "-p", "20000"])
+    assert result.exit_code == 2
+    assert "differs from this controller's controllerDLegerPeers entry (n1-127.0.0.1:19879)" in result.output

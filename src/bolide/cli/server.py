@@ -195,6 +195,11 @@ def controller(conf: str | None, port: int | None) -> None:
     """Run a controller: RocketMQ 5 controller mode's master elections (alone, or one of a group
     of controllerDLegerPeers replicating their state with Raft)."""
     config = ControllerConfig.from_properties(conf) if conf else ControllerConfig()
+    own = config.self_peer("")
+    if port is not None and len(config.peers) > 1 and port != own.port:
+        raise click.UsageError(f"--port {port} differs from this controller's controllerDLegerPeers entry "
+                               f"({own.peer_id}-{own.address}), where its peers and brokers reach it: "
+                               "change the entry in every peer's config instead")
     config_file = None  # where UPDATE_CONTROLLER_CONFIG writes: configStorePath if set, else the file
     if conf:
         named = "configStorePath" in parse_properties(Path(conf).read_text(encoding="utf-8"))
