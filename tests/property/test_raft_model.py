@@ -208,3 +208,38 @@ def test_a_long_random_run_commits_many_entries() -> None:
     assert len(cluster.committed) > 200
     assert cluster.seen["SnapshotRequest"] > 0 and cluster.seen["truncation"] > 0, cluster.seen
     assert len(cluster.leaders) > 10
+
+
+def _run(cluster: Cluster, rounds: int) -> None:
+    """Time passes in small steps, every message sent is delivered (or dropped at the cut)."""
+    for _ in range(rounds):
+        cluster.now += 20
+        for node in cluster.nodes.values():
+            if node is not None:
+                node.tick(cluster.now)
+                cluster.drain(node.id)
+        while cluster.in_flight:
+            sender, to, message = cluster.in_flight.pop(0)
+            node = cluster.nodes[to]
+            if node is not None and (sender in cluster.cut) == (to in cluster.cut):
+                node.step(sender, message, cluster.now)
+                cluster.drain(to)
+
+
+def test_a_peer_cut_off_and_back_does_not_depose_the_leader() -> None:
+    """Pre-votes: a follower cut off for many election timeouts asks in vain and never raises
+    its term; back, it follows the leader, whose term and leadership stay."""
+    cluster = Cluster(3, 5)
+    _run(cluster, 100)
+    leaders = [n for n in cluster.nodes.values() if n is not None and n.role is Role.LEADER]
+    assert len(leaders) == 1
+    leader, term = leaders[0], leaders[0].term
+    away = next(n for n in cluster.nodes.values() if n is not None and n is not leader)
+    cluster.cut = {away.id}
+    _run(cluster, 500)  # 10 s: a dozen election timeouts
+    assert away.term == term and away.role is Role.PRE_CANDIDATE
+    assert leader.role is Role.LEADER and leader.term == term
+    cluster.cut = set()
+    _run(cluster, 100)
+    assert leader.role is Role.LEADER and leader.term == term
+    assert away.role is Role.FOLLOWER and away.leader_id == leader.id and away.term == term

@@ -7,7 +7,10 @@ Leader election with randomized timeouts, log replication with the consistency c
 of entries of the leader's own term by a majority (a new leader commits a no-op first),
 snapshots for followers behind the compacted log, and a leader that steps down when it has
 not heard from a majority for an election timeout (so that an isolated leader stops answering
-as one).
+as one). Elections start with a pre-vote (the thesis' section 9.6): a peer whose leader fell
+silent first asks whether a majority would vote for it, without changing any term, and peers
+that heard from their leader within the minimum election timeout say no; so a peer cut off
+for a while and back does not depose a working leader with its higher term.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ MAX_ENTRIES_PER_APPEND = 256
 
 class Role(enum.Enum):
     FOLLOWER = "follower"
+    PRE_CANDIDATE = "pre-candidate"
     CANDIDATE = "candidate"
     LEADER = "leader"
 
@@ -106,6 +110,7 @@ class RaftNode:
         self.commit_index = self.snapshot_index
         self.applied_index = self.snapshot_index
         self.votes: set[str] = set()
+        self.last_leader_contact: int | None = None  # when the current leader last reached us
         self.next_index: dict[str, int] = {}
         self.match_index: dict[str, int] = {}
         self.last_ack: dict[str, int] = {}
@@ -175,6 +180,17 @@ class RaftNode:
         self.votes = set()
         self._reset_election(now)
 
+    def _start_pre_vote(self, now: int) -> None:
+        self.role = Role.PRE_CANDIDATE
+        self.leader_id = None
+        self.votes = {self.id}
+        self._reset_election(now)
+        if len(self.votes) >= self.quorum:
+            self._start_election(now)
+            return
+        request = VoteRequest(self.term + 1, self.id, self.last_index, self.last_term, pre=True)
+        self._ready.messages.extend((peer, request) for peer in self.others)
+
     def _start_election(self, now: int) -> None:
         self.role = Role.CANDIDATE
         self.leader_id = None
@@ -212,7 +228,7 @@ class RaftNode:
                     if self.next_index[peer] <= self.last_index:
                         self._send_append(peer)
         elif now >= self._election_deadline:
-            self._start_election(now)
+            self._start_pre_vote(now)
 
     def propose(self, data: bytes) -> int:
         """Append ``data`` as leader and send it; its index. NotLeaderError elsewhere."""
@@ -228,7 +244,10 @@ class RaftNode:
         """Handle a message from ``sender`` (a peer id)."""
         if sender not in self.others:
             return
-        if message.term > self.term:
+        # a pre-vote, and a pre-vote granted, carry a term nobody is in yet
+        hypothetical = (isinstance(message, VoteRequest) and message.pre) or (
+            isinstance(message, VoteReply) and message.pre and message.granted)
+        if message.term > self.term and not hypothetical:
             leader = message.leader if isinstance(message, AppendRequest | SnapshotRequest) else None
             self._become_follower(message.term, leader, now)
         match message:
@@ -270,6 +289,14 @@ class RaftNode:
     # -- votes ----------------------------------------------------------------------------
     def _on_vote_request(self, sender: str, request: VoteRequest, now: int) -> None:
         up_to_date = (request.last_term, request.last_index) >= (self.last_term, self.last_index)
+        if request.pre:
+            heard = (self.role is Role.LEADER or (
+                self.leader_id is not None and self.last_leader_contact is not None
+                and now - self.last_leader_contact < self.timing.election_min_ms))
+            granted = request.term > self.term and up_to_date and not heard
+            reply = VoteReply(request.term if granted else self.term, self.id, granted, pre=True)
+            self._ready.messages.append((sender, reply))
+            return
         granted = (request.term == self.term and self.voted_for in (None, request.candidate)
                    and up_to_date and self.role is not Role.LEADER)
         if granted:
@@ -278,6 +305,12 @@ class RaftNode:
         self._ready.messages.append((sender, VoteReply(self.term, self.id, granted)))
 
     def _on_vote_reply(self, sender: str, reply: VoteReply, now: int) -> None:
+        if reply.pre:
+            if self.role is Role.PRE_CANDIDATE and reply.granted and reply.term == self.term + 1:
+                self.votes.add(sender)
+                if len(self.votes) >= self.quorum:
+                    self._start_election(now)
+            return
         if self.role is not Role.CANDIDATE or reply.term != self.term or not reply.granted:
             return
         self.votes.add(sender)
@@ -311,6 +344,7 @@ class RaftNode:
         if self.role is not Role.FOLLOWER or self.leader_id != request.leader:
             self._become_follower(request.term, request.leader, now)
         self._reset_election(now)
+        self.last_leader_contact = now
         prev, entries = request.prev_index, request.entries
         if prev < self.snapshot_index:  # entries up to the snapshot are committed here already
             skip = min(len(entries), self.snapshot_index - prev)
@@ -370,6 +404,7 @@ class RaftNode:
         if self.role is not Role.FOLLOWER or self.leader_id != request.leader:
             self._become_follower(request.term, request.leader, now)
         self._reset_election(now)
+        self.last_leader_contact = now
         if request.last_index > self.commit_index:
             if self.term_at(request.last_index) == request.last_term:
                 del self.entries[:request.last_index - self.snapshot_index]  # keep what follows

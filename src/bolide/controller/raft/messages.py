@@ -28,10 +28,14 @@ class LogEntry:
 
 @dataclass(frozen=True, slots=True)
 class VoteRequest:
+    """A candidate's request for a vote in ``term``; ``pre``: a pre-vote (would the peer vote
+    for it in ``term``? nobody changes term or vote for it)."""
+
     term: int
     candidate: str
     last_index: int
     last_term: int
+    pre: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +43,7 @@ class VoteReply:
     term: int
     voter: str
     granted: bool
+    pre: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +127,9 @@ def decode_message(body: bytes) -> Message:
         for name in ("term", "last_index", "last_term", "prev_index", "prev_term", "commit", "match_index"):
             if name in values and (type(values[name]) is not int or values[name] < 0):
                 raise ValueError(f"{name} is not a non-negative integer")
+        for name in ("granted", "success", "pre"):
+            if name in values and type(values[name]) is not bool:
+                raise ValueError(f"{name} is not true or false")
         message: Message = cls(**values)
     except (ValueError, KeyError, TypeError) as exc:
         raise ProtocolError(f"not a controller peer's Raft message ({exc}): {body[:80]!r}") from None
