@@ -35,7 +35,7 @@ lint: $(STAMP)
 		src/bolide/protocol/pop_info.py src/bolide/broker/auth src/bolide/broker/processors/auth_admin.py \
 		src/bolide/broker/replicas src/bolide/broker/processors/replicas.py src/bolide/store/broker_identity.py \
 		src/bolide/protocol/bodies/auth.py src/bolide/protocol/headers/auth.py \
-		src/bolide/broker/metrics src/bolide/broker/timer_takeover.py src/bolide/store/timer_checkpoint.py \
+		src/bolide/broker/metrics src/bolide/metrics src/bolide/broker/timer_takeover.py src/bolide/store/timer_checkpoint.py \
 		src/bolide/broker/pop_takeover.py src/bolide/store/pop_revive_log.py \
 		src/bolide/store/epoch_file.py src/bolide/store/controller_mode.py src/bolide/broker/ha/autoswitch \
 		src/bolide/broker/admin_create.py src/bolide/broker/processors/admin_lists.py \

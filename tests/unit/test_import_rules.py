@@ -13,18 +13,20 @@ ALLOWED = {
     "store": {"common"},
     "protocol": {"common"},
     "remoting": {"common", "protocol"},
-    "controller": {"common", "protocol", "remoting"},
+    # Prometheus' text and its HTTP endpoint, shared by the broker and the controller
+    "metrics": {"common"},
+    "controller": {"common", "protocol", "remoting", "metrics"},
     # enableControllerInNamesrv runs a controller beside the NameServer
     "namesrv": {"common", "protocol", "remoting", "controller"},
-    "broker": {"common", "protocol", "remoting", "store"},
+    "broker": {"common", "protocol", "remoting", "store", "metrics"},
     "client": {"common", "protocol", "remoting"},
     "spark": {"common", "client", "store"},
     "cli": {"common", "store", "protocol", "remoting", "namesrv", "controller", "broker", "client",
-            "spark", "testing"},
+            "spark", "testing", "metrics"},
     # test helpers sit at the top beside cli (nothing imports them); the fuzzer's record
     # targets exercise the Spark readers' decoder
     "testing": {"common", "store", "protocol", "remoting", "namesrv", "controller", "broker", "client",
-                "spark"},
+                "spark", "metrics"},
 }
 NETWORK_MODULES = {"socket", "asyncio", "selectors", "ssl", "http", "urllib"}
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from bolide.common.config_file import PropertiesConfig, config_field
 from bolide.errors import ConfigError
+from bolide.metrics import settings as metrics_settings
 
 _key = config_field
 
@@ -150,13 +151,11 @@ class BrokerConfig(PropertiesConfig):
 
     def metrics_exporter(self) -> str:
         """metricsExporterType by name (RocketMQ takes its ordinal too)."""
-        names = ("DISABLE", "OTLP_GRPC", "PROM", "LOG")
-        value = self.metrics_exporter_type.strip().upper()
-        return names[int(value)] if value.isdecimal() and int(value) < len(names) else value
+        return metrics_settings.exporter_name(self.metrics_exporter_type)
 
     def metrics_labels(self) -> dict[str, str]:
         """metricsLabel's pairs."""
-        return dict(pair.split(":", 1) for pair in self.metrics_label.split(",") if pair)
+        return metrics_settings.parse_labels(self.metrics_label)
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -193,18 +192,10 @@ class BrokerConfig(PropertiesConfig):
         if self.enable_slave_acting_master:
             raise ConfigError("enableSlaveActingMaster=true is not offered: use controller mode "
                               "(enableControllerMode=true) for failover, or set it to false")
-        if self.metrics_exporter() not in ("DISABLE", "PROM", "OTLP_GRPC", "LOG"):
-            raise ConfigError(f"metricsExporterType={self.metrics_exporter_type} is none of DISABLE, "
-                              "PROM, OTLP_GRPC, LOG (or 0 to 3)")
-        if not 0 <= self.metrics_prom_exporter_port <= 65535:
-            raise ConfigError(f"metricsPromExporterPort={self.metrics_prom_exporter_port} is out of "
-                              "range; use 0 to 65535 (RocketMQ uses 5557)")
+        metrics_settings.check(self.metrics_exporter_type, self.metrics_prom_exporter_port,
+                               self.metrics_label)
         if self.metrics_otel_cardinality_limit <= 0:
             raise ConfigError("metricsOtelCardinalityLimit must be positive; RocketMQ uses 50000")
-        for pair in filter(None, self.metrics_label.split(",")):
-            if pair.count(":") != 1 or not all(pair.split(":")):
-                raise ConfigError(f"metricsLabel pair {pair!r} is not key:value; write "
-                                  "metricsLabel=k1:v1,k2:v2")
         if self.cg_cold_read_threshold < 0 or self.global_cold_read_threshold < 0:
             raise ConfigError("cgColdReadThreshold and globalColdReadThreshold are bytes per 5 s and "
                               "cannot be negative; RocketMQ uses 3145728 and 104857600")

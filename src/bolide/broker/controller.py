@@ -27,8 +27,6 @@ from bolide.broker.housekeeping import ClientHousekeeping
 from bolide.broker.long_polling import PullHoldService
 from bolide.broker.loop_lag import LoopLagMonitor
 from bolide.broker.metrics.collect import BrokerMetrics
-from bolide.broker.metrics.exposition import render
-from bolide.broker.metrics.http import MetricsEndpoint
 from bolide.broker.persistence import ConfigPersister
 from bolide.broker.pop import PopService
 from bolide.broker.pop_takeover import ReviveTakeoverMark, ReviveTakeoverReport, take_over_pop_revive
@@ -83,6 +81,9 @@ from bolide.broker.transaction import TransactionalMessages, TransactionCheckSer
 from bolide.common.recall_handle import RecallError, decode_recall_handle
 from bolide.common.sql92 import SelectorCache
 from bolide.errors import ConfigError
+from bolide.metrics.exposition import render
+from bolide.metrics.http import MetricsEndpoint
+from bolide.metrics.settings import serves_prometheus
 from bolide.protocol.bodies.broker import TopicConfig
 from bolide.protocol.command import RemotingCommand
 from bolide.remoting import Channel, RemotingClient, RemotingServer
@@ -452,11 +453,7 @@ class BrokerController:
     async def _start_metrics(self) -> None:
         """Prometheus' endpoint with RocketMQ 5's metrics (metricsExporterType=PROM)."""
         config = self.config
-        exporter = config.metrics_exporter()
-        if exporter in ("OTLP_GRPC", "LOG"):
-            log.warning("metricsExporterType=%s is not offered: set PROM to serve Prometheus' text on "
-                        "metricsPromExporterPort (%d)", exporter, config.metrics_prom_exporter_port)
-        if exporter != "PROM":
+        if not serves_prometheus(config.metrics_exporter_type, config.metrics_prom_exporter_port):
             return
         metrics = BrokerMetrics(self, config.metrics_otel_cardinality_limit, config.metrics_labels())
         endpoint = MetricsEndpoint(lambda: render(metrics.families()),

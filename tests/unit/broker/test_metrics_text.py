@@ -8,8 +8,8 @@ import math
 from prometheus_client.parser import text_string_to_metric_families
 
 from bolide.broker.metrics.collect import message_type
-from bolide.broker.metrics.exposition import Family, HistogramValue, escape, render
 from bolide.common import properties as P
+from bolide.metrics.exposition import Family, HistogramValue, escape, render
 from bolide.protocol.codes import V4_5_2, V4_9_8, V5_0_0, V5_3_3, version_name
 
 

@@ -19,9 +19,9 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from bolide.broker.metrics.exposition import Family, HistogramValue, Labels
 from bolide.broker.topic_config import PERM_READ, SYSTEM_TOPICS
 from bolide.common.topic import RETRY_GROUP_TOPIC_PREFIX
+from bolide.metrics.exposition import Family, HistogramValue, Labels
 from bolide.protocol.codes import RequestCode, ResponseCode, version_name
 
 if TYPE_CHECKING:

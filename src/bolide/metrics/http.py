@@ -1,5 +1,6 @@
-"""The broker's Prometheus endpoint (RocketMQ 5's ``metricsExporterType=PROM``): a small HTTP/1.1
-server on the broker's event loop answering ``GET /metrics`` with the text format.
+"""The Prometheus endpoint of a broker or controller (RocketMQ 5's ``metricsExporterType=PROM``):
+a small HTTP/1.1 server on the server's event loop answering ``GET /metrics`` with the text
+format.
 
 One request per connection at a time, requests up to 8 KiB of head, 10 s to send it, at most
 ``MAX_CONNECTIONS`` connections; anything else gets 400, 404 or 405 and the connection closes.
@@ -12,8 +13,8 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from bolide.broker.metrics.exposition import CONTENT_TYPE
 from bolide.common.waiting import wait_for
+from bolide.metrics.exposition import CONTENT_TYPE
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,6 @@
 """Prometheus' text exposition format (version 0.0.4): metric families to the text a scrape
-gets. Pure functions; the samples come from :mod:`bolide.broker.metrics.collect`."""
+gets. Pure functions; the samples come from the broker's (:mod:`bolide.broker.metrics.collect`)
+and the controller's (:mod:`bolide.controller.metrics`) collections."""
 
 from __future__ import annotations
 
