@@ -5,6 +5,10 @@ The controller listens on the port of its own entry in ``controllerDLegerPeers``
 (``n0-127.0.0.1:9878;n1-...``, ``controllerDLegerSelfId`` naming which), as RocketMQ's DLedger
 controller does. With no peers configured it forms the one-peer group ``n0-<host>:<listenPort>``.
 A group of several peers replicates its state with Raft (:mod:`bolide.controller.raft`).
+
+``metricsExporterType=PROM`` serves RocketMQ's controller metrics (:mod:`bolide.controller.metrics`)
+in Prometheus' text on ``metricsPromExporterHost:metricsPromExporterPort`` (all interfaces and
+5557 by default, as RocketMQ's).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import NamedTuple
 
 from bolide.common.config_file import PropertiesConfig, config_field
 from bolide.errors import ConfigError
+from bolide.metrics import settings as metrics_settings
 
 DEFAULT_PORT = 9878  # the port RocketMQ's docs give controllers
 DEFAULT_SELF_ID = "n0"
@@ -79,6 +84,12 @@ class ControllerConfig(PropertiesConfig):
     notify_broker_role_changed: bool = _key("notifyBrokerRoleChanged", True)
     scan_inactive_master_interval_ms: int = _key("scanInactiveMasterInterval", 5000)
     config_black_list: str = _key("configBlackList", "configBlackList;configStorePath")
+    # RocketMQ's metrics exporter: DISABLE, or PROM (Prometheus' text; OTLP_GRPC and LOG are not
+    # offered); "" host: every interface; metricsLabel: more labels on every series, k1:v1,k2:v2
+    metrics_exporter_type: str = _key("metricsExporterType", "DISABLE")
+    metrics_prom_exporter_host: str = _key("metricsPromExporterHost", "")
+    metrics_prom_exporter_port: int = _key("metricsPromExporterPort", metrics_settings.DEFAULT_PROM_PORT)
+    metrics_label: str = _key("metricsLabel", "")
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -92,6 +103,8 @@ class ControllerConfig(PropertiesConfig):
         if self.controller_type.lower() not in ("dledger", "jraft"):
             raise ConfigError(f"controllerType={self.controller_type!r} is not DLedger or jRaft; "
                               "leave it out (Bolide's controller keeps its own event log)")
+        metrics_settings.check(self.metrics_exporter_type, self.metrics_prom_exporter_port,
+                               self.metrics_label)
         peers = parse_peers(self.controller_dleger_peers)
         ids = [p.peer_id for p in peers]
         if len(set(ids)) != len(ids):

@@ -71,6 +71,15 @@ class HeartbeatManager:
         info = self.table.get((cluster, broker_name, broker_id))
         return info is not None and info.last_update_ms + info.heartbeat_timeout_ms >= self._clock()
 
+    def active_counts(self) -> dict[tuple[str, str], int]:
+        """Brokers whose heartbeat is current, by (cluster, broker name)."""
+        now = self._clock()
+        counts: dict[tuple[str, str], int] = {}
+        for (cluster, broker_name, _), info in self.table.items():
+            if info.last_update_ms + info.heartbeat_timeout_ms >= now:
+                counts[cluster, broker_name] = counts.get((cluster, broker_name), 0) + 1
+        return counts
+
     def live_info(self, cluster: str, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
         return self.table.get((cluster, broker_name, broker_id))
 

@@ -17,7 +17,11 @@ from bolide.controller.raft.core import NotLeaderError
 from bolide.controller.replicas import ReplicasState
 
 COMPACT_AFTER_RECORDS = 10_000
-__all__ = ["Journal", "LocalJournal", "NotLeaderError", "decode_events", "encode_events"]
+__all__ = ["Journal", "LocalJournal", "NotLeaderError", "WriteTimeoutError", "decode_events", "encode_events"]
+
+
+class WriteTimeoutError(NotLeaderError):
+    """No majority of the group took a change in time."""
 
 
 def encode_events(events: list[Event]) -> bytes:
@@ -38,6 +42,10 @@ class Journal(Protocol):
 
     @property
     def leader_id(self) -> str | None: ...
+
+    @property
+    def role(self) -> str:
+        """This peer's role: leader (once it may answer), candidate, follower or unknown."""
 
     @property
     def leader_address(self) -> str | None: ...
@@ -67,6 +75,7 @@ class LocalJournal:
         self.reason = ""
 
     is_leader = True
+    role = "leader"
 
     @property
     def leader_id(self) -> str | None:

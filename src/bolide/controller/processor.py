@@ -7,12 +7,18 @@ the group's leader reads or changes the state; the other peers answer CONTROLLER
 RocketMQ's, and take heartbeats and metadata and config requests. A new master is handed to
 ``on_master_changed`` (the server notifies the group's brokers). A bad header or body is
 answered with CONTROLLER_INVALID_REQUEST naming the problem.
+
+With ``metrics`` set (metricsExporterType=PROM) each request, election and append is counted
+(:mod:`.metrics`): a request fails when it is refused as invalid or its change cannot be
+persisted, and times out when no majority of the group takes its change in time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -21,7 +27,16 @@ from bolide.controller import decisions
 from bolide.controller.config import ControllerConfig
 from bolide.controller.decisions import Result
 from bolide.controller.heartbeat import BrokerLiveInfo, HeartbeatManager
-from bolide.controller.journal import Journal, NotLeaderError
+from bolide.controller.journal import Journal, NotLeaderError, WriteTimeoutError
+from bolide.controller.metrics import (
+    FAILED,
+    KEEP_CURRENT_MASTER,
+    NEW_MASTER_ELECTED,
+    NO_MASTER_ELECTED,
+    SUCCESS,
+    TIMEOUT,
+    ControllerMetrics,
+)
 from bolide.controller.replicas import ReplicasState
 from bolide.errors import BolideError
 from bolide.protocol.bodies.controller import (
@@ -40,6 +55,13 @@ NOT_LEADER = "The controller is not in leader state"  # RocketMQ's remark
 Handler = Callable[[RemotingCommand, object | None], Awaitable[RemotingCommand]]
 MasterChanged = Callable[[h.ElectMasterResponseHeader, ElectMasterResponseBody], None]
 
+
+ELECTION_RESULTS: dict[int, str] = {
+    RC.SUCCESS: NEW_MASTER_ELECTED, RC.CONTROLLER_MASTER_STILL_EXIST: KEEP_CURRENT_MASTER,
+    RC.CONTROLLER_MASTER_NOT_AVAILABLE: NO_MASTER_ELECTED,
+    RC.CONTROLLER_ELECT_MASTER_FAILED: NO_MASTER_ELECTED}
+# whether the current request's change timed out (set by commit, read by process)
+_timed_out: contextvars.ContextVar[bool] = contextvars.ContextVar("controller_write_timed_out", default=False)
 
 # codes every peer of a group answers; the others only its leader
 ANY_PEER = frozenset({C.BROKER_HEARTBEAT, C.CONTROLLER_GET_METADATA_INFO, C.GET_CONTROLLER_CONFIG,
@@ -60,6 +82,7 @@ class ControllerProcessor:
         self.store_dir = store_dir or config.store_dir
         self._write_lock = asyncio.Lock()
         self.on_master_changed: MasterChanged | None = None
+        self.metrics: ControllerMetrics | None = None  # counting while metricsExporterType=PROM
         self._handlers: dict[int, Handler] = {
             C.BROKER_HEARTBEAT: self.broker_heartbeat,
             C.CONTROLLER_ALTER_SYNC_STATE_SET: self.alter_sync_state_set,
@@ -85,6 +108,24 @@ class ControllerProcessor:
         handler = self._handlers.get(request.code)
         if handler is None:
             return None
+        metrics = self.metrics
+        if metrics is None:
+            return await self._handle(handler, request, channel)
+        started = time.perf_counter_ns()
+        _timed_out.set(False)
+        status = FAILED
+        try:
+            response = await self._handle(handler, request, channel)
+            if _timed_out.get():
+                status = TIMEOUT
+            elif response.code not in (RC.CONTROLLER_INVALID_REQUEST, RC.SYSTEM_ERROR):
+                status = SUCCESS
+            return response
+        finally:
+            metrics.on_request(request.code, status, (time.perf_counter_ns() - started) // 1000)
+
+    async def _handle(self, handler: Handler, request: RemotingCommand,
+                      channel: object | None) -> RemotingCommand:
         if request.code not in ANY_PEER and not self.journal.is_leader:
             return self._not_leader(request)
         try:
@@ -107,10 +148,19 @@ class ControllerProcessor:
                 return Result(RC.CONTROLLER_NOT_LEADER, self._not_leader_remark())
             result = decide()
             if result.events:
+                started = time.perf_counter_ns()
+                status = FAILED
                 try:
                     await self.journal.write(result.events)
+                    status = SUCCESS
                 except NotLeaderError as exc:
+                    if isinstance(exc, WriteTimeoutError):
+                        status = TIMEOUT
+                        _timed_out.set(True)
                     return Result(RC.CONTROLLER_NOT_LEADER, f"{NOT_LEADER}: {exc}")
+                finally:
+                    if self.metrics is not None:
+                        self.metrics.on_append(status, (time.perf_counter_ns() - started) // 1000)
             return result
 
     def _not_leader_remark(self) -> str:
@@ -124,6 +174,9 @@ class ControllerProcessor:
         """Run an election; a new master is reported to ``on_master_changed``."""
         result = await self.commit(lambda: decisions.elect_master(
             self.state, header, self.alive, self.live_info, unclean=self.config.enable_elect_unclean_master))
+        outcome = ELECTION_RESULTS.get(result.code)
+        if outcome is not None and self.metrics is not None:
+            self.metrics.on_election(header.cluster_name or "", header.broker_name or "", outcome)
         if result.code == RC.SUCCESS and self.config.notify_broker_role_changed and self.on_master_changed:
             assert isinstance(result.header, h.ElectMasterResponseHeader)
             self.on_master_changed(result.header, ElectMasterResponseBody.decode(result.body))

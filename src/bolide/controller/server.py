@@ -6,6 +6,8 @@ It listens on the port of its own ``controllerDLegerPeers`` entry (else ``listen
 it is its group's leader and keeps its state in its event log; in a group of several peers the
 state is replicated with Raft (:mod:`bolide.controller.raft`) and only the leader elects
 masters and notifies brokers (every peer keeps the heartbeats, which brokers send to all).
+With ``metricsExporterType=PROM`` it serves RocketMQ's controller metrics to Prometheus
+(:mod:`bolide.controller.metrics`, on ``metricsPromExporterPort``).
 """
 
 from __future__ import annotations
@@ -22,11 +24,15 @@ from bolide.controller.config import ControllerConfig
 from bolide.controller.event_log import EventLog
 from bolide.controller.heartbeat import HeartbeatManager
 from bolide.controller.journal import Journal, LocalJournal
+from bolide.controller.metrics import ControllerMetrics
 from bolide.controller.processor import ControllerProcessor
 from bolide.controller.raft.core import Timing
 from bolide.controller.raft.journal import RaftJournal
 from bolide.controller.raft.storage import RaftStorage
 from bolide.controller.replicas import ReplicasState
+from bolide.metrics.exposition import Labels, render
+from bolide.metrics.http import MetricsEndpoint
+from bolide.metrics.settings import parse_labels, serves_prometheus
 from bolide.protocol.bodies.controller import ElectMasterResponseBody, SyncStateSet
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.command import RemotingCommand
@@ -84,6 +90,7 @@ class ControllerServer:
         self._raft = len(config.peers) > 1
         self._started_at = time.monotonic()
         self._heartbeat_grace_s = heartbeat_grace_s
+        self.metrics_endpoint: MetricsEndpoint | None = None
 
     @property
     def config(self) -> ControllerConfig:
@@ -198,6 +205,25 @@ class ControllerServer:
             except Exception:
                 log.exception("controller %s failed", job)
 
+    def _metric_labels(self) -> Labels:
+        """RocketMQ's labels of every controller series: this peer's address, group and id, and
+        metricsLabel's pairs."""
+        config = self.config
+        own = config.self_peer("").address if config.peers else self.address
+        return (("address", own), ("group", config.group), ("peer_id", config.self_id),
+                *sorted(parse_labels(config.metrics_label).items()))
+
+    async def _start_metrics(self) -> None:
+        config = self.config
+        if not serves_prometheus(config.metrics_exporter_type, config.metrics_prom_exporter_port):
+            return
+        metrics = ControllerMetrics(self._metric_labels, self.heartbeats, lambda: self.journal.role,
+                                    self.store_dir)
+        endpoint = MetricsEndpoint(lambda: render(metrics.families()), config.metrics_prom_exporter_host,
+                                   config.metrics_prom_exporter_port)
+        await endpoint.start()
+        self.processor.metrics, self.metrics_endpoint = metrics, endpoint
+
     async def start(self) -> ControllerServer:
         """Load the state (replay the event log, or open the Raft log), then serve."""
         self._started_at = time.monotonic()
@@ -206,6 +232,11 @@ class ControllerServer:
             log.warning("controller state: a torn tail of %d bytes was cut off (%s)",
                         self.journal.dropped_bytes, self.journal.reason)
         await self.server.start()
+        try:
+            await self._start_metrics()
+        except BaseException:
+            await self.close()
+            raise
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._every(self.config.scan_not_active_broker_interval_ms,
@@ -217,6 +248,8 @@ class ControllerServer:
 
     async def close(self) -> None:
         self._closing = True  # closing the brokers' connections triggers no election
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.close()
         await cancel_and_wait(self._tasks)
         self._tasks = []
         await self.server.close()

@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from bolide.common.waiting import cancel_and_wait, wait_for
 from bolide.controller.config import Peer
 from bolide.controller.events import Event, event_from_json, event_to_json
-from bolide.controller.journal import COMPACT_AFTER_RECORDS, decode_events, encode_events
-from bolide.controller.raft.core import DEFAULT_TIMING, NotLeaderError, RaftNode, Ready, Timing
+from bolide.controller.journal import COMPACT_AFTER_RECORDS, WriteTimeoutError, decode_events, encode_events
+from bolide.controller.raft.core import DEFAULT_TIMING, NotLeaderError, RaftNode, Ready, Role, Timing
 from bolide.controller.raft.messages import (
     RAFT_REQUEST_CODE,
     AppendReply,
@@ -101,6 +101,17 @@ class RaftJournal:
         return self.node.leader_id if self.node is not None else None
 
     @property
+    def role(self) -> str:
+        """leader once it may answer (a leader still applying its predecessors' entries counts
+        as candidate, as RocketMQ's until its first append commits); unknown when stopped."""
+        node = self.node
+        if node is None or self.failed:
+            return "unknown"
+        if self.is_leader:
+            return "leader"
+        return "follower" if node.role is Role.FOLLOWER else "candidate"
+
+    @property
     def leader_address(self) -> str | None:
         leader = self.leader_id
         return self.peers.get(leader) if leader is not None else None
@@ -143,8 +154,8 @@ class RaftJournal:
             await wait_for(asyncio.shield(future), WRITE_TIMEOUT_S)
         except TimeoutError:
             self._waiters.pop(index, None)
-            raise NotLeaderError(f"no majority of the controllers {self.peers_text} took the change "
-                                 f"within {WRITE_TIMEOUT_S:.0f} s") from None
+            raise WriteTimeoutError(f"no majority of the controllers {self.peers_text} took the change "
+                                    f"within {WRITE_TIMEOUT_S:.0f} s") from None
 
     def _fail_waiters(self, why: str) -> None:
         for _, future in self._waiters.values():
