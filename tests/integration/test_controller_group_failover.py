@@ -12,46 +12,29 @@ its epoch.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bolide.broker.replicas.controller_client import ControllerCallError, ControllerClient
 from bolide.namesrv.config import NamesrvConfig
 from bolide.namesrv.controller import NamesrvController
 from bolide.protocol import RemotingCommand
-from bolide.protocol.bodies.route import ClusterInfo
 from bolide.protocol.codes import RequestCode, ResponseCode
-from bolide.protocol.headers import SendMessageRequestHeader
 from bolide.protocol.headers import controller as h
 from bolide.remoting import RemotingClient, RemotingError
 from bolide.store.broker_identity import read_identity
-from bolide.testing.controller import BrokerProcess, ControllerProcess, free_port
+from bolide.testing import controller as controller_testing
+from bolide.testing.controller import BrokerProcess, ControllerProcess, eventually, free_port
 
 GROUP = "broker-a"
 TOPIC = "GroupFailover"
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.2)
-
-
 async def group_addrs(client: RemotingClient, namesrv: str) -> dict[int, str]:
-    r = await client.invoke(namesrv, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
-    data = ClusterInfo.decode(r.body_bytes()).broker_addr_table.get(GROUP)
-    return dict(data.broker_addrs) if data is not None else {}
+    return await controller_testing.group_addrs(client, namesrv, GROUP)
 
 
 async def send(client: RemotingClient, addr: str, i: int) -> RemotingCommand:
-    header = SendMessageRequestHeader(producer_group="pg", topic=TOPIC, default_topic="TBW102",
-                                      default_topic_queue_nums=4, queue_id=i % 4, sys_flag=0,
-                                      born_timestamp=int(time.time() * 1000), flag=0, properties="")
-    request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_v2(), b"m-%d" % i)
-    return await client.invoke(addr, request, 5000)
+    return await controller_testing.send_to(client, addr, TOPIC, i)
 
 
 async def leader_of(client: RemotingClient, controllers: list[ControllerProcess]) -> ControllerProcess | None:

@@ -1,5 +1,5 @@
 """The controller's durable state: an append-only log of events, each record
-``[u32 length][u32 crc32(payload)][payload: JSON event]`` (big-endian), fsynced before the
+``[u32 length][u32 crc32(payload)][payload: JSON event]`` (big-endian, :mod:`.framed`), fsynced before the
 request that made it is answered, and replayed at start.
 
 A torn or corrupt tail (a record cut short, or whose CRC does not match) is truncated at the
@@ -13,25 +13,22 @@ import contextlib
 import json
 import logging
 import os
-import struct
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bolide.common.config_persist import sync_dir, write_atomic
 from bolide.controller.events import Event, event_from_json, event_to_json
+from bolide.controller.framed import frame, read_frames
 from bolide.errors import BolideError
 
 log = logging.getLogger(__name__)
 
-RECORD_HEAD = struct.Struct(">II")
 MAX_RECORD = 64 << 20  # a length above this is corruption, not a record
 LOG_NAME = "controller-events.log"
 
 
 def encode_record(event: Event) -> bytes:
-    payload = json.dumps(event_to_json(event), separators=(",", ":"), sort_keys=True).encode()
-    return RECORD_HEAD.pack(len(payload), zlib.crc32(payload)) + payload
+    return frame(json.dumps(event_to_json(event), separators=(",", ":"), sort_keys=True).encode())
 
 
 @dataclass(slots=True)
@@ -43,26 +40,16 @@ class Replay:
     reason: str = ""
 
 
+def _event(payload: bytes) -> Event:
+    try:
+        return event_from_json(json.loads(payload))
+    except (ValueError, BolideError) as exc:
+        raise ValueError(f"a record that is not an event ({exc})") from None
+
+
 def read_records(data: bytes) -> tuple[list[Event], int, str]:
     """The events of a log's bytes, the length of its good prefix and why it stops early."""
-    events: list[Event] = []
-    pos = 0
-    while pos < len(data):
-        if len(data) - pos < RECORD_HEAD.size:
-            return events, pos, "a record header cut short"
-        length, crc = RECORD_HEAD.unpack_from(data, pos)
-        end = pos + RECORD_HEAD.size + length
-        if length > MAX_RECORD or end > len(data):
-            return events, pos, "a record cut short"
-        payload = data[pos + RECORD_HEAD.size:end]
-        if zlib.crc32(payload) != crc:
-            return events, pos, "a record whose CRC does not match"
-        try:
-            events.append(event_from_json(json.loads(payload)))
-        except (ValueError, BolideError) as exc:
-            return events, pos, f"a record that is not an event ({exc})"
-        pos = end
-    return events, pos, ""
+    return read_frames(data, _event, max_record=MAX_RECORD)
 
 
 class EventLog:

@@ -10,16 +10,19 @@ import contextlib
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from bolide.controller import ControllerConfig, ControllerServer
 from bolide.controller.raft.core import Timing
 from bolide.errors import RemotingError
 from bolide.protocol.bodies.controller import SyncStateSet
+from bolide.protocol.bodies.route import ClusterInfo
 from bolide.protocol.codes import RequestCode as C
 from bolide.protocol.codes import ResponseCode as RC
 from bolide.protocol.command import RemotingCommand
+from bolide.protocol.headers import SendMessageRequestHeader
 from bolide.protocol.headers import controller as h
 from bolide.protocol.headers.base import Header
 from bolide.remoting import RemotingClient, RemotingServer, RequestContext
@@ -239,3 +242,34 @@ class ControllerGroup:
             while not agreed():
                 await asyncio.sleep(0.01)
         return next(s for s in self.running if s.journal.is_leader)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
+    """Wait until ``check()`` holds (asked every 0.2 s); AssertionError naming ``what`` after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
+async def group_addrs(client: RemotingClient, namesrv: str, group: str) -> dict[int, str]:
+    """The NameServer's broker ids and addresses of broker group ``group`` ({} when it has none,
+    or does not answer)."""
+    try:
+        r = await client.invoke(namesrv, RemotingCommand.request(C.GET_BROKER_CLUSTER_INFO))
+    except RemotingError:
+        return {}
+    data = ClusterInfo.decode(r.body_bytes()).broker_addr_table.get(group)
+    return dict(data.broker_addrs) if data is not None else {}
+
+
+async def send_to(client: RemotingClient, addr: str, topic: str, i: int) -> RemotingCommand:
+    """SEND_MESSAGE_V2 of body ``m-<i>`` to queue ``i % 4`` of ``topic`` on the broker at ``addr``
+    (created through TBW102); the answer."""
+    header = SendMessageRequestHeader(producer_group="pg", topic=topic, default_topic="TBW102",
+                                      default_topic_queue_nums=4, queue_id=i % 4, sys_flag=0,
+                                      born_timestamp=int(time.time() * 1000), flag=0, properties="")
+    request = RemotingCommand.request(C.SEND_MESSAGE_V2, header.to_v2(), b"m-%d" % i)
+    return await client.invoke(addr, request, 5000)

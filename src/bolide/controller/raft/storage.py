@@ -16,47 +16,39 @@ import json
 import logging
 import os
 import struct
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from bolide.common.config_persist import sync_dir, write_synced
+from bolide.controller.framed import HEAD, frame, read_frames
 from bolide.controller.raft.core import Persisted
 from bolide.controller.raft.messages import LogEntry
 from bolide.errors import BolideError
 
 log = logging.getLogger(__name__)
 
-HEAD = struct.Struct(">II")
 ENTRY_HEAD = struct.Struct(">QQ")
 MAX_RECORD = 64 << 20
 
 
 def encode_record(index: int, entry: LogEntry) -> bytes:
-    payload = ENTRY_HEAD.pack(index, entry.term) + entry.data
-    return HEAD.pack(len(payload), zlib.crc32(payload)) + payload
+    return frame(ENTRY_HEAD.pack(index, entry.term) + entry.data)
 
 
 def read_records(data: bytes) -> tuple[list[tuple[int, LogEntry]], int, str]:
     """The records of ``data``, the length of its good prefix and why it stops early."""
-    records: list[tuple[int, LogEntry]] = []
-    pos = 0
-    while pos < len(data):
-        if len(data) - pos < HEAD.size:
-            return records, pos, "a record header cut short"
-        length, crc = HEAD.unpack_from(data, pos)
-        end = pos + HEAD.size + length
-        if length < ENTRY_HEAD.size or length > MAX_RECORD or end > len(data):
-            return records, pos, "a record cut short"
-        payload = data[pos + HEAD.size:end]
-        if zlib.crc32(payload) != crc:
-            return records, pos, "a record whose CRC does not match"
+    last: list[int] = []  # the index of the record before
+
+    def entry(payload: bytes) -> tuple[int, LogEntry]:
+        if len(payload) < ENTRY_HEAD.size:
+            raise ValueError("a record cut short")
         index, term = ENTRY_HEAD.unpack_from(payload)
-        if records and index != records[-1][0] + 1:
-            return records, pos, f"index {index} after {records[-1][0]}"
-        records.append((index, LogEntry(term, payload[ENTRY_HEAD.size:])))
-        pos = end
-    return records, pos, ""
+        if last and index != last[0] + 1:
+            raise ValueError(f"index {index} after {last[0]}")
+        last[:] = [index]
+        return index, LogEntry(term, payload[ENTRY_HEAD.size:])
+
+    return read_frames(data, entry, max_record=MAX_RECORD)
 
 
 @dataclass(frozen=True, slots=True)
