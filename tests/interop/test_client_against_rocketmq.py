@@ -13,7 +13,6 @@ skipped, or fails when ``CI`` is set.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import time
 from collections import defaultdict
@@ -50,7 +49,6 @@ from bolide.client import (
 )
 from bolide.errors import BolideError, RemotingError
 from bolide.protocol import RequestCode, ResponseCode
-from bolide.store import StoreConfig
 from bolide.testing import rocketmq as rmqmod
 from bolide.testing.rocketmq import BrokerSettings, RocketMQ, RocketMQUnavailable, acl2_settings
 from bolide.testing.servers import running_servers
@@ -805,11 +803,10 @@ def test_acl_2_against_a_rocketmq_5_broker(tmp_path_factory: pytest.TempPathFact
         run(test)
         code = server.stop_broker()  # clean: RocksDB closed
         assert (store / "config" / "users" / "CURRENT").is_file(), f"no users database (exit {code})"
-        written = StoreConfig.from_properties(server.broker_conf_path)
+        store_options = server.store_options()
     finally:
         server.kill_broker()
         server.stop()
-    store_options = {f.name: getattr(written, f.name) for f in dataclasses.fields(written)}
 
     async def bolide() -> None:
         async with running_servers(store, store_options=store_options, authentication_enabled=True,

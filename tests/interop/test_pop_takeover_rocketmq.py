@@ -12,7 +12,6 @@ without them the module is skipped, or fails when ``CI`` is set.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from pathlib import Path
 
@@ -28,7 +27,6 @@ from bolide.client import (
     Producer,
     SimpleConsumer,
 )
-from bolide.store import StoreConfig
 from bolide.store.config_files import ConsumerOffsetManager
 from bolide.store.pop_revive_log import REVIVE_GROUP, revive_topic
 from bolide.testing.rocketmq import BrokerSettings, RocketMQ, RocketMQUnavailable
@@ -126,8 +124,7 @@ def test_bolide_hands_out_what_rocketmq_pops_left_unacknowledged(tmp_path: Path)
     second_pop_ms = int(popped["m3"].properties["POP_CK"].split(" ")[1])
     # RocketMQ revives m5 2 s after its revive time at the earliest: it must not have run as long
     assert killed_ms < second_pop_ms + SHORT_MS - 1_000, "RocketMQ was too slow for this test"
-    written = StoreConfig.from_properties(rmq.broker_conf_path)  # its store's geometry
-    store_options = {f.name: getattr(written, f.name) for f in dataclasses.fields(written)}
+    store_options = rmq.store_options()  # its store's geometry
 
     async def on_bolide() -> None:
         async with running_servers(root, store_options=store_options) as s:

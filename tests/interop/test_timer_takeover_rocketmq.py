@@ -9,7 +9,6 @@ without them the module is skipped, or fails when ``CI`` is set.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from pathlib import Path
 
@@ -19,7 +18,6 @@ from bolide.client import ClientConfig
 from bolide.client.blocking import Admin, Producer
 from bolide.common import Message
 from bolide.common.topic import SCHEDULE_TOPIC
-from bolide.store import StoreConfig
 from bolide.store.timer_checkpoint import TimerCheckpoint
 from bolide.testing.rocketmq import BrokerSettings, RocketMQ, RocketMQUnavailable
 from bolide.testing.servers import running_servers
@@ -73,8 +71,7 @@ def test_bolide_delivers_the_timer_messages_rocketmq_left_waiting(tmp_path: Path
         rmq.kill_broker()
         rmq.stop()
     assert int(time.time() * 1000) < due["later"] - 3_000, "RocketMQ was too slow for this test"
-    written = StoreConfig.from_properties(rmq.broker_conf_path)  # its store's geometry
-    store_options = {f.name: getattr(written, f.name) for f in dataclasses.fields(written)}
+    store_options = rmq.store_options()  # its store's geometry
 
     async def bolide() -> None:
         async with running_servers(root, store_options=store_options) as s:

@@ -34,9 +34,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 log = logging.getLogger(__name__)
 
@@ -720,6 +720,14 @@ class RocketMQ:
         if self.broker_home is None:
             raise RocketMQError("no broker was started")
         return self.broker_home / "broker.conf"
+
+    def store_options(self) -> dict[str, Any]:
+        """The store settings of the latest broker start, as keyword arguments of a StoreConfig
+        (for a Bolide broker opening that store: its segment sizes and paths)."""
+        from bolide.store import StoreConfig
+
+        written = StoreConfig.from_properties(self.broker_conf_path)
+        return {f.name: getattr(written, f.name) for f in fields(written)}
 
     def stop_broker(self, timeout: float = STOP_TIMEOUT) -> int | None:
         """Clean shutdown (SIGTERM): the broker flushes, persists and deletes ``abort``."""
