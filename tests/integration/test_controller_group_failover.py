@@ -21,9 +21,14 @@ from bolide.protocol import RemotingCommand
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.headers import controller as h
 from bolide.remoting import RemotingClient, RemotingError
-from bolide.store.broker_identity import read_identity
 from bolide.testing import controller as controller_testing
-from bolide.testing.controller import BrokerProcess, ControllerProcess, eventually, free_port
+from bolide.testing.controller import (
+    BrokerProcess,
+    ControllerProcess,
+    eventually,
+    free_port,
+    master_then_slave,
+)
 
 GROUP = "broker-a"
 TOPIC = "GroupFailover"
@@ -78,20 +83,7 @@ async def _scenario(tmp_path: Path) -> None:
         await eventually(elected, 20, "a controller leader")
         assert first_leader is not None
         logs = "\n".join(c.log() for c in controllers)
-        a.start()
-
-        async def a_master() -> bool:
-            return (await group_addrs(client, namesrv)).get(0) == a.addr
-        await eventually(a_master, 40, f"{a.addr} listed as master\n{a.log()}\n{logs}")
-        b.start()
-        id_b = None
-
-        async def b_slave() -> bool:
-            nonlocal id_b
-            found = read_identity(tmp_path / "b" / "brokerIdentity")
-            id_b = found.broker_id if found else None
-            return id_b is not None and (await group_addrs(client, namesrv)).get(id_b) == b.addr
-        await eventually(b_slave, 40, f"{b.addr} listed as slave\n{b.log()}")
+        id_b = await master_then_slave(client, namesrv, GROUP, a, b, context=logs)
         for i in range(20):
             assert (await send(client, a.addr, i)).code == ResponseCode.SUCCESS
         replicas = ControllerClient(client, "CtrlCluster", GROUP)

@@ -29,7 +29,7 @@ from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.remoting import RemotingClient
 from bolide.store.broker_identity import read_identity
 from bolide.testing import controller as controller_testing
-from bolide.testing.controller import BrokerProcess, eventually, free_port
+from bolide.testing.controller import BrokerProcess, eventually, free_port, master_then_slave
 from bolide.testing.rocketmq import RocketMQ, RocketMQUnavailable, classpath
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
@@ -117,21 +117,7 @@ async def failover(tmp_path: Path, namesrv: str, controller: str,
     async def scenario() -> None:
         client = RemotingClient()
         try:
-            a.start()
-
-            async def a_master() -> bool:
-                return (await group_addrs(client, namesrv)).get(0) == a.addr
-            await eventually(a_master, 40, f"{a.addr} listed as master (id 0)\n{a.log()}")
-            b.start()
-            id_b = None
-
-            async def b_slave() -> bool:
-                nonlocal id_b
-                found = read_identity(tmp_path / "b" / "brokerIdentity")
-                id_b = found.broker_id if found else None
-                addrs = await group_addrs(client, namesrv)
-                return addrs.get(0) == a.addr and id_b is not None and addrs.get(id_b) == b.addr
-            await eventually(b_slave, 40, f"{b.addr} listed as slave\n{b.log()}")
+            id_b = await master_then_slave(client, namesrv, GROUP, a, b)
             assert read_identity(tmp_path / "a" / "brokerIdentity") is not None
             for i in range(20):
                 assert (await send(client, a.addr, i)).code == ResponseCode.SUCCESS

@@ -26,6 +26,7 @@ from bolide.protocol.headers import SendMessageRequestHeader
 from bolide.protocol.headers import controller as h
 from bolide.protocol.headers.base import Header
 from bolide.remoting import RemotingClient, RemotingServer, RequestContext
+from bolide.store.broker_identity import read_identity
 
 
 class ControllerRefused(AssertionError):
@@ -160,6 +161,7 @@ class BrokerProcess(ServerProcess):
             "brokerHeartbeatInterval": 500, "haSendHeartbeatInterval": 500,
             "mappedFileSizeCommitLog": 256 * 1024, "mappedFileSizeConsumeQueue": 20 * 1000,
             "storePathRootDir": root / name, **extra})
+        self.store = root / name
         super().__init__(root, name, ["broker", "-c", str(conf)])
 
     @property
@@ -273,3 +275,28 @@ async def send_to(client: RemotingClient, addr: str, topic: str, i: int) -> Remo
                                       born_timestamp=int(time.time() * 1000), flag=0, properties="")
     request = RemotingCommand.request(C.SEND_MESSAGE_V2, header.to_v2(), b"m-%d" % i)
     return await client.invoke(addr, request, 5000)
+
+
+async def master_then_slave(client: RemotingClient, namesrv: str, group: str, master: BrokerProcess,
+                            slave: BrokerProcess, *, timeout: float = 40, context: str = "") -> int:
+    """Start ``master`` and wait until the NameServer lists it as the group's master (id 0),
+    then ``slave`` until it is listed under the id its ``brokerIdentity`` holds; that id.
+    ``context`` is added to the timeout's message (e.g. the controllers' logs)."""
+    master.start()
+
+    async def master_listed() -> bool:
+        return (await group_addrs(client, namesrv, group)).get(0) == master.addr
+    await eventually(master_listed, timeout,
+                     f"{master.addr} listed as master (id 0)\n{master.log()}\n{context}")
+    slave.start()
+    slave_id: int | None = None
+
+    async def slave_listed() -> bool:
+        nonlocal slave_id
+        found = read_identity(slave.store / "brokerIdentity")
+        slave_id = found.broker_id if found else None
+        addrs = await group_addrs(client, namesrv, group)
+        return addrs.get(0) == master.addr and slave_id is not None and addrs.get(slave_id) == slave.addr
+    await eventually(slave_listed, timeout, f"{slave.addr} listed as slave\n{slave.log()}")
+    assert slave_id is not None
+    return slave_id
