@@ -55,6 +55,18 @@ async def leader_of(client: RemotingClient, controllers: list[ControllerProcess]
     return None
 
 
+async def a_leader(client: RemotingClient, among: list[ControllerProcess], what: str) -> ControllerProcess:
+    """The one of ``among`` that answers as leader, once one does."""
+    found: list[ControllerProcess] = []
+
+    async def elected() -> bool:
+        leader = await leader_of(client, among)
+        found[:] = [leader] if leader is not None else []
+        return bool(found)
+    await eventually(elected, 20, what)
+    return found[0]
+
+
 def test_failover_under_a_group_of_three_controllers(tmp_path: Path) -> None:
     asyncio.run(_scenario(tmp_path))
 
@@ -74,14 +86,7 @@ async def _scenario(tmp_path: Path) -> None:
     try:
         for controller in controllers:
             controller.start()
-        first_leader: ControllerProcess | None = None
-
-        async def elected() -> bool:
-            nonlocal first_leader
-            first_leader = await leader_of(client, controllers)
-            return first_leader is not None
-        await eventually(elected, 20, "a controller leader")
-        assert first_leader is not None
+        first_leader = await a_leader(client, controllers, "a controller leader")
         logs = "\n".join(c.log() for c in controllers)
         id_b = await master_then_slave(client, namesrv, GROUP, a, b, context=logs)
         for i in range(20):
@@ -96,14 +101,7 @@ async def _scenario(tmp_path: Path) -> None:
         # the controller leader dies: the other two elect one of them
         first_leader.kill()
         left = [c for c in controllers if c is not first_leader]
-        second: ControllerProcess | None = None
-
-        async def reelected() -> bool:
-            nonlocal second
-            second = await leader_of(client, left)
-            return second is not None
-        await eventually(reelected, 20, "another controller leader")
-        assert second is not None
+        second = await a_leader(client, left, "another controller leader")
 
         # the master broker dies: the new controller leader elects the slave
         a.kill()
@@ -131,19 +129,14 @@ async def _scenario(tmp_path: Path) -> None:
         await eventually(follows, 20, f"{first_leader.peer_id} back as a follower\n{first_leader.log()}")
         second.kill()
         last = [c for c in controllers if c is not second]
-        third: ControllerProcess | None = None
+        third = await a_leader(client, last, "a leader of the last two")
 
-        async def third_elected() -> bool:
-            nonlocal third
-            third = await leader_of(client, last)
-            if third is None:
-                return False
+        async def knows_the_new_master() -> bool:
             try:
                 return (await replicas.replica_info(third.address)).master_broker_id == id_b
-            except ControllerCallError:
+            except ControllerCallError:  # not the leader any more, or not yet ready
                 return False
-        await eventually(third_elected, 20, "a leader of the last two knowing the new master")
-        assert third is not None
+        await eventually(knows_the_new_master, 20, f"{third.peer_id} knowing the new master")
         assert (await replicas.replica_info(third.address)).master_epoch == 2
     finally:
         await client.close()
