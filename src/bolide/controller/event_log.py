@@ -43,7 +43,7 @@ class Replay:
 def _event(payload: bytes) -> Event:
     try:
         return event_from_json(json.loads(payload))
-    except (ValueError, BolideError) as exc:
+    except (ValueError, BolideError, RecursionError) as exc:  # RecursionError: JSON nested too deep
         raise ValueError(f"a record that is not an event ({exc})") from None
 
 

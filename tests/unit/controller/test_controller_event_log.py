@@ -6,6 +6,7 @@ from pathlib import Path
 
 from bolide.controller.event_log import EventLog, encode_record
 from bolide.controller.events import AlterSyncStateSet, ApplyBrokerId, CleanBrokerData, ElectMaster
+from bolide.controller.framed import frame
 from bolide.controller.replicas import ReplicasState
 
 EVENTS = [ApplyBrokerId("C", "b", "h:1", 1, "h:1;5"), ApplyBrokerId("C", "b", "h:2", 2, "h:2;6"),
@@ -75,3 +76,16 @@ def test_compaction_keeps_the_state(tmp_path: Path) -> None:
         copy.apply(event)
     state.apply(ElectMaster("b", 2))
     assert copy.to_json() == state.to_json()
+
+
+def test_a_record_that_is_not_an_event_ends_the_replay(tmp_path: Path) -> None:
+    """A whole record (its CRC right) whose payload is no event, even JSON nested too deep for
+    the decoder, ends the replay there with the reason."""
+    for payload in (b'{"type":"NOPE"}', b"[" * 100_000):
+        log = _written(tmp_path)
+        with log.path.open("ab") as f:
+            f.write(frame(payload))
+        replay = EventLog(tmp_path).open()
+        assert replay.events == EVENTS and "a record that is not an event" in replay.reason
+        assert replay.dropped_bytes == len(frame(payload))
+        log.path.unlink()

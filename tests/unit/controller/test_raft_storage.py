@@ -127,7 +127,7 @@ def test_messages_round_trip(message: object) -> None:
 @pytest.mark.parametrize("body", [b"", b"[]", b'{"type":"vote"}', b'{"type":"nope"}',
                                   b'{"type":"voted","term":-1,"voter":"n1","granted":true}',
                                   b'{"type":"snapshot","term":1,"leader":"n0","last_index":1,'
-                                  b'"last_term":1,"data":"***"}'])
+                                  b'"last_term":1,"data":"***"}', b"[" * 100_000])
 def test_malformed_messages_are_refused(body: bytes) -> None:
     with pytest.raises(ProtocolError, match="not a controller peer's Raft message"):
         decode_message(body)

@@ -131,6 +131,6 @@ def decode_message(body: bytes) -> Message:
             if name in values and type(values[name]) is not bool:
                 raise ValueError(f"{name} is not true or false")
         message: Message = cls(**values)
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:  # RecursionError: JSON nested too deep
         raise ProtocolError(f"not a controller peer's Raft message ({exc}): {body[:80]!r}") from None
     return message
