@@ -129,19 +129,18 @@ def make_handle(queue_id: int, offset: int, gen: int, retry: str = NORMAL_TOPIC)
     return handle if retry == NORMAL_TOPIC else f"{handle}:{retry}"
 
 
-def parse_handle(handle: str) -> tuple[int, int, int]:
-    """(queue id, offset, generation) of a receipt handle this service made."""
-    try:
-        queue_id, offset, gen = handle.split(":", 3)[:3]
-        return int(queue_id), int(offset), int(gen, 16)
-    except ValueError:
-        raise ReceiptHandleError(f"receipt handle {handle[:80]!r} is not one this broker gave") from None
-
-
-def handle_retry(handle: str) -> str:
-    """The pop retry topic mark of a handle (``0``: the topic itself)."""
+def parse_handle(handle: str) -> tuple[int, int, int, str]:
+    """(queue id, offset, generation, pop retry topic mark) of a receipt handle this service
+    made; the mark is ``0`` for the topic itself."""
     fields = handle.split(":")
-    return fields[3] if len(fields) == 4 else NORMAL_TOPIC
+    try:
+        if len(fields) == 3:
+            return int(fields[0]), int(fields[1]), int(fields[2], 16), NORMAL_TOPIC
+        if len(fields) == 4:
+            return int(fields[0]), int(fields[1]), int(fields[2], 16), fields[3]
+    except ValueError:
+        pass
+    raise ReceiptHandleError(f"receipt handle {handle[:80]!r} is not one this broker gave")
 
 
 class PopService:
@@ -369,8 +368,7 @@ class PopService:
     def _leased(self, group: str, topic: str, handle: str) -> tuple[Key, _Queue, int, _Lease | None]:
         """The lease a handle names; None when the message was acknowledged already. Raises
         ReceiptHandleError when it was handed out again since (another handle is valid now)."""
-        queue_id, offset, gen = parse_handle(handle)
-        retry = handle_retry(handle)
+        queue_id, offset, gen, retry = parse_handle(handle)
         if retry != NORMAL_TOPIC and retry_flag(topic) == NORMAL_TOPIC:
             topic = real_topic(retry, topic, group)  # a handle of a message of a pop retry topic
         key = (group, topic, queue_id)
@@ -411,7 +409,7 @@ class PopService:
         if invisible_ms <= 0:
             self._expire(now)
         self._arm()
-        return make_handle(key[2], offset, lease.gen, handle_retry(handle))
+        return make_handle(key[2], offset, lease.gen, parse_handle(handle)[3])
 
     def dead_letter_now(self, group: str, topic: str, handle: str) -> bool:
         """Move the message a handle names to the group's dead letter queue and acknowledge
