@@ -5,15 +5,20 @@ at their logic offsets through the logic queues."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
+import pytest
 from test_cli_admin import ServerThread, admin_json, bolide, wait_for
 
 from bolide.client import ConsumeFrom, Message, MessageQueue
+from bolide.client.admin_static import StaticTopicAdminCalls
 from bolide.client.blocking import Admin, Producer, PullConsumer
 from bolide.common.fastjson import loads
 from bolide.protocol.bodies.static_topic import mock_broker_name
 from bolide.protocol.static_topic_plan import remapping_plan
+from bolide.remoting import RemotingConnectError
 from bolide.testing.servers import another_broker
 
 TOPIC = "CliStatic"
@@ -178,4 +183,63 @@ def test_bad_arguments_are_refused_with_the_fix(tmp_path: Path) -> None:
         out = bolide("admin", "remappingStaticTopic", "-t", TOPIC, "-mf", str(bad), "-n", ns, ok=False).output
         assert "no TopicRemappingDetailWrapper" in out, out
     finally:
+        st.stop()
+
+
+@pytest.mark.parametrize("failing_write", [1, 2])
+def test_an_interrupted_remapping_is_finished_by_its_mapping_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing_write: int
+) -> None:
+    """A remapping that stops after ``failing_write`` of its writes (a broker unreachable: after
+    broker-b took the queues in, or after broker-a gave them away too) is finished by the
+    command its error names (``-mf`` with the ``.after`` file): every queue ends on broker-b at
+    logic offset 10000, and every message is read at its logic offset."""
+    st = TwoBrokers(tmp_path / "a")
+    st.thread.start()
+    assert st.ready.wait(30) and st.error is None, st.error
+    st.start_b(tmp_path / "b")
+    try:
+        assert st.servers is not None
+        ns, files = st.servers.namesrv_addr, tmp_path / "files"
+        files.mkdir()
+        wait_for(lambda: len(Admin(ns).cluster_info().broker_addr_table) == 2)
+        admin_json(ns, "updateStaticTopic", "-t", TOPIC, "-qn", str(QUEUES), "-b", "broker-a",
+                   "--tmp-dir", str(files))
+        wait_for(lambda: leaders(st).get("broker-a") == {q: q for q in range(QUEUES)})
+        assert send(ns, 0, 8) == [0, 0, 0, 0, 1, 1, 1, 1]
+
+        real_write = StaticTopicAdminCalls.create_static_topic
+        writes = 0
+
+        async def unreachable_after(self: Any, addr: str, *args: Any, **kwargs: Any) -> None:
+            nonlocal writes
+            writes += 1
+            if writes > failing_write:  # the fault: this broker cannot be reached
+                raise RemotingConnectError(f"connect to {addr} failed: connection refused")
+            await real_write(self, addr, *args, **kwargs)
+
+        monkeypatch.setattr(StaticTopicAdminCalls, "create_static_topic", unreachable_after)
+        failed = bolide("admin", "remappingStaticTopic", "-t", TOPIC, "-b", "broker-b", "-n", ns,
+                        "--tmp-dir", str(files), ok=False)
+        monkeypatch.undo()
+        text = " ".join(failed.output.split())  # rich wraps the message
+        sent = "map-in broker-b" + (", map-out broker-a" if failing_write == 2 else "")
+        assert f"(mappings sent: {sent})" in text, text
+        finish = re.search(r"send the planned ones with: (remappingStaticTopic -t \S+ -mf (\S+\.after))",
+                           text)
+        assert finish is not None, text
+        assert Path(finish.group(2)).exists()
+
+        # the command the error names finishes the move
+        out = bolide("admin", *finish.group(1).split(" "), "-n", ns).stdout
+        assert "Mappings sent" in out, out
+        wait_for(lambda: leaders(st).get("broker-b") == {q: q for q in range(QUEUES)}
+                 and not leaders(st).get("broker-a"))
+        assert send(ns, 8, 4) == [10000] * 4
+        got = consume_all(ns, f"cli-static-interrupted-{failing_write}", 12)
+        for q in range(QUEUES):
+            assert [o for o, _ in sorted(got[q])] == [0, 1, 10000], (q, got[q])
+            assert sorted(b for _, b in got[q]) == sorted(b"m%d" % i for i in range(12) if i % QUEUES == q)
+    finally:
+        st.stop_b()
         st.stop()
