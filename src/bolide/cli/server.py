@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from bolide.broker import BrokerConfig, BrokerController
+from bolide.cli.controller_seed import seed
 from bolide.common.config_file import parse_properties
 from bolide.controller import ControllerConfig, ControllerServer
 from bolide.errors import BolideError
@@ -186,14 +187,24 @@ def broker(conf: str | None, namesrv_addr: str | None, store_dir: str | None, po
     _serve(main)
 
 
-@click.command("controller")
+@click.group("controller", invoke_without_command=True)
 @click.option("-c", "--config", "conf", help="A RocketMQ controller.conf (controllerDLegerPeers, ...).")
 @click.option("-p", "--port", default=None, type=int,
               help="Port (default: the port of this controller's controllerDLegerPeers entry, else "
                    "listenPort, 9878).")
-def controller(conf: str | None, port: int | None) -> None:
+@click.pass_context
+def controller(ctx: click.Context, conf: str | None, port: int | None) -> None:
     """Run a controller: RocketMQ 5 controller mode's master elections (alone, or one of a group
-    of controllerDLegerPeers replicating their state with Raft)."""
+    of controllerDLegerPeers replicating their state with Raft).
+
+    To move from one controller to a group keeping its state (masters, epochs, in-sync sets,
+    broker ids), stop it and run `bolide controller seed -c <peer's controller.conf> --from
+    <its directory>` for every peer of the group before the group's first start."""
+    if ctx.invoked_subcommand is not None:
+        if conf or port is not None:
+            raise click.UsageError(f"give -c and -p after the command: bolide controller "
+                                   f"{ctx.invoked_subcommand} -c <controller.conf> ...")
+        return
     config = ControllerConfig.from_properties(conf) if conf else ControllerConfig()
     own = config.self_peer("")
     if port is not None and len(config.peers) > 1 and port != own.port:
@@ -221,3 +232,6 @@ def controller(conf: str | None, port: int | None) -> None:
             await server.close()
 
     _serve(main)
+
+
+controller.add_command(seed)

@@ -38,6 +38,12 @@ class Replay:
     events: list[Event] = field(default_factory=list)
     dropped_bytes: int = 0
     reason: str = ""
+    good_bytes: int = 0  # the length of the whole records read
+
+    def describe_cut(self, path: Path) -> str:
+        """What was cut off, for the log and the operator."""
+        return (f"controller event log {path}: cut off {self.dropped_bytes} bytes after "
+                f"{len(self.events)} events at offset {self.good_bytes}: {self.reason}")
 
 
 def _event(payload: bytes) -> Event:
@@ -50,6 +56,14 @@ def _event(payload: bytes) -> Event:
 def read_records(data: bytes) -> tuple[list[Event], int, str]:
     """The events of a log's bytes, the length of its good prefix and why it stops early."""
     return read_frames(data, _event, max_record=MAX_RECORD)
+
+
+def read_log(path: Path) -> Replay:
+    """The events of the log file ``path`` (none when it does not exist), without changing it;
+    OSError when it cannot be read."""
+    data = path.read_bytes() if path.exists() else b""
+    events, good, reason = read_records(data)
+    return Replay(events, len(data) - good, reason, good)
 
 
 class EventLog:
@@ -65,20 +79,17 @@ class EventLog:
         """Read the log (cutting off a bad tail) and open it for appends."""
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            data = self.path.read_bytes() if self.path.exists() else b""
+            replay = read_log(self.path)
         except OSError as exc:
             raise BolideError(f"cannot read the controller's state in {self.directory}: {exc.strerror}; "
                               "make controllerStorePath a writable directory") from exc
-        events, good, reason = read_records(data)
-        replay = Replay(events, len(data) - good, reason)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         if replay.dropped_bytes:
-            log.warning("controller event log %s: cut off %d bytes after %d events at offset %d: %s",
-                        self.path, replay.dropped_bytes, len(events), good, reason)
-            os.ftruncate(self._fd, good)
+            log.warning("%s", replay.describe_cut(self.path))
+            os.ftruncate(self._fd, replay.good_bytes)
             os.fsync(self._fd)
         sync_dir(self.directory)
-        self.records = len(events)
+        self.records = len(replay.events)
         return replay
 
     def append(self, events: list[Event]) -> None:

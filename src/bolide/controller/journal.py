@@ -17,7 +17,8 @@ from bolide.controller.raft.core import NotLeaderError
 from bolide.controller.replicas import ReplicasState
 
 COMPACT_AFTER_RECORDS = 10_000
-__all__ = ["Journal", "LocalJournal", "NotLeaderError", "WriteTimeoutError", "decode_events", "encode_events"]
+__all__ = ["Journal", "LocalJournal", "NotLeaderError", "WriteTimeoutError", "decode_events", "encode_events",
+           "encode_snapshot"]
 
 
 class WriteTimeoutError(NotLeaderError):
@@ -30,6 +31,12 @@ def encode_events(events: list[Event]) -> bytes:
 
 def decode_events(data: bytes) -> list[Event]:
     return [event_from_json(obj) for obj in json.loads(data)]
+
+
+def encode_snapshot(state: ReplicasState) -> bytes:
+    """The whole state as a Raft snapshot's data: one SNAPSHOT event (the same bytes for the
+    same state)."""
+    return json.dumps(event_to_json(state.snapshot()), separators=(",", ":")).encode()
 
 
 class Journal(Protocol):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bolide.common.hosts import local_ip
 from bolide.common.waiting import cancel_and_wait
-from bolide.controller import decisions
+from bolide.controller import decisions, seed
 from bolide.controller.config import ControllerConfig
 from bolide.controller.event_log import EventLog
 from bolide.controller.heartbeat import HeartbeatManager
@@ -28,7 +28,7 @@ from bolide.controller.metrics import ControllerMetrics
 from bolide.controller.processor import ControllerProcessor
 from bolide.controller.raft.core import Timing
 from bolide.controller.raft.journal import RaftJournal
-from bolide.controller.raft.storage import RaftStorage
+from bolide.controller.raft.storage import RAFT_DIR, RaftStorage
 from bolide.controller.replicas import ReplicasState
 from bolide.metrics.exposition import Labels, render
 from bolide.metrics.http import MetricsEndpoint
@@ -68,7 +68,7 @@ class ControllerServer:
                                      config.port if port is None else port)
         self.journal: Journal
         if len(config.peers) > 1:
-            self.store_dir = self.store_dir / "raft"
+            self.store_dir = self.store_dir / RAFT_DIR
             raft = RaftJournal(self.state, self.server, config.peers, config.self_id,
                                RaftStorage(self.store_dir), timing=raft_timing or Timing())
             raft.on_leadership = self._leadership_changed
@@ -227,6 +227,7 @@ class ControllerServer:
     async def start(self) -> ControllerServer:
         """Load the state (replay the event log, or open the Raft log), then serve."""
         self._started_at = time.monotonic()
+        seed.check_store(self.config)
         await self.journal.start()
         if self.journal.dropped_bytes:
             log.warning("controller state: a torn tail of %d bytes was cut off (%s)",

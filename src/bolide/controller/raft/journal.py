@@ -19,8 +19,14 @@ from collections.abc import Callable, Sequence
 
 from bolide.common.waiting import cancel_and_wait, wait_for
 from bolide.controller.config import Peer
-from bolide.controller.events import Event, event_from_json, event_to_json
-from bolide.controller.journal import COMPACT_AFTER_RECORDS, WriteTimeoutError, decode_events, encode_events
+from bolide.controller.events import Event, event_from_json
+from bolide.controller.journal import (
+    COMPACT_AFTER_RECORDS,
+    WriteTimeoutError,
+    decode_events,
+    encode_events,
+    encode_snapshot,
+)
 from bolide.controller.raft.core import DEFAULT_TIMING, NotLeaderError, RaftNode, Ready, Role, Timing
 from bolide.controller.raft.messages import (
     RAFT_REQUEST_CODE,
@@ -253,7 +259,7 @@ class RaftJournal:
                 else:
                     waiter[1].set_exception(NotLeaderError("a new leader replaced the change"))
         if node.applied_index - node.snapshot_index > COMPACT_AFTER_RECORDS:
-            data = json.dumps(event_to_json(self.state.snapshot()), separators=(",", ":")).encode()
+            data = encode_snapshot(self.state)
             node.compact(node.applied_index, data)
             await asyncio.to_thread(self.storage.save_snapshot, node.snapshot_index, node.snapshot_term,
                                     data, list(node.entries))

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 ENTRY_HEAD = struct.Struct(">QQ")
 MAX_RECORD = 64 << 20
+RAFT_DIR = "raft"  # under <controllerStorePath>/<selfId>
 
 
 def encode_record(index: int, entry: LogEntry) -> bytes:
@@ -65,6 +66,16 @@ def _replace(path: Path, data: bytes) -> None:
     write_synced(tmp, data)
     os.replace(tmp, path)
     sync_dir(path.parent)
+
+
+def state_files(directory: Path) -> list[Path]:
+    """The files of ``directory`` that hold Raft state: a term, a snapshot, a log with entries
+    (the empty log a peer creates at its start holds none)."""
+    found = [p for p in (directory / "term.json", directory / "snapshot") if p.exists()]
+    log_path = directory / "log"
+    if log_path.exists() and log_path.stat().st_size:
+        found.append(log_path)
+    return found
 
 
 class RaftStorage:
