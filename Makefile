@@ -50,7 +50,8 @@ lint: $(STAMP)
 		src/bolide/store/compaction.py src/bolide/broker/topic_attributes.py \
 		src/bolide/store/verify_compaction.py src/bolide/store/repair_compaction.py src/bolide/broker/ha/compaction_heads.py src/bolide/broker/ha/links.py \
 		src/bolide/protocol/headers/controller.py src/bolide/protocol/bodies/controller.py \
-		src/bolide/controller src/bolide/cli/admin_controller.py src/bolide/testing/controller.py \
+		src/bolide/controller src/bolide/cli/admin_controller.py src/bolide/cli/controller_seed.py \
+		src/bolide/testing/controller.py \
 		src/bolide/namesrv/controller.py src/bolide/common/config_file.py \
 		src/bolide/protocol/java_order.py \
 		src/bolide/protocol/static_topic_wrapper.py src/bolide/protocol/static_topic_checks.py \
