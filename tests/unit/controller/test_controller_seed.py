@@ -198,3 +198,14 @@ def test_the_seed_command_reports_a_torn_tail(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["controller", "seed", "-c", str(conf), "--from", str(path)])
     assert result.exit_code == 0, result.output
     assert "Left out a torn tail" in result.output and "after 5 events" in result.output
+
+
+def test_the_lone_controller_restarted_as_a_group_peer_refuses_to_drop_its_state(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    _lone_log(store)
+    conf = _write_conf(tmp_path / "n0.conf", store, "n0")
+    result = CliRunner().invoke(cli, ["controller", "-c", str(conf)])
+    assert result.exit_code == 1
+    assert "holds a lone controller's state, which a group does not read" in result.output
+    assert f"--from {store / 'n0' / LOG_NAME}" in " ".join(result.output.split())
+    assert not (store / "n0" / "raft").exists()
