@@ -47,6 +47,11 @@ class NamesrvConfig(PropertiesConfig):
     wait_seconds_for_service: int = _key("waitSecondsForService", 45)
     server_channel_max_idle_time_seconds: int = _key("serverChannelMaxIdleTimeSeconds", 120)
     broker_channel_expired_time_ms: int = _key("bolideBrokerChannelExpiredTime", 120_000)
+    # 5.x slave acting master: routes of a group without master (registered with
+    # enableActingMaster) show its lowest-id live slave as brokerId 0, read-only
+    support_acting_master: bool = _key("supportActingMaster", False)
+    # 5.x: tell a group's brokers when its lowest live broker id changes (NOTIFY_MIN_BROKER_ID_CHANGE)
+    notify_min_broker_id_changed: bool = _key("notifyMinBrokerIdChanged", False)
     # 5.x: run a controller (its own port, from controllerDLegerPeers) beside the NameServer
     enable_controller_in_namesrv: bool = _key("enableControllerInNamesrv", False)
 

@@ -183,7 +183,8 @@ class NamesrvProcessor:
                                      body=stored.encode() if stored is not None else b"")
 
     def broker_heartbeat(self, request: RemotingCommand, channel: object | None = None) -> RemotingCommand:
-        """BROKER_HEARTBEAT (5.x): refresh the liveness of ``brokerAddr``."""
+        """BROKER_HEARTBEAT (5.x, brokers with enableSlaveActingMaster and
+        compatibleWithOldNameSrv=false): refresh the liveness of ``brokerAddr``."""
         addr = request.ext_fields.get("brokerAddr")
         if addr:
             self.routes.refresh_broker(addr)
@@ -211,7 +212,7 @@ class NamesrvProcessor:
         if cfg.need_wait_for_service and \
                 self._clock() - self._started_ms < cfg.wait_seconds_for_service * 1000:
             return request.make_response(ResponseCode.SYSTEM_ERROR, "name server not ready")
-        route = self.routes.pick_topic_route_data(header.topic)
+        route = self.routes.pick_topic_route_data(header.topic, cfg.support_acting_master)
         if route is None:
             return request.make_response(
                 ResponseCode.TOPIC_NOT_EXIST,

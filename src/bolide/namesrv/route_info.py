@@ -10,9 +10,12 @@ Tables, all filled only by broker registrations and emptied as brokers leave:
 - filter servers by broker address.
 
 A registration with an unchanged DataVersion refreshes liveness and addresses but leaves queue
-data alone; only masters (id 0) write queue data. A broker is dropped when its connection
-closes (:meth:`RouteInfoManager.on_channel_destroy`) or after 120 s without a registration
-(:meth:`RouteInfoManager.scan_not_active_broker`); a group with no address left takes its
+data alone; masters (id 0) write queue data, and so does a 5.x slave that is its group's lowest
+live id (RocketMQ's prime slave; without write permission in an acting-master group, see
+:mod:`bolide.namesrv.acting`). A broker is dropped when its connection
+closes (:meth:`RouteInfoManager.on_channel_destroy`) or after its timeout without a registration
+or heartbeat (120 s, or the ``heartbeatTimeoutMillis`` it registered with:
+:meth:`RouteInfoManager.scan_not_active_broker`); a group with no address left takes its
 queue data with it. Not thread-safe: drive it from one thread (the event loop).
 """
 
@@ -24,6 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from bolide.namesrv.acting import MinBrokerIdChange, acting_route, min_broker_id_change, without_write
 from bolide.protocol.bodies.admin import TopicList
 from bolide.protocol.bodies.broker import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from bolide.protocol.bodies.route import (
@@ -114,6 +118,8 @@ class RouteInfoManager:
         self._filter_servers: dict[str, list[str]] = {}
         # static topics: topic -> the mapping info each broker registered (by its ``bname``)
         self._mappings: dict[str, dict[str, TopicQueueMappingInfo]] = {}
+        # groups whose lowest live id changed, for NOTIFY_MIN_BROKER_ID_CHANGE (drain_notices)
+        self._notices: list[MinBrokerIdChange] = []
 
     # -- registration ---------------------------------------------------------------------
     def register_broker(
@@ -143,6 +149,9 @@ class RouteInfoManager:
         self._clusters.setdefault(cluster, set()).add(broker_name)
         if enable_acting_master is not None:
             group.enable_acting_master = enable_acting_master
+        elif group.enable_acting_master:  # a 4.x broker's registration turns it off, as in Java
+            group.enable_acting_master = False
+        prev_min = min(group.addrs) if group.addrs else MASTER_ID
         if zone_name is not None:
             group.zone_name = zone_name
 
@@ -157,11 +166,14 @@ class RouteInfoManager:
             self._filter_servers.pop(old_addr, None)
 
         version = topic_config_wrapper.data_version if topic_config_wrapper else DataVersion()
-        if topic_config_wrapper is not None and broker_id == MASTER_ID and (
-                register_first or self.is_data_version_changed(broker_addr, version)):
+        changed = register_first or self.is_data_version_changed(broker_addr, version)
+        if topic_config_wrapper is not None and broker_id == MASTER_ID and changed:
             self._update_queue_datas(broker_name, topic_config_wrapper.topic_config_table)
             for topic, info in (topic_config_wrapper.topic_queue_mapping_info_map or {}).items():
                 self._mappings.setdefault(info.topic or topic, {})[info.bname or broker_name] = info
+        elif (topic_config_wrapper is not None and enable_acting_master is not None
+                and broker_id != MASTER_ID and broker_id == min(group.addrs)):  # no master: prime slave
+            self._update_prime_slave_queue_datas(group, topic_config_wrapper, changed)
 
         self._live[broker_addr] = BrokerLiveInfo(
             self._clock(), timeout_ms or self._broker_timeout_ms, version, channel, ha_server_addr)
@@ -171,12 +183,51 @@ class RouteInfoManager:
             else:
                 self._filter_servers.pop(broker_addr, None)
 
+        if broker_id < prev_min:  # a lower id came (the master is back): tell the others
+            self._notice(group, None, ha_server_addr, check_acting=False)
         if broker_id != MASTER_ID:
             master_addr = group.addrs.get(MASTER_ID)
             master = self._live.get(master_addr) if master_addr else None
             if master is not None:
                 return RegisterBrokerResult(master.ha_server_addr, master_addr)
         return RegisterBrokerResult()
+
+    def _update_prime_slave_queue_datas(self, group: _Group, wrapper: TopicConfigSerializeWrapper,
+                                        changed: bool) -> None:
+        """Queue data from the lowest-id slave of a group without master: topics new to the
+        NameServer or to the group, or all when its DataVersion changed; read-only when the
+        group acts with a slave as master."""
+        for key, topic in wrapper.topic_config_table.items():
+            name = topic.topic_name or key
+            if changed or group.broker_name not in self._topics.get(name, {}):
+                queue = _queue_data(group.broker_name, topic)
+                if group.enable_acting_master:
+                    queue.perm = without_write(queue.perm)
+                self._topics.setdefault(name, {})[group.broker_name] = queue
+
+    def _notice(self, group: _Group, offline_addr: str | None, ha_addr: str | None, *,
+                check_acting: bool = True) -> None:
+        if check_acting and not group.enable_acting_master:
+            return
+        notice = min_broker_id_change(group.broker_name, group.addrs, offline_addr, ha_addr)
+        if notice is not None:
+            self._notices.append(notice)
+
+    def drain_notices(self) -> list[MinBrokerIdChange]:
+        """The NOTIFY_MIN_BROKER_ID_CHANGE messages due since the last call (the caller sends
+        them when ``notifyMinBrokerIdChanged`` is on)."""
+        notices, self._notices = self._notices, []
+        return notices
+
+    def _members_left(self, group: _Group, removed_ids: list[int], offline_addr: str) -> None:
+        """After ``removed_ids`` left a group that still has members: notify when its lowest id
+        went, and take write permission from an acting-master group left without master."""
+        if not removed_ids or not group.addrs:
+            return
+        if min(removed_ids) < min(group.addrs):
+            self._notice(group, offline_addr, None)
+        if group.enable_acting_master and MASTER_ID not in group.addrs:
+            self._set_perm(group.broker_name, without_write)
 
     def _update_queue_datas(self, broker_name: str, table: dict[str, TopicConfig]) -> None:
         names: set[str] = set()
@@ -215,6 +266,8 @@ class RouteInfoManager:
             known = known or bool(ids)
             if not group.addrs:
                 self._drop_group(broker_name)
+            else:
+                self._members_left(group, ids, broker_addr)
         return known
 
     # -- liveness -------------------------------------------------------------------------
@@ -243,7 +296,7 @@ class RouteInfoManager:
         return sorted(self._live)
 
     def scan_not_active_broker(self, now_ms: int | None = None) -> list[ExpiredBroker]:
-        """Drop brokers silent for longer than their timeout (120 s); close their channels."""
+        """Drop brokers silent for longer than their timeout; close their channels."""
         now = self._clock() if now_ms is None else now_ms
         expired = [ExpiredBroker(addr, live.channel) for addr, live in self._live.items()
                    if live.last_update_ms + live.timeout_ms < now]
@@ -270,9 +323,12 @@ class RouteInfoManager:
         for name, group in list(self._groups.items()):
             if name == keep or broker_addr not in group.addrs.values():
                 continue
+            removed = [i for i, a in group.addrs.items() if a == broker_addr]
             group.addrs = {i: a for i, a in group.addrs.items() if a != broker_addr}
             if not group.addrs:
                 self._drop_group(name)
+            else:
+                self._members_left(group, removed, broker_addr)
 
     def _drop_group(self, broker_name: str) -> None:
         group = self._groups.pop(broker_name, None)
@@ -296,8 +352,10 @@ class RouteInfoManager:
                 del self._topics[topic]
 
     # -- routes and admin views -----------------------------------------------------------
-    def pick_topic_route_data(self, topic: str) -> TopicRouteData | None:
-        """The route of ``topic``, or None without queue data or a broker group serving it."""
+    def pick_topic_route_data(self, topic: str, support_acting_master: bool = False) -> TopicRouteData | None:
+        """The route of ``topic``, or None without queue data or a broker group serving it;
+        with ``support_acting_master``, masterless acting groups show their lowest-id slave as
+        brokerId 0 (:func:`~bolide.namesrv.acting.acting_route`)."""
         queues = self._topics.get(topic)
         if not queues:
             return None
@@ -312,9 +370,10 @@ class RouteInfoManager:
                     if addr in self._filter_servers:
                         filters[addr] = list(self._filter_servers[addr])
         mappings = self._mappings.get(topic)
-        return TopicRouteData(queue_datas=[dataclasses.replace(queues[n]) for n in names],
-                              broker_datas=brokers, filter_server_table=filters,
-                              topic_queue_mapping_by_broker=dict(mappings) if mappings else None)
+        route = TopicRouteData(queue_datas=[dataclasses.replace(queues[n]) for n in names],
+                               broker_datas=brokers, filter_server_table=filters,
+                               topic_queue_mapping_by_broker=dict(mappings) if mappings else None)
+        return acting_route(topic, route) if support_acting_master else route
 
     def get_all_cluster_info(self) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO: every broker group and each cluster's broker names."""

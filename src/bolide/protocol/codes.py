@@ -186,6 +186,7 @@ class RequestCode(IntEnum):
     GET_ALL_MESSAGE_REQUEST_MODE = 402  # 5.x: a slave copies its master's modes
     GET_BROKER_MEMBER_GROUP = 901  # 5.x NameServer: the brokers of a broker group
     BROKER_HEARTBEAT = 904  # 5.x
+    NOTIFY_MIN_BROKER_ID_CHANGE = 905  # 5.x NameServer -> broker: its group's lowest live id changed
     CONTROLLER_ALTER_SYNC_STATE_SET = 1001  # 5.x controller mode: a master reports its in-sync replicas
     CONTROLLER_ELECT_MASTER = 1002
     CONTROLLER_REGISTER_BROKER = 1003

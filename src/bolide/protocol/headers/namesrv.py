@@ -136,6 +136,18 @@ class AddWritePermOfBrokerResponseHeader(Header):
 
 
 @header
+class NotifyMinBrokerIdChangeRequestHeader(Header):
+    """NOTIFY_MIN_BROKER_ID_CHANGE (905, 5.x): the NameServer tells a group's brokers that its
+    lowest live broker id changed (slave acting master)."""
+
+    min_broker_id: int | None = None
+    broker_name: str | None = None
+    min_broker_addr: str | None = None
+    offline_broker_addr: str | None = None
+    ha_broker_addr: str | None = None
+
+
+@header
 class GetBrokerMemberGroupRequestHeader(Header):
     """GET_BROKER_MEMBER_GROUP (901, 5.x NameServer); the answer's body is a
     GetBrokerMemberGroupResponseBody."""
