@@ -55,7 +55,9 @@ lint: $(STAMP)
 		src/bolide/namesrv/controller.py src/bolide/common/config_file.py \
 		src/bolide/protocol/java_order.py \
 		src/bolide/protocol/static_topic_wrapper.py src/bolide/protocol/static_topic_checks.py \
-		src/bolide/protocol/static_topic_plan.py src/bolide/cli/admin_static.py
+		src/bolide/protocol/static_topic_plan.py src/bolide/cli/admin_static.py \
+		src/bolide/broker/acting_master.py src/bolide/broker/escape.py src/bolide/broker/processors/acting.py \
+		src/bolide/namesrv/acting.py
 
 # Real Apache RocketMQ (namesrv, broker, mqadmin) for tests/interop: the jars come from Maven
 # Central into interop/.m2 the first time, then from that cache. Without java/javac/mvn this

@@ -146,8 +146,19 @@ class BrokerConfig(PropertiesConfig):
     sync_controller_metadata_period_ms: int = _key("syncControllerMetadataPeriod", 10_000)
     # the controller prefers brokers with a lower value when it elects a master
     broker_election_priority: int = _key("brokerElectionPriority", 2**31 - 1)
-    # RocketMQ's slave-acting-master (5.x without a controller): read, not offered (false only)
+    # RocketMQ 5's slave acting master (master/slave groups without controller): the group's
+    # lowest-id live slave runs the schedule and transaction check while the master is away
+    # (bolide.broker.acting_master); their writes go to another group's master with
+    # enableRemoteEscape, else wait
     enable_slave_acting_master: bool = _key("enableSlaveActingMaster", False)
+    enable_remote_escape: bool = _key("enableRemoteEscape", False)
+    # the NameServer drops a broker whose heartbeats stop for this long (sent when registering)
+    broker_not_active_timeout_ms: int = _key("brokerNotActiveTimeoutMillis", 10_000)
+    sync_broker_member_group_period_ms: int = _key("syncBrokerMemberGroupPeriod", 1000)
+    # heartbeats as QUERY_DATA_VERSION and the member group from a route (any NameServer), as
+    # RocketMQ's default; false: BROKER_HEARTBEAT and GET_BROKER_MEMBER_GROUP (5.x NameServers)
+    compatible_with_old_name_srv: bool = _key("compatibleWithOldNameSrv", True)
+    skip_pre_online: bool = _key("skipPreOnline", False)  # read: Bolide has no pre-online phase
 
     def metrics_exporter(self) -> str:
         """metricsExporterType by name (RocketMQ takes its ordinal too)."""
@@ -186,12 +197,14 @@ class BrokerConfig(PropertiesConfig):
                            ("syncBrokerMetadataPeriod", self.sync_broker_metadata_period_ms),
                            ("checkSyncStateSetPeriod", self.check_sync_state_set_period_ms),
                            ("syncControllerMetadataPeriod", self.sync_controller_metadata_period_ms),
-                           ("sendHeartbeatTimeoutMillis", self.send_heartbeat_timeout_ms)):
+                           ("sendHeartbeatTimeoutMillis", self.send_heartbeat_timeout_ms),
+                           ("brokerNotActiveTimeoutMillis", self.broker_not_active_timeout_ms),
+                           ("syncBrokerMemberGroupPeriod", self.sync_broker_member_group_period_ms)):
             if value <= 0:
                 raise ConfigError(f"{key}={value} must be positive (ms)")
-        if self.enable_slave_acting_master:
-            raise ConfigError("enableSlaveActingMaster=true is not offered: use controller mode "
-                              "(enableControllerMode=true) for failover, or set it to false")
+        if self.enable_slave_acting_master and self.enable_controller_mode:
+            raise ConfigError("enableSlaveActingMaster=true and enableControllerMode=true exclude "
+                              "each other: the controller elects a new master itself; set one to false")
         metrics_settings.check(self.metrics_exporter_type, self.metrics_prom_exporter_port,
                                self.metrics_label)
         if self.metrics_otel_cardinality_limit <= 0:

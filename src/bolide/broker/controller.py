@@ -10,6 +10,7 @@ import logging
 import time
 
 from bolide.broker.acl import AclFileWatcher, AclValidator, PlainAcl
+from bolide.broker.acting_master import ActingMaster
 from bolide.broker.auth.checks import AuthHook
 from bolide.broker.auth.metadata import AuthMetadata, AuthRefused
 from bolide.broker.auth.migrate import migrated
@@ -19,6 +20,7 @@ from bolide.broker.clients import ClientManager
 from bolide.broker.cold_data import ColdDataFlowControl
 from bolide.broker.config import BrokerConfig
 from bolide.broker.dead_letter import store_dead_letter
+from bolide.broker.escape import EscapeBridge
 from bolide.broker.flush_waiters import FlushWaiters
 from bolide.broker.ha import HAMaster, HASlave
 from bolide.broker.ha.autoswitch import AutoSwitchHA
@@ -31,6 +33,7 @@ from bolide.broker.persistence import ConfigPersister
 from bolide.broker.pop import PopService
 from bolide.broker.pop_takeover import ReviveTakeoverMark, ReviveTakeoverReport, take_over_pop_revive
 from bolide.broker.processors.acl_admin import AclAdminProcessor
+from bolide.broker.processors.acting import ActingMasterProcessor
 from bolide.broker.processors.admin import AdminProcessor
 from bolide.broker.processors.admin_lists import AdminListProcessor
 from bolide.broker.processors.admin_stats import AdminStatsProcessor
@@ -213,6 +216,10 @@ class BrokerController:
         self.metrics_endpoint: MetricsEndpoint | None = None
         self.transactions = TransactionalMessages(self)
         self.transaction_check = TransactionCheckService(self, self.transactions)
+        # enableSlaveActingMaster: the group's lowest live id, and (a slave) whether it acts
+        self.acting_master: ActingMaster | None = None
+        self.acting = False  # a slave serving as its group's master (bolide.broker.acting_master)
+        self.escape = EscapeBridge(self)  # what an acting master's services write
 
     # -- state available once started --------------------------------------------------------
     @property
@@ -315,7 +322,8 @@ class BrokerController:
                           AssignmentProcessor(self), AdminListProcessor(self), GroupAdminProcessor(self),
                           ConsumerStatusProcessor(self), ReadModeProcessor(self),
                           RocksDBAdminProcessor(self), ColdDataProcessor(self),
-                          BrokerOpsProcessor(self), ReplicasProcessor(self)):
+                          BrokerOpsProcessor(self), ReplicasProcessor(self),
+                          ActingMasterProcessor(self)):
             for code in processor.CODES:
                 self.server.register(code, processor)
         if self.config.grpc_server_port >= 0 and self.role is BrokerRole.SLAVE and not controller_mode:
@@ -356,6 +364,9 @@ class BrokerController:
             await self._start_replicas()
         else:
             await self.registration.start()
+        if self.config.enable_slave_acting_master:
+            self.acting_master = ActingMaster(self)
+            self.acting_master.start()
         if self.ha_slave is not None:
             self.ha_slave.start()
         self.housekeeping.start()
@@ -365,6 +376,26 @@ class BrokerController:
         if self.role is not BrokerRole.SLAVE:  # the master checks half messages
             self.transaction_check.start()
         return self
+
+    async def set_special_services(self, on: bool) -> None:
+        """A slave with enableSlaveActingMaster starts (``on``) or stops acting as its group's
+        master: the delay-level schedule and the transaction check run, writing escaped
+        (RocketMQ's changeSpecialServiceStatus). A master always runs them."""
+        if self.role is not BrokerRole.SLAVE or on == self.acting:
+            return
+        log.warning("%s acting as master of %s", "now" if on else "no longer",
+                    self.config.broker_name)
+        self.acting = on
+        schedule = self.schedule
+        assert schedule is not None
+        if on:
+            schedule.escape = self.transaction_check.escape = self.escape.put
+            schedule.start()
+            self.transaction_check.start()
+        else:
+            await schedule.close()
+            await self.transaction_check.close()
+            schedule.escape = self.transaction_check.escape = None
 
     async def _start_replicas(self) -> None:
         """Controller mode: register with the controller in the background; the role follows."""
@@ -574,6 +605,8 @@ class BrokerController:
         close the store."""
         if self.replicas is not None:
             await self.replicas.close()
+        if self.acting_master is not None:
+            await self.acting_master.close()
         if self.role_switch is not None:
             await self.role_switch.close()
         if self.registration is not None:

@@ -48,6 +48,9 @@ class BrokerRegistration:
             cluster_name=self.config.broker_cluster_name, ha_server_addr=self.ha_addr,
             broker_id=self.config.broker_id, compressed=False,
             body_crc32=zlib.crc32(body) & 0x7FFFFFFF)
+        if self.config.enable_slave_acting_master:  # as RocketMQ 5 sends them
+            header.enable_acting_master = True
+            header.heartbeat_timeout_millis = self.config.broker_not_active_timeout_ms
         return RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body)
 
     async def register_all(self) -> int:

@@ -57,8 +57,8 @@ def runtime_info(broker: BrokerController) -> dict[str, str]:
     table = {
         "brokerVersionDesc": DEFAULT_VERSION_DESC,
         "brokerVersion": str(DEFAULT_VERSION),
-        # 5.x: the schedule and transaction check services run (masters only)
-        "brokerActive": "false" if broker.role is BrokerRole.SLAVE else "true",
+        # 5.x: the schedule and transaction check services run (masters, acting slaves)
+        "brokerActive": "false" if broker.role is BrokerRole.SLAVE and not broker.acting else "true",
         "bootTimestamp": str(stats.boot_timestamp_ms),
         "runtime": uptime_text(time.time() - stats.boot_timestamp_ms / 1000),
         "msgPutTotalYesterdayMorning": str(stats.yesterday_morning.put),

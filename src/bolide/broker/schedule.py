@@ -11,6 +11,9 @@ delivered, recalled or dropped counts down its topic's timer metrics
 (:mod:`bolide.store.timer_metrics`).
 
 It sleeps until the earliest head entry is due, or until dispatch reports new schedule entries.
+
+On a slave acting as master (:mod:`bolide.broker.acting_master`), :attr:`ScheduleService.escape`
+writes the deliveries instead of the store (:class:`~bolide.broker.escape.EscapeBridge`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from bolide.broker.loop_service import LoopService
 from bolide.broker.retry import group_of_retry_topic
@@ -29,7 +32,7 @@ from bolide.common import properties as P
 from bolide.common.message import Message
 from bolide.common.topic import SCHEDULE_TOPIC
 from bolide.common.waiting import wait_for
-from bolide.store import MessageStore, PutStatus
+from bolide.store import MessageStore, PutMessageResult, PutStatus
 from bolide.store.config_files import DelayOffsetManager
 from bolide.store.consume_queue import EXT_ADDRESS_MAX
 from bolide.store.record import RecordInfo, compute_tags_code, parse_record
@@ -46,6 +49,9 @@ _HOPELESS = (PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED)
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+Escape = Callable[..., Awaitable[PutMessageResult]]  # EscapeBridge.put
 
 
 class ScheduleService(LoopService):
@@ -68,6 +74,8 @@ class ScheduleService(LoopService):
         self.recalled = 0
         self._wake = asyncio.Event()
         self._listening = False
+        self.escape: Escape | None = None  # set while a slave acts as master
+        self._escape_failing = False  # warn once per streak of failed escapes
 
     def start(self) -> None:
         """Start delivering (again, after :meth:`close`, when a controller-mode broker becomes
@@ -114,14 +122,14 @@ class ScheduleService(LoopService):
         wait_s = IDLE_S
         for level, delay_ms in self.store.delay_millis.items():
             while True:
-                outcome = self._deliver_level(level, delay_ms)
+                outcome = await self._deliver_level(level, delay_ms)
                 if outcome is not None:
                     wait_s = min(wait_s, outcome)
                     break
                 await asyncio.sleep(0)  # a full batch: let sends and pulls in, then go on
         return wait_s
 
-    def _deliver_level(self, level: int, delay_ms: int) -> float | None:
+    async def _deliver_level(self, level: int, delay_ms: int) -> float | None:
         """Deliver up to BATCH due messages of one level. Seconds until its head is due (or
         until a refused delivery is retried); None when the batch was full."""
         queue_id = level - 1
@@ -145,7 +153,7 @@ class ScheduleService(LoopService):
             # a deliver time past now + delay comes from a clock change: deliver it now
             if now < deliver_at <= now + delay_ms:
                 return (deliver_at - now) / 1000
-            if not self._deliver(phys, level):
+            if not await self._deliver(phys, level):
                 return RETRY_S
             offset += 1
             self.offsets.update(level, offset)
@@ -161,7 +169,7 @@ class ScheduleService(LoopService):
             return now
         return compute_tags_code(info, self.store.delay_millis)
 
-    def _deliver(self, phys: int, level: int) -> bool:
+    async def _deliver(self, phys: int, level: int) -> bool:
         """Append the scheduled message at ``phys`` to its real topic; False to retry later."""
         msg = self.store.look_message_by_offset(phys)
         if msg is None:  # deleted by retention, or not a record: nothing left to deliver
@@ -188,11 +196,17 @@ class ScheduleService(LoopService):
             self._count_down(topic)
             self.on_recalled()
             return True
-        result = self.store.put_message(
-            Message(topic, msg.body, flag=msg.flag, properties=props), int(queue_text),
-            sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
-            reconsume_times=msg.reconsume_times, wait_store=False)
+        message = Message(topic, msg.body, flag=msg.flag, properties=props)
+        if self.escape is not None:  # an acting master: to another group's master
+            result = await self.escape(message, sys_flag=msg.sys_flag,
+                                       born_timestamp=msg.born_timestamp,
+                                       reconsume_times=msg.reconsume_times)
+        else:
+            result = self.store.put_message(
+                message, int(queue_text), sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp,
+                born_host=msg.born_host, reconsume_times=msg.reconsume_times, wait_store=False)
         if result.ok:
+            self._escape_failing = False
             if timer_done:
                 self._count_down(topic)
             if hop is None:
@@ -206,8 +220,10 @@ class ScheduleService(LoopService):
             if P.TIMER_OUT_MS in props and group_of_retry_topic(topic) is None:
                 self._count_down(topic)
             return True
-        log.warning("delayed message at %d to %s refused (%s: %s); retrying",
-                    phys, topic, result.status.value, result.remark)
+        level_log = log.debug if self.escape is not None and self._escape_failing else log.warning
+        self._escape_failing = self.escape is not None
+        level_log("delayed message at %d to %s refused (%s: %s); retrying",
+                  phys, topic, result.status.value, result.remark)
         return False
 
     def _count_down(self, topic: str) -> None:

@@ -20,6 +20,7 @@ from bolide.protocol.bodies.broker import DataVersion, TopicConfig, TopicConfigS
 from bolide.store import topic_config as stored
 
 PERM_INHERIT, PERM_WRITE, PERM_READ = 1, 2, 4
+SYNC_BROKER_MEMBER_GROUP_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"  # TopicValidator's
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 # topics producers may not send to (spec 3.4 step 1) and admins may not create (3.7)
@@ -59,6 +60,9 @@ class TopicConfigManager:
         # replies to requests (DefaultMQProducer.request): a topic per cluster, as RocketMQ
         self._put(TopicConfig(topic_name=reply_topic(config.broker_cluster_name),
                               read_queue_nums=1, write_queue_nums=1))
+        if config.enable_slave_acting_master:  # its route tells the group's live members
+            self._put(TopicConfig(topic_name=SYNC_BROKER_MEMBER_GROUP_PREFIX + config.broker_name,
+                                  read_queue_nums=1, write_queue_nums=1, perm=PERM_INHERIT))
         if config.trace_topic_enable:
             self._put(TopicConfig(topic_name=config.msg_trace_topic_name, read_queue_nums=1,
                                   write_queue_nums=1))

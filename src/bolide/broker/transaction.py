@@ -22,6 +22,7 @@ import contextlib
 import logging
 import random
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -222,6 +223,22 @@ class TransactionalMessages:
         return True
 
 
+def prepared_message(half: MessageExt) -> Message:
+    """A half message as the prepared message its producer sent (RocketMQ's
+    buildTransactionalMessageFromHalfMessage): its real topic, TRAN_MSG=true, without the
+    half queue's bookkeeping properties."""
+    props = dict(half.properties)
+    topic = props.pop(P.REAL_TOPIC, half.topic)
+    props.pop(P.REAL_QUEUE_ID, None)
+    props.pop(PREPARED_QUEUE_OFFSET, None)
+    props[P.TRANSACTION_PREPARED] = "true"
+    return Message(topic, half.body, flag=half.flag, properties=props)
+
+
+def prepared_flag(half: MessageExt) -> int:
+    return (half.sys_flag & ~sysflag.TRANSACTION_MASK) | sysflag.TRANSACTION_PREPARED_TYPE
+
+
 @dataclass(slots=True)
 class CheckReport:
     """What one check run did (for logs and tests)."""
@@ -229,6 +246,7 @@ class CheckReport:
     checked: int = 0
     skipped_done: int = 0
     discarded: int = 0
+    escaped: int = 0  # sent to another group's master by a slave acting as master
 
 
 class TransactionCheckService(LoopService):
@@ -242,6 +260,8 @@ class TransactionCheckService(LoopService):
         self.broker = broker
         self.messages = messages
         self._wakeup: asyncio.Event | None = None
+        # set while a slave acts as master: half messages go to another master (EscapeBridge.put)
+        self.escape: Callable[..., Awaitable[PutMessageResult]] | None = None
 
     def start(self) -> None:
         if not self.running:
@@ -267,7 +287,7 @@ class TransactionCheckService(LoopService):
             except Exception:
                 log.exception("the transaction check failed; it runs again in %.0f s", interval)
             else:
-                if report.checked or report.discarded:
+                if report.checked or report.discarded or report.escaped:
                     log.info("transaction check: %s", report)
 
     async def check_once(self) -> CheckReport:
@@ -278,7 +298,10 @@ class TransactionCheckService(LoopService):
             return report
         start_ms = int(time.time() * 1000)
         for queue_id in range(tc.read_queue_nums):
-            await self._check_queue(queue_id, start_ms, report)
+            if self.escape is not None:
+                await self._escape_queue(queue_id, report)
+            else:
+                await self._check_queue(queue_id, start_ms, report)
         return report
 
     def _progress(self, topic: str, queue_id: int) -> int:
@@ -345,6 +368,10 @@ class TransactionCheckService(LoopService):
             finally:
                 got.release()
             await asyncio.sleep(0)  # let sends and pulls run between batches
+        self._commit_progress(queue_id, half_offset, offset, op_offset, ops)
+
+    def _commit_progress(self, queue_id: int, half_offset: int, offset: int, op_offset: int,
+                         ops: list[tuple[int, tuple[int, ...]]]) -> None:
         if offset != half_offset:
             self.broker.offsets.commit(CHECK_GROUP, TRANS_HALF_TOPIC, queue_id, offset)
         new_op_offset = op_offset
@@ -354,6 +381,47 @@ class TransactionCheckService(LoopService):
             new_op_offset = op_qoff + 1
         if new_op_offset != op_offset:
             self.broker.offsets.commit(CHECK_GROUP, TRANS_OP_HALF_TOPIC, queue_id, new_op_offset)
+
+    async def _escape_queue(self, queue_id: int, report: CheckReport) -> None:
+        """A slave acting as master: every half message without an op goes, as a prepared
+        message of its real topic, to another group's master, which then checks it with its
+        producer (RocketMQ's TransactionalMessageServiceImpl under slave acting master)."""
+        assert self.escape is not None
+        store = self.broker.store
+        half_offset = self._progress(TRANS_HALF_TOPIC, queue_id)
+        op_offset = self._progress(TRANS_OP_HALF_TOPIC, queue_id)
+        ops, _ = self._read_ops(queue_id, op_offset)
+        done = {h for _, hs in ops for h in hs}
+        offset = half_offset
+        while True:
+            got = store.get_message(CHECK_GROUP, TRANS_HALF_TOPIC, queue_id, offset, _BATCH)
+            try:
+                if got.status is not GetStatus.FOUND:
+                    if got.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_FOUND_NULL,
+                                      GetStatus.NO_MATCHED_MESSAGE) and got.next_begin_offset > offset:
+                        offset = got.next_begin_offset
+                        continue
+                    break
+                batch = [(qoff, decode_record(buf, 0))
+                         for buf, qoff in zip(got.buffers, got.queue_offsets, strict=True)]
+            finally:
+                got.release()
+            for qoff, half in batch:
+                prepared = _int(half.properties.get(PREPARED_QUEUE_OFFSET), -1)
+                if qoff in done or prepared in done:
+                    report.skipped_done += 1
+                else:
+                    result = await self.escape(prepared_message(half), sys_flag=prepared_flag(half),
+                                               born_timestamp=half.born_timestamp,
+                                               reconsume_times=half.reconsume_times)
+                    if not result.ok:
+                        log.warning("escaping half message %s failed: %s (retried at the next check)",
+                                    half.properties.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX), result.remark)
+                        self._commit_progress(queue_id, half_offset, offset, op_offset, ops)
+                        return
+                    report.escaped += 1
+                offset = qoff + 1
+        self._commit_progress(queue_id, half_offset, offset, op_offset, ops)
 
     def _handle(self, half: MessageExt, start_ms: int, keep_ms: int, done: set[int],
                 all_ops: bool, report: CheckReport) -> bool:

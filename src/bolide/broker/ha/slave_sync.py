@@ -75,6 +75,12 @@ class SlaveSync(LoopService):
         self._wake.set()
 
 
+    def clear_master(self) -> None:
+        """The master went offline (slave acting master): copy nothing until it is set again."""
+        if self.master_addr is not None:
+            log.info("slave sync: master %s is offline; not syncing until it is back", self.master_addr)
+        self.master_addr = None
+
     async def _run(self) -> None:
         while True:
             self._wake.clear()

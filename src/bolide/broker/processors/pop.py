@@ -117,7 +117,7 @@ class PopProcessor:
 
     def process_now(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | NotNow:
         """Acknowledgements and invisible-time changes at once; pops (which may wait) later."""
-        if self.broker.role is BrokerRole.SLAVE:
+        if self.broker.role is BrokerRole.SLAVE and not self.broker.acting:
             return request.make_response(
                 ResponseCode.SLAVE_NOT_AVAILABLE, "this broker is a slave: pop from its master"
             )

@@ -278,7 +278,7 @@ class PullProcessor:
             throttled = self._cold_check(request, header, selection)
             if throttled is not None:
                 return throttled
-        if header.sys_flag & FLAG_COMMIT_OFFSET and broker.role is not BrokerRole.SLAVE:
+        if header.sys_flag & FLAG_COMMIT_OFFSET and (broker.role is not BrokerRole.SLAVE or broker.acting):
             queue_id, offset = commit_at or (header.queue_id, header.commit_offset)
             broker.offsets.commit(header.consumer_group, header.topic, queue_id, offset)
         return self._read(request, header, selection), header, selection
