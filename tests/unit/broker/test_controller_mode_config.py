@@ -38,9 +38,16 @@ def test_controller_mode_needs_a_controller_address() -> None:
         BrokerConfig(enable_controller_mode=True)
 
 
-def test_slave_acting_master_is_refused_naming_controller_mode() -> None:
-    with pytest.raises(ConfigError, match="enableControllerMode=true"):
-        BrokerConfig(enable_slave_acting_master=True)
+def test_slave_acting_master_is_accepted_but_not_with_controller_mode() -> None:
+    config = BrokerConfig.from_mapping({"enableSlaveActingMaster": "true", "enableRemoteEscape": "true",
+                                           "brokerNotActiveTimeoutMillis": "5000"})
+    assert config.enable_slave_acting_master and config.enable_remote_escape
+    assert config.broker_not_active_timeout_ms == 5000 and config.compatible_with_old_name_srv
+    with pytest.raises(ConfigError, match="exclude each other"):
+        BrokerConfig(enable_slave_acting_master=True, enable_controller_mode=True,
+                     controller_addr="127.0.0.1:9878")
+    with pytest.raises(ConfigError, match="syncBrokerMemberGroupPeriod=0"):
+        BrokerConfig(sync_broker_member_group_period_ms=0)
 
 
 def test_periods_must_be_positive() -> None:
