@@ -1,0 +1,228 @@
+"""Real Apache RocketMQ 5.3.3 brokers using slave acting master under a Bolide NameServer
+(``supportActingMaster=true``, ``notifyMinBrokerIdChanged=true``, in-process): broker-a's master
+(brokerId 0) and slave (brokerId 1), both with ``enableSlaveActingMaster=true``, register with it
+and heartbeat (QUERY_DATA_VERSION, ``compatibleWithOldNameSrv`` as RocketMQ ships it); the slave
+learns its group's members from the route of ``rmq_sys_SYNC_BROKER_MEMBER_broker-a``.
+
+Messages go to the master and reach the slave; the master is SIGKILLed. Through the Bolide
+NameServer the slave is then broker-a's brokerId 0 with read-only queues; RocketMQ's slave
+reports ``brokerActive=true`` (its schedule, transaction check and pop revive services run);
+Bolide's push consumer reads every message from it and commits its offsets there. The master
+restarts on its store: the route is the master's again and the slave stops acting.
+
+Needs java and the cached RocketMQ 5.3.3 jars (``make interop-deps``): without them the
+module is skipped, or fails when ``CI`` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from bolide.client import (
+    Admin,
+    ClientConfig,
+    ConsumeContext,
+    ConsumeFrom,
+    ConsumeStatus,
+    Message,
+    MessageExt,
+    MessageQueue,
+    Producer,
+    PushConsumer,
+    SendStatus,
+)
+from bolide.client.errors import BrokerSystemError
+from bolide.namesrv.config import NamesrvConfig
+from bolide.namesrv.controller import NamesrvController
+from bolide.protocol import RemotingCommand
+from bolide.protocol.codes import RequestCode, ResponseCode
+from bolide.protocol.headers import QueryConsumerOffsetRequestHeader
+from bolide.remoting import RemotingClient
+from bolide.testing import rocketmq as rmqmod
+from bolide.testing.rocketmq import BrokerSettings, RocketMQ, RocketMQUnavailable
+from conftest import unavailable
+
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
+
+VERSION = "5.3.3"
+BROKER_NAME = "broker-a"
+TOPIC = "ActingRocketMQ"
+GROUP = "acting_rmq_cg"
+QUEUES, COUNT = 2, 20
+TIMEOUT = 120.0
+T = TypeVar("T")
+
+
+@pytest.fixture
+def classpath() -> None:
+    try:
+        rmqmod.classpath(VERSION)
+    except RocketMQUnavailable as exc:
+        unavailable(f"real RocketMQ unavailable: {exc}")
+
+
+def settings(store: Path, slave: bool) -> BrokerSettings:
+    extra = {
+        "enableSlaveActingMaster": "true",
+        # heartbeats every 500 ms, dropped by the NameServer after 3 s of silence; the group's
+        # members looked up every 500 ms
+        "brokerHeartbeatInterval": "500", "brokerNotActiveTimeoutMillis": "3000",
+        "syncBrokerMemberGroupPeriod": "500",
+        "brokerIP2": "127.0.0.1",  # the host of the haServerAddr the master registers
+        # RocketMQ's slave refuses every pull without it (PullMessageProcessor.rejectRequest),
+        # acting or not
+        "slaveReadEnable": "true",
+    }
+    if slave:
+        extra |= {"brokerId": "1", "brokerRole": "SLAVE"}
+    return BrokerSettings(store, broker_name=BROKER_NAME, extra=extra)
+
+
+async def until(probe: Callable[[], T | Awaitable[T]], what: str, timeout: float = 30.0) -> T:
+    """Poll ``probe`` (sync or async) until it returns something truthy; return that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if isinstance(value, Awaitable):
+            value = await value
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+async def route(admin: Admin) -> tuple[dict[int, str], int] | None:
+    """broker-a's addresses and queue permission in the route of TOPIC (None: no route yet)."""
+    try:
+        data = await admin.topic_route(TOPIC)
+    except Exception:  # noqa: BLE001 - not registered yet
+        return None
+    groups = [b for b in data.broker_datas if b.broker_name == BROKER_NAME]
+    queues = [q for q in data.queue_datas if q.broker_name == BROKER_NAME]
+    if not groups or not queues:
+        return None
+    return dict(groups[0].broker_addrs), queues[0].perm
+
+
+async def runtime(admin: Admin, addr: str) -> dict[str, str] | None:
+    """GET_BROKER_RUNTIME_INFO of ``addr``; None while a fresh Java broker has no stats sample
+    yet (it answers SYSTEM_ERROR, NoSuchElementException)."""
+    try:
+        return await admin.broker_runtime_info(addr)
+    except BrokerSystemError as exc:
+        if "NoSuchElementException" not in str(exc):
+            raise
+        return None
+
+
+async def committed(client: RemotingClient, addr: str) -> int:
+    """The sum of GROUP's offsets on TOPIC stored by the broker at ``addr``."""
+    total = 0
+    for queue_id in range(QUEUES):
+        header = QueryConsumerOffsetRequestHeader(consumer_group=GROUP, topic=TOPIC, queue_id=queue_id)
+        r = await client.invoke(addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, header))
+        if r.code == ResponseCode.SUCCESS:
+            total += int(r.ext_fields["offset"])
+    return total
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.bodies: set[bytes] = set()
+
+    async def __call__(self, msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus:
+        self.bodies.update(m.body for m in msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+
+def test_rocketmq_slave_acts_as_master_under_bolide_namesrv(tmp_path: Path, classpath: None) -> None:
+    asyncio.run(asyncio.wait_for(scenario(tmp_path), TIMEOUT))
+
+
+async def scenario(tmp_path: Path) -> None:
+    namesrv = NamesrvController(NamesrvConfig(kv_config_path=str(tmp_path / "kv.json"),
+                                              support_acting_master=True,
+                                              notify_min_broker_id_changed=True),
+                                host="127.0.0.1", port=0)
+    await namesrv.start()
+    ns = f"127.0.0.1:{namesrv.port}"
+    master = RocketMQ(VERSION, tmp_path / "rmq-0", namesrv_port=namesrv.port)
+    slave = RocketMQ(VERSION, tmp_path / "rmq-1", namesrv_port=namesrv.port)
+    client = RemotingClient()
+    try:
+        # the master first: the slave's registration then answers the master's HA address
+        await asyncio.to_thread(master.start_broker, settings(tmp_path / "store-0", slave=False))
+        await asyncio.to_thread(slave.start_broker, settings(tmp_path / "store-1", slave=True))
+        async with Admin(ns) as admin, Producer(ns, "acting_rmq_pg") as producer:
+            for rmq in (master, slave):  # a 5.x slave syncs its master's topics only every minute
+                await admin.create_topic(TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES,
+                                         broker_addr=rmq.broker_addr)
+            await until(lambda: route(admin), f"the route of {TOPIC}")
+            normal = ({0: master.broker_addr, 1: slave.broker_addr}, 6)
+            assert await until(lambda: _is(route(admin), normal), "both brokers in the route")
+            for i in range(COUNT):
+                sent = await producer.send(Message(TOPIC, b"acting-%d" % i),
+                                           queue=MessageQueue(TOPIC, BROKER_NAME, i % QUEUES))
+                assert sent.status is SendStatus.SEND_OK, sent
+
+            async def replicated() -> bool:
+                for queue_id in range(QUEUES):
+                    mq = MessageQueue(TOPIC, BROKER_NAME, queue_id)
+                    if (await admin.min_max_offset(mq, slave.broker_addr))[1] != COUNT // QUEUES:
+                        return False
+                return True
+
+            await until(replicated, "the slave to hold every message")
+            info = await until(lambda: runtime(admin, slave.broker_addr), "the slave's runtime info")
+            assert info["brokerActive"] == "false"
+
+            # SIGKILL: the NameServer sees the master's connection close
+            await asyncio.to_thread(master.kill_broker)
+            acting = ({0: slave.broker_addr}, 4)  # the slave as brokerId 0, read-only
+            assert await until(lambda: _is(route(admin), acting), "the slave routed as brokerId 0")
+            # RocketMQ's slave acts: its schedule, transaction check and pop revive services run
+            await until(lambda: _active(runtime(admin, slave.broker_addr), "true"),
+                        "the slave to report brokerActive=true")
+
+            collector = Collector()
+            config = ClientConfig(ns, poll_name_server_interval_ms=200, heartbeat_broker_interval_ms=500)
+            push = PushConsumer(config, GROUP, listener=collector, consume_from=ConsumeFrom.FIRST_OFFSET,
+                                rebalance_interval_ms=200, suspend_ms=1000, pull_timeout_ms=3000,
+                                pull_retry_delay_ms=100, persist_offset_interval_ms=200)
+            push.subscribe(TOPIC)
+            async with push:
+                await until(lambda: len(collector.bodies) == COUNT, "the consumer to read every message")
+                # the consumer commits its offsets on the acting slave
+                await until(lambda: _equal(committed(client, slave.broker_addr), COUNT),
+                            "the offsets committed on the slave")
+            assert collector.bodies == {b"acting-%d" % i for i in range(COUNT)}
+
+            # the master comes back on its store: the route is the master's, the slave stops acting
+            await asyncio.to_thread(master.start_broker, settings(tmp_path / "store-0", slave=False))
+            assert await until(lambda: _is(route(admin), normal), "the master routed again")
+            await until(lambda: _active(runtime(admin, slave.broker_addr), "false"),
+                        "the slave to stop acting")
+    finally:
+        await client.close()
+        for rmq in (slave, master):  # killed: a clean 5.x shutdown takes seconds
+            await asyncio.to_thread(rmq.kill_broker)
+        await namesrv.close()
+
+
+async def _is(value: Awaitable[T], expected: T) -> bool:
+    return await value == expected
+
+
+async def _equal(value: Awaitable[int], expected: int) -> bool:
+    return await value == expected
+
+
+async def _active(info: Awaitable[dict[str, str] | None], expected: str) -> bool:
+    got = await info
+    return got is not None and got.get("brokerActive") == expected
