@@ -17,6 +17,7 @@ module is skipped, or fails when ``CI`` is set.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -33,6 +34,7 @@ from bolide.client import (
     Message,
     MessageExt,
     MessageQueue,
+    MQClientError,
     Producer,
     PushConsumer,
     SendStatus,
@@ -97,17 +99,35 @@ async def until(probe: Callable[[], T | Awaitable[T]], what: str, timeout: float
         await asyncio.sleep(0.05)
 
 
-async def route(admin: Admin) -> tuple[dict[int, str], int] | None:
-    """broker-a's addresses and queue permission in the route of TOPIC (None: no route yet)."""
+async def route(admin: Admin, topic: str = TOPIC) -> tuple[dict[int, str], int] | None:
+    """broker-a's addresses and queue permission in the route of ``topic`` (None: no route)."""
     try:
-        data = await admin.topic_route(TOPIC)
-    except Exception:  # noqa: BLE001 - not registered yet
+        data = await admin.topic_route(topic)
+    except MQClientError:  # not registered yet
         return None
     groups = [b for b in data.broker_datas if b.broker_name == BROKER_NAME]
     queues = [q for q in data.queue_datas if q.broker_name == BROKER_NAME]
     if not groups or not queues:
         return None
     return dict(groups[0].broker_addrs), queues[0].perm
+
+
+async def registered(admin: Admin, brokers: list[RocketMQ], check: Callable[[], Awaitable[bool]],
+                     what: str) -> None:
+    """Wait for ``check``; meanwhile create a new topic on each of ``brokers`` every second,
+    which registers it at once. A 5.x broker registers at its start only if its NameServer
+    connection is already up (the client's scan makes it), else 10 s later."""
+    deadline = time.monotonic() + 30
+    for poke in itertools.count():
+        for rmq in brokers:
+            await admin.create_topic(f"{TOPIC}Poke{poke}", read_queue_nums=1, write_queue_nums=1,
+                                     broker_addr=rmq.broker_addr)
+        second = time.monotonic() + 1
+        while time.monotonic() < second:
+            if await check():
+                return
+            await asyncio.sleep(0.05)
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
 
 
 async def runtime(admin: Admin, addr: str) -> dict[str, str] | None:
@@ -163,9 +183,9 @@ async def scenario(tmp_path: Path) -> None:
             for rmq in (master, slave):  # a 5.x slave syncs its master's topics only every minute
                 await admin.create_topic(TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES,
                                          broker_addr=rmq.broker_addr)
-            await until(lambda: route(admin), f"the route of {TOPIC}")
             normal = ({0: master.broker_addr, 1: slave.broker_addr}, 6)
-            assert await until(lambda: _is(route(admin), normal), "both brokers in the route")
+            await registered(admin, [master, slave], lambda: _is(route(admin), normal),
+                             "both brokers in the route")
             for i in range(COUNT):
                 sent = await producer.send(Message(TOPIC, b"acting-%d" % i),
                                            queue=MessageQueue(TOPIC, BROKER_NAME, i % QUEUES))
@@ -189,6 +209,13 @@ async def scenario(tmp_path: Path) -> None:
             # RocketMQ's slave acts: its schedule, transaction check and pop revive services run
             await until(lambda: _active(runtime(admin, slave.broker_addr), "true"),
                         "the slave to report brokerActive=true")
+            # the acting slave registers a new topic (the prime slave's registration): its
+            # queues are read-only too, and the group's route stays the slave's
+            await admin.create_topic(f"{TOPIC}New", read_queue_nums=1, write_queue_nums=1,
+                                     broker_addr=slave.broker_addr)
+            assert await until(lambda: _is(route(admin, f"{TOPIC}New"), acting),
+                               "the slave's new topic routed read-only")
+            assert await route(admin) == acting
 
             collector = Collector()
             config = ClientConfig(ns, poll_name_server_interval_ms=200, heartbeat_broker_interval_ms=500)
@@ -205,7 +232,8 @@ async def scenario(tmp_path: Path) -> None:
 
             # the master comes back on its store: the route is the master's, the slave stops acting
             await asyncio.to_thread(master.start_broker, settings(tmp_path / "store-0", slave=False))
-            assert await until(lambda: _is(route(admin), normal), "the master routed again")
+            await registered(admin, [master], lambda: _is(route(admin), normal),
+                             "the master routed again")
             await until(lambda: _active(runtime(admin, slave.broker_addr), "false"),
                         "the slave to stop acting")
     finally:
