@@ -171,13 +171,14 @@ class NamesrvProcessor:
         return request.make_response()
 
     def query_data_version(self, request: RemotingCommand, channel: object | None = None) -> RemotingCommand:
-        """QUERY_DATA_VERSION: ``changed`` tells the broker whether to register again; an
-        unchanged version counts as a heartbeat."""
+        """QUERY_DATA_VERSION: ``changed`` tells the broker whether to register again. Every
+        query counts as a heartbeat, changed or not, as in RocketMQ 5 (4.x refreshed only an
+        unchanged version): a 5.x broker with enableSlaveActingMaster heartbeats this way, and a
+        slave's version changes without a registration when it copies its master's topics."""
         header = request.read_header(h.QueryDataVersionRequestHeader)
         version = DataVersion.decode(request.body_bytes())
         changed = self.routes.is_data_version_changed(header.broker_addr, version)
-        if not changed:
-            self.routes.refresh_broker(header.broker_addr)
+        self.routes.refresh_broker(header.broker_addr)
         stored = self.routes.query_data_version(header.broker_addr)
         return request.make_response(header=h.QueryDataVersionResponseHeader(changed=changed),
                                      body=stored.encode() if stored is not None else b"")

@@ -252,14 +252,25 @@ def test_query_data_version(processor: NamesrvProcessor, clock: Clock) -> None:
         return answer(processor, wire(RequestCode.QUERY_DATA_VERSION, header, body))
 
     clock.now = start + 100_000
+    assert query(3).ext_fields == {"changed": "false"}  # counts as a heartbeat
+    assert processor.routes.scan_not_active_broker(start + 120_001) == []
+    # a changed version (a slave that copied its master's topics, a topic deleted on the
+    # broker: no registration follows) counts as a heartbeat too, as in RocketMQ 5
+    clock.now += 100_000
     changed = query(4)
     assert changed.ext_fields == {"changed": "true"}
     assert DataVersion.decode(changed.body_bytes()) == DataVersion(timestamp=1_700_000_000_000, counter=3)
-    assert processor.routes.scan_not_active_broker(start + 120_001) != []  # no refresh happened
-    answer(processor, register_request())
-    clock.now += 100_000
-    assert query(3).ext_fields == {"changed": "false"}  # counts as a heartbeat
     assert processor.routes.scan_not_active_broker(clock.now + 100_000) == []
+    assert processor.routes.scan_not_active_broker(clock.now + 120_001) != []  # then silent
+
+
+def test_query_data_version_of_an_unknown_broker(processor: NamesrvProcessor) -> None:
+    header = h.QueryDataVersionRequestHeader(broker_name="broker-a", broker_addr="10.0.0.9:10911",
+                                             cluster_name="DefaultCluster", broker_id=0)
+    body = DataVersion(timestamp=1_700_000_000_000, counter=1).encode()
+    r = answer(processor, wire(RequestCode.QUERY_DATA_VERSION, header, body))
+    assert r.ext_fields == {"changed": "true"} and not r.body_bytes()
+    assert processor.routes.live_broker_addrs() == []  # a heartbeat registers nothing
 
 
 def test_broker_heartbeat_refreshes(processor: NamesrvProcessor, clock: Clock) -> None:
