@@ -4,7 +4,9 @@
 and heartbeat (QUERY_DATA_VERSION, ``compatibleWithOldNameSrv`` as RocketMQ ships it); the slave
 learns its group's members from the route of ``rmq_sys_SYNC_BROKER_MEMBER_broker-a``.
 
-Messages go to the master and reach the slave; the master is SIGKILLed. Through the Bolide
+Both brokers stay live on heartbeats alone while their DataVersion differs from the registered
+one (a topic deleted on the slave, no registration after). Messages go to the master and reach
+the slave; the master is SIGKILLed. Through the Bolide
 NameServer the slave is then broker-a's brokerId 0 with read-only queues; RocketMQ's slave
 reports ``brokerActive=true`` (its schedule, transaction check and pop revive services run);
 Bolide's push consumer reads every message from it and commits its offsets there. The master
@@ -42,9 +44,10 @@ from bolide.client import (
 from bolide.client.errors import BrokerSystemError
 from bolide.namesrv.config import NamesrvConfig
 from bolide.namesrv.controller import NamesrvController
+from bolide.namesrv.route_info import BrokerLiveInfo
 from bolide.protocol import RemotingCommand
 from bolide.protocol.codes import RequestCode, ResponseCode
-from bolide.protocol.headers import QueryConsumerOffsetRequestHeader
+from bolide.protocol.headers import DeleteTopicRequestHeader, QueryConsumerOffsetRequestHeader
 from bolide.remoting import RemotingClient
 from bolide.testing import rocketmq as rmqmod
 from bolide.testing.rocketmq import BrokerSettings, RocketMQ, RocketMQUnavailable
@@ -152,6 +155,28 @@ async def committed(client: RemotingClient, addr: str) -> int:
     return total
 
 
+async def heartbeats_outlive_a_changed_version(namesrv: NamesrvController, admin: Admin,
+                                               client: RemotingClient, rmq: RocketMQ) -> None:
+    """A topic deleted on a broker changes its DataVersion with no registration after: its
+    QUERY_DATA_VERSION heartbeats (answered changed=true now) keep it live past its timeout.
+    Tried again when a scheduled registration came in between."""
+    live = namesrv.processor.routes.broker_live_info
+    for attempt in range(3):
+        topic = f"{TOPIC}Gone{attempt}"
+        # the creation registers the broker (before it answers), the deletion does not
+        await admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1, broker_addr=rmq.broker_addr)
+        registered_version = _live(live(rmq.broker_addr)).data_version
+        r = await client.invoke(rmq.broker_addr, RemotingCommand.request(
+            RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic=topic)))
+        assert r.code == ResponseCode.SUCCESS, r
+        deleted_ms = int(time.time() * 1000)
+        await until(lambda due=deleted_ms + 3500: _live(live(rmq.broker_addr)).last_update_ms > due,
+                    "heartbeats past the broker's timeout", timeout=10)
+        if _live(live(rmq.broker_addr)).data_version == registered_version:  # no registration since
+            return
+    pytest.fail("the broker registered during each try")
+
+
 class Collector:
     def __init__(self) -> None:
         self.bodies: set[bytes] = set()
@@ -186,6 +211,7 @@ async def scenario(tmp_path: Path) -> None:
             normal = ({0: master.broker_addr, 1: slave.broker_addr}, 6)
             await registered(admin, [master, slave], lambda: _is(route(admin), normal),
                              "both brokers in the route")
+            await heartbeats_outlive_a_changed_version(namesrv, admin, client, slave)
             for i in range(COUNT):
                 sent = await producer.send(Message(TOPIC, b"acting-%d" % i),
                                            queue=MessageQueue(TOPIC, BROKER_NAME, i % QUEUES))
@@ -232,10 +258,13 @@ async def scenario(tmp_path: Path) -> None:
 
             # the master comes back on its store: the route is the master's, the slave stops acting
             await asyncio.to_thread(master.start_broker, settings(tmp_path / "store-0", slave=False))
+            # (on another port when its old one was taken meanwhile: the harness moves it)
+            normal = ({0: master.broker_addr, 1: slave.broker_addr}, 6)
             await registered(admin, [master], lambda: _is(route(admin), normal),
                              "the master routed again")
             await until(lambda: _active(runtime(admin, slave.broker_addr), "false"),
                         "the slave to stop acting")
+
     finally:
         await client.close()
         for rmq in (slave, master):  # killed: a clean 5.x shutdown takes seconds
@@ -254,3 +283,8 @@ async def _equal(value: Awaitable[int], expected: int) -> bool:
 async def _active(info: Awaitable[dict[str, str] | None], expected: str) -> bool:
     got = await info
     return got is not None and got.get("brokerActive") == expected
+
+
+def _live(info: BrokerLiveInfo | None) -> BrokerLiveInfo:
+    assert info is not None, "the broker was dropped by the NameServer"
+    return info
