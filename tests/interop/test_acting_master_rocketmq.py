@@ -7,8 +7,9 @@ learns its group's members from the route of ``rmq_sys_SYNC_BROKER_MEMBER_broker
 The slave stays live on heartbeats alone while its DataVersion differs from the registered one
 (a topic deleted on it, no registration after). Messages go to the master and reach the slave;
 the master is SIGKILLed. Through the Bolide NameServer the slave is then broker-a's brokerId 0
-with read-only queues; RocketMQ's slave reports ``brokerActive=true`` (its schedule, transaction check and pop revive services run);
-Bolide's push consumer reads every message from it and commits its offsets there. The master
+with read-only queues; RocketMQ's slave reports ``brokerActive=true`` (its schedule,
+transaction check and pop revive services run); Bolide's push consumer reads every message
+from it and commits its offsets there. The master
 restarts on its store: the route is the master's again and the slave stops acting.
 
 Needs java and the cached RocketMQ 5.3.3 jars (``make interop-deps``): without them the
