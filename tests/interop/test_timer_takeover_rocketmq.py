@@ -1,6 +1,7 @@
 """A real RocketMQ 5.3.3 broker's timer messages carried over to Bolide: RocketMQ stores them in
 its timer wheel; after it is killed, a Bolide broker on its store delivers the ones still waiting
-at their time, never the one RocketMQ delivered or the recalled one.
+at their time, never the one RocketMQ delivered or the recalled one. And the other way: a
+RocketMQ broker on a store Bolide wrote delivers Bolide's waiting timer message at its time.
 
 Needs java, javac and mvn (the jars come from Maven Central once, into ``interop/.m2``):
 without them the module is skipped, or fails when ``CI`` is set.
@@ -14,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from bolide.client import Admin as AsyncAdmin
 from bolide.client import ClientConfig
+from bolide.client import Producer as AsyncProducer
 from bolide.client.blocking import Admin, Producer
 from bolide.common import Message
 from bolide.common.topic import SCHEDULE_TOPIC
@@ -94,3 +97,59 @@ def test_bolide_delivers_the_timer_messages_rocketmq_left_waiting(tmp_path: Path
             assert got[1].store_timestamp >= due["later"] // 1000 * 1000 - 1000 - SLACK_MS
 
     asyncio.run(asyncio.wait_for(bolide(), 90))
+
+
+def test_rocketmq_delivers_bolide_waiting_timer_messages_at_their_time(tmp_path: Path) -> None:
+    """The other way: a timer message waiting in Bolide's delay levels when a RocketMQ 5.3.3
+    broker takes the store over goes into RocketMQ's timer wheel when its level ends (for the
+    TIMER_DELAY_MS left) and arrives at its time, not at the end of that level."""
+    try:
+        rmq = RocketMQ(VERSION, tmp_path / "rocketmq")
+    except RocketMQUnavailable as exc:
+        unavailable(f"real RocketMQ unavailable: {exc}")
+    root = tmp_path / "store"
+    levels = "1s 2s 4s 8s 16s"
+    settings = BrokerSettings(root, extra={"messageDelayLevel": levels})
+    store_options = {"mapped_file_size_commit_log": settings.mapped_file_size_commit_log,
+                     "mapped_file_size_consume_queue": settings.mapped_file_size_consume_queue,
+                     "message_delay_level": levels}
+
+    async def bolide() -> tuple[int, int]:
+        async with running_servers(root, store_options=store_options) as s:
+            async with AsyncAdmin(s.namesrv_addr) as admin:
+                await admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
+            msg = Message(TOPIC, b"waiting")
+            msg.deliver_time_ms = int(time.time() * 1000) + 20_000
+            async with AsyncProducer(s.namesrv_addr, "timer_pg") as producer:
+                await producer.send(msg)
+            store = s.broker.store
+            await asyncio.to_thread(store.wait_dispatched)
+            # waiting in the 16 s level, with the 4 s left after it for RocketMQ's wheel
+            stored = store.get_message("t", SCHEDULE_TOPIC, 4, 0, 1).messages
+            assert len(stored) == 1 and "TIMER_OUT_MS" not in stored[0].properties, stored
+            assert stored[0].properties["TIMER_DELAY_MS"].isdecimal()
+            return int(stored[0].properties["TIMER_DELIVER_MS"]), stored[0].store_timestamp
+
+    try:
+        rmq.start_namesrv()
+        due, stored_at = asyncio.run(asyncio.wait_for(bolide(), 60))
+        level_ends = stored_at + 16_000
+        rmq.start_broker(settings)
+        config = ClientConfig(rmq.namesrv_addr, client_ip="127.0.0.1")
+        with Admin(config) as admin:
+            deadline = time.monotonic() + 30
+            while rmq.broker_addr not in admin.master_addrs():
+                assert time.monotonic() < deadline, f"{rmq.broker_addr} never registered"
+                time.sleep(0.1)
+            # delivering when the level ends, or at once if it ended meanwhile, would be early
+            assert int(time.time() * 1000) < due - 2_000 - SLACK_MS, "RocketMQ was too slow for this test"
+            deadline = time.monotonic() + 30
+            while next(iter(admin.topic_stats(TOPIC).values())).max_offset < 1:
+                assert time.monotonic() < deadline, "RocketMQ never delivered the timer message"
+                time.sleep(0.05)
+            arrived = int(time.time() * 1000)
+    finally:
+        rmq.kill_broker()
+        rmq.stop()
+    # at its time (RocketMQ's wheel rounds to its 1 s precision), not when the 16 s level ended
+    assert arrived >= due - 1_000 - SLACK_MS, (arrived - due, arrived - level_ends)

@@ -5,7 +5,7 @@ The store writes a message sent with ``DELAY=<level>`` to ``SCHEDULE_TOPIC_XXXX`
 its ConsumeQueue entry the delivery time as tags code. This service walks each level's queue from
 its offset in ``config/delayOffset.json`` and, once an entry is due, appends the message again to
 its real topic and queue (``DELAY`` removed), on the event loop like every other append. A timer
-message (``TIMER_OUT_MS``) not due yet goes to its next level instead (:mod:`bolide.broker.timer`);
+message not due yet goes to its next level instead (:mod:`bolide.broker.timer`);
 one recalled (:mod:`bolide.broker.timer_recall`) is dropped when it comes due. A timer message
 delivered, recalled or dropped counts down its topic's timer metrics
 (:mod:`bolide.store.timer_metrics`).
@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from bolide.broker.loop_service import LoopService
 from bolide.broker.retry import group_of_retry_topic
-from bolide.broker.timer import next_hop
+from bolide.broker.timer import next_hop, timer_due
 from bolide.broker.timer_recall import TimerRecalls
 from bolide.common import properties as P
 from bolide.common.message import Message
@@ -178,8 +178,9 @@ class ScheduleService(LoopService):
         props = dict(msg.properties)
         props.pop(P.DELAY_TIME_LEVEL, None)
         hop = next_hop(props, _now_ms(), self.store.delay_millis)
-        if hop is not None:  # a timer message not due yet: on to its next level
-            props[P.DELAY_TIME_LEVEL] = str(hop)
+        if hop is not None:  # a timer message: on to its next level, or due, to its topic
+            props = hop
+        waiting = P.DELAY_TIME_LEVEL in props
         topic = props.get(P.REAL_TOPIC)
         queue_text = props.get(P.REAL_QUEUE_ID, "")
         if not topic or not queue_text.isdecimal():
@@ -187,7 +188,7 @@ class ScheduleService(LoopService):
                         level, phys)
             return True
         # a timer message's last hop (a consumer's retry of one keeps TIMER_OUT_MS: not counted)
-        timer_done = hop is None and P.TIMER_OUT_MS in props and group_of_retry_topic(topic) is None
+        timer_done = not waiting and P.TIMER_OUT_MS in props and group_of_retry_topic(topic) is None
         if (timer_done and self.recalls is not None
                 and self.recalls.take(topic, props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX))):
             log.info("timer message %s of %s was recalled: not delivered",
@@ -209,15 +210,15 @@ class ScheduleService(LoopService):
             self._escape_failing = False
             if timer_done:
                 self._count_down(topic)
-            if hop is None:
-                self.delivered += 1
-            else:
+            if waiting:
                 self.rescheduled += 1
+            else:
+                self.delivered += 1
             return True
         if result.status in _HOPELESS:
             log.warning("delayed message at %d to %s cannot be stored (%s: %s); skipped",
                         phys, topic, result.status.value, result.remark)
-            if P.TIMER_OUT_MS in props and group_of_retry_topic(topic) is None:
+            if timer_due(props) is not None and group_of_retry_topic(topic) is None:
                 self._count_down(topic)
             return True
         level_log = log.debug if self.escape is not None and self._escape_failing else log.warning

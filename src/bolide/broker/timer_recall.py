@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bolide.broker.timer import timer_due
 from bolide.common import properties as P
 from bolide.common.recall_handle import recall_handle
 from bolide.errors import ConfigError
@@ -25,11 +26,11 @@ Key = tuple[str, str]  # topic, UNIQ_KEY
 
 def timer_recall_handle(topic: str, broker_name: str, props: dict[str, str]) -> str | None:
     """The recall handle of a timer message stored with ``props`` (None without its due time
-    or UNIQ_KEY): due one millisecond after TIMER_OUT_MS, as RocketMQ writes it."""
-    due, uniq_key = props.get(P.TIMER_OUT_MS, ""), props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-    if not due.isdecimal() or not uniq_key:
+    or UNIQ_KEY): one millisecond after its due time, as RocketMQ writes it from TIMER_OUT_MS."""
+    due, uniq_key = timer_due(props), props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    if due is None or due < 0 or not uniq_key:
         return None
-    return recall_handle(topic, broker_name, int(due) + 1, uniq_key)
+    return recall_handle(topic, broker_name, due + 1, uniq_key)
 
 
 class TimerRecalls(JsonConfigFile):

@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bolide.broker.timer import timer_hop
 from bolide.common import properties as P
 from bolide.common.message import Message
 from bolide.common.topic import TIMER_TOPIC
 from bolide.errors import ConfigError
 from bolide.store import GetStatus, MessageStore, PutStatus
 from bolide.store.config_files import JsonConfigFile
-from bolide.store.delay import timer_level
 from bolide.store.pop_revive_log import REVIVE_TOPIC_PREFIX
 from bolide.store.timer_checkpoint import FILE_NAME as CHECKPOINT_FILE
 from bolide.store.timer_checkpoint import TimerCheckpoint
@@ -202,9 +202,8 @@ def _put(store: MessageStore, phys: int, due: int, now: int, metrics: TimerMetri
     props = dict(msg.properties)
     topic, queue_id = props.pop(P.REAL_TOPIC), int(props.pop(P.REAL_QUEUE_ID))
     props.pop(P.DELAY_TIME_LEVEL, None)
-    level = timer_level(due - now, store.delay_millis)
-    if level is not None:
-        props[P.DELAY_TIME_LEVEL] = str(level)
+    props = timer_hop(props, due, now, store.delay_millis)
+    level = props.get(P.DELAY_TIME_LEVEL)
     result = store.put_message(
         Message(topic, msg.body, flag=msg.flag, properties=props), queue_id, sys_flag=msg.sys_flag,
         born_timestamp=msg.born_timestamp, born_host=msg.born_host, reconsume_times=msg.reconsume_times,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bolide.broker.timer import TimerRefusal, next_hop, timer_properties
+from bolide.broker.timer import TimerRefusal, next_hop, timer_due, timer_properties, waiting_timer
 from bolide.common import properties as P
 from bolide.common.message import Message
 from bolide.protocol.codes import ResponseCode
@@ -36,16 +36,39 @@ def test_the_longest_level_that_fits_then_what_is_left() -> None:
 def test_what_a_timer_message_is_stored_with() -> None:
     at = stored({P.TIMER_DELIVER_MS: str(NOW + 90 * 60_000 + 700), "k": "v"})
     assert at is not None
-    assert at[P.TIMER_OUT_MS] == str(NOW + 90 * 60_000)  # rounded down to the precision, 1 s
-    assert at[P.DELAY_TIME_LEVEL] == "17" and at["k"] == "v" and P.TIMER_DELIVER_MS in at
-    assert stored({P.TIMER_DELAY_SEC: "30"})[P.DELAY_TIME_LEVEL] == "4"  # type: ignore[index]
-    assert stored({P.TIMER_DELAY_MS: "5000"})[P.DELAY_TIME_LEVEL] == "2"  # type: ignore[index]
+    due = NOW + 90 * 60_000  # rounded down to the precision, 1 s
+    # waiting in 1 h; what is left after it is what RocketMQ's timer wheel would wait for
+    assert at == {"k": "v", P.TIMER_DELIVER_MS: str(due), P.DELAY_TIME_LEVEL: "17",
+                  P.TIMER_DELAY_MS: str(30 * 60_000)}
+    assert waiting_timer(at)
+    sec = stored({P.TIMER_DELAY_SEC: "30"})
+    assert sec == {P.TIMER_DELIVER_MS: str(NOW + 30_000), P.DELAY_TIME_LEVEL: "4"}  # 30 s: none left
+    assert stored({P.TIMER_DELAY_MS: "7000"}) == {
+        P.TIMER_DELIVER_MS: str(NOW + 7000), P.DELAY_TIME_LEVEL: "2", P.TIMER_DELAY_MS: "2000"}
+    # due in less than half the shortest level: for its topic at once, with its due time
+    soon = stored({P.TIMER_DELAY_MS: "400"})
+    assert soon == {P.TIMER_DELIVER_MS: str(NOW), P.TIMER_OUT_MS: str(NOW)}
+    assert not waiting_timer(soon)
     # not timer messages: none of the keys, due now, or already handled
     assert stored({"k": "v"}) is None
     assert stored({P.TIMER_DELIVER_MS: str(NOW - 5)}) is None
     assert stored({P.TIMER_DELAY_MS: "5000", P.TIMER_OUT_MS: "1"}) is None
     # a delay level wins and the timer keys go, as in RocketMQ
     assert stored({P.TIMER_DELAY_MS: "5000", P.DELAY_TIME_LEVEL: "3"}) == {P.DELAY_TIME_LEVEL: "3"}
+
+
+def test_a_waiting_message_as_rocketmq_5_reads_it() -> None:
+    """RocketMQ's schedule service drops TIMER_DELIVER_MS and TIMER_DELAY_SEC as a level delivers
+    (ScheduleMessageService.messageTimeUp); its put hook sends a message with TIMER_DELAY_MS and
+    no TIMER_OUT_MS into its timer wheel for that long (HookUtils.checkIfTimerMessage): the
+    message comes due at the time Bolide would deliver it."""
+    due = NOW + 95 * 60_000 + 7_000
+    at = stored({P.TIMER_DELAY_SEC: str(95 * 60 + 7)})
+    assert at is not None and P.TIMER_OUT_MS not in at and P.TIMER_DELAY_SEC not in at
+    level_ends = NOW + LEVELS[int(at[P.DELAY_TIME_LEVEL])]
+    after_level = {k: v for k, v in at.items()
+                   if k not in (P.DELAY_TIME_LEVEL, P.TIMER_DELIVER_MS, P.TIMER_DELAY_SEC)}
+    assert level_ends + int(after_level[P.TIMER_DELAY_MS]) == due
 
 
 @pytest.mark.parametrize(("props", "options", "code", "text"), [
@@ -61,10 +84,21 @@ def test_refusals(props: dict[str, str], options: dict[str, object], code: int, 
 
 
 def test_the_next_hop_of_a_scheduled_timer_message() -> None:
-    assert next_hop({P.TIMER_OUT_MS: str(NOW + 12_000)}, NOW, LEVELS) == 3  # 10 s
+    waiting = {P.TIMER_DELIVER_MS: str(NOW + 12_000), P.TIMER_DELAY_MS: "2000", "k": "v"}
+    assert next_hop(waiting, NOW, LEVELS) == {  # 10 s, then 2 s left
+        P.TIMER_DELIVER_MS: str(NOW + 12_000), P.DELAY_TIME_LEVEL: "3", P.TIMER_DELAY_MS: "2000", "k": "v"}
+    assert next_hop(waiting, NOW + 12_000, LEVELS) == {  # due: for its topic
+        P.TIMER_DELIVER_MS: str(NOW + 12_000), P.TIMER_OUT_MS: str(NOW + 12_000), "k": "v"}
+    # as older versions stored it: due in TIMER_OUT_MS; stored the new way at its next level
+    old = {P.TIMER_OUT_MS: str(NOW + 12_000), P.TIMER_DELIVER_MS: str(NOW + 12_345)}
+    assert next_hop(old, NOW, LEVELS) == {
+        P.TIMER_DELIVER_MS: str(NOW + 12_000), P.DELAY_TIME_LEVEL: "3", P.TIMER_DELAY_MS: "2000"}
+    # due: delivered as it is (a consumer's retry of a delivered timer message too)
     assert next_hop({P.TIMER_OUT_MS: str(NOW + 100)}, NOW, LEVELS) is None
+    assert next_hop({P.TIMER_OUT_MS: str(NOW - 60_000), P.TIMER_DELIVER_MS: "1"}, NOW, LEVELS) is None
     assert next_hop({P.TIMER_OUT_MS: "garbage"}, NOW, LEVELS) is None
     assert next_hop({}, NOW, LEVELS) is None
+    assert timer_due({P.TIMER_DELIVER_MS: "garbage"}) is None
 
 
 def test_the_client_sets_the_timer_properties() -> None:

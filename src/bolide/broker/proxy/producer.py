@@ -26,7 +26,7 @@ from bolide.broker.proxy.convert import (
 )
 from bolide.broker.proxy.routes import find_topic
 from bolide.broker.retry import group_of_retry_topic
-from bolide.broker.timer import TimerRefusal, timer_properties
+from bolide.broker.timer import TimerRefusal, timer_properties, waiting_timer
 from bolide.broker.timer_recall import timer_recall_handle
 from bolide.broker.topic_config import NOT_SENDABLE, PERM_WRITE
 from bolide.common import properties as P
@@ -149,7 +149,7 @@ class GrpcProducer:
         if result.status not in _STORED:
             raise Refused(code, f"{result.status.value}: {result.remark}".rstrip(": "))
         broker.stats.on_put(1, result.wrote_bytes)
-        if kind != pb.TRANSACTION and P.TIMER_OUT_MS in props and P.DELAY_TIME_LEVEL in props:
+        if kind != pb.TRANSACTION and waiting_timer(props):
             broker.timer_metrics.add(topic, 1)  # a timer message waiting in the delay levels
         broker.stats_items.on_put(topic, 1, result.wrote_bytes)
         if broker.metrics is not None:
