@@ -90,7 +90,7 @@ from bolide.metrics.settings import serves_prometheus
 from bolide.protocol.bodies.broker import TopicConfig
 from bolide.protocol.command import RemotingCommand
 from bolide.remoting import Channel, RemotingClient, RemotingServer
-from bolide.remoting.tls import TlsMode, TlsServerConfig, client_context
+from bolide.remoting.tls import TlsServerConfig, client_context
 from bolide.store import BrokerRole, MessageStore, StoreConfig
 from bolide.store.config_files import ConsumerOffsetManager, DelayOffsetManager
 from bolide.store.timer_metrics import TimerMetrics
@@ -331,7 +331,7 @@ class BrokerController:
                         "through the master's endpoint)", self.config.grpc_server_port)
         elif self.config.grpc_server_port >= 0:
             self.grpc = GrpcEndpoint(self, self.config.bind_address, self.config.grpc_server_port,
-                                     self._tls if self.tls_mode is TlsMode.ENFORCING else None)
+                                     self._tls)
             try:
                 await self.grpc.start()
             except BaseException:

@@ -1,4 +1,4 @@
-"""TLS for remoting connections, as RocketMQ offers it.
+"""TLS for remoting and gRPC connections, as RocketMQ offers it.
 
 A server's mode (RocketMQ's ``tls.server.mode``): ``disabled`` serves plain TCP only;
 ``permissive`` looks at the first byte a client sends and starts TLS when it begins a TLS
@@ -10,8 +10,11 @@ starts its handshake at once.
 The keys are RocketMQ's (``tls.server.mode``, ``tls.server.certPath``, ``tls.server.keyPath``,
 ``tls.server.keyPassword``, ``tls.server.need.client.auth``, ``tls.server.trustCertPath``),
 read from ``broker.conf`` / ``namesrv.conf`` or from the properties file ``tls.config.file``
-names. Unlike RocketMQ, which makes itself a certificate when it has none, a Bolide server
-needs ``certPath`` and ``keyPath`` for any mode but ``disabled`` (its default).
+names. RocketMQ's default mode is ``permissive``; with the mode not set, Bolide's remoting ports
+are ``disabled`` (RocketMQ's remoting clients speak plain TCP unless told otherwise) and its gRPC
+port ``permissive`` (RocketMQ 5's gRPC clients start TLS unless told otherwise). A server with
+TLS on and no ``certPath`` / ``keyPath`` uses a self-signed certificate made at start
+(:mod:`bolide.remoting.selfsigned`), as RocketMQ does in its test mode.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 
 from bolide.common.config_file import PropertiesConfig, config_field, known_values, parse_properties
 from bolide.errors import ConfigError
+from bolide.remoting.selfsigned import load_into, self_signed, unencrypted_key
 
 TLS_HANDSHAKE = 0x16  # the first byte of a TLS record carrying a handshake
 
@@ -41,7 +45,7 @@ _CLIENT_AUTH = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "require":
 class TlsServerConfig(PropertiesConfig):
     """A server's TLS settings (RocketMQ's ``tls.server.*`` keys)."""
 
-    mode: str = config_field("tls.server.mode", "disabled")
+    mode: str = config_field("tls.server.mode", "")  # "": not set (see tls_mode, grpc_mode)
     cert_path: str = config_field("tls.server.certPath", "")
     key_path: str = config_field("tls.server.keyPath", "")
     key_password: str = config_field("tls.server.keyPassword", "")
@@ -50,7 +54,7 @@ class TlsServerConfig(PropertiesConfig):
     config_file: str = config_field("tls.config.file", "")
 
     def __post_init__(self) -> None:
-        if self.mode not in {m.value for m in TlsMode}:
+        if self.mode and self.mode not in {m.value for m in TlsMode}:
             raise ConfigError(f"tls.server.mode={self.mode}: use disabled, permissive or enforcing")
         if self.need_client_auth not in _CLIENT_AUTH:
             raise ConfigError(f"tls.server.need.client.auth={self.need_client_auth}: use none, "
@@ -58,7 +62,14 @@ class TlsServerConfig(PropertiesConfig):
 
     @property
     def tls_mode(self) -> TlsMode:
-        return TlsMode(self.mode)
+        """The remoting ports' mode: ``disabled`` when not set."""
+        return TlsMode(self.mode or TlsMode.DISABLED.value)
+
+    @property
+    def grpc_mode(self) -> TlsMode:
+        """The gRPC port's mode: ``permissive`` when not set (RocketMQ's default), so the 5.x
+        clients' TLS default and plain clients both connect."""
+        return TlsMode(self.mode or TlsMode.PERMISSIVE.value)
 
     def resolved(self) -> TlsServerConfig:
         """These settings with those of ``tls.config.file`` (a RocketMQ tls.properties) over
@@ -72,17 +83,45 @@ class TlsServerConfig(PropertiesConfig):
             raise ConfigError(f"tls.config.file={path}: {exc.strerror or exc}") from None
         return dataclasses.replace(self, **known_values(TlsServerConfig, props), config_file="")
 
+    def check_pair(self) -> None:
+        """ConfigError unless ``certPath`` and ``keyPath`` are both set or both not."""
+        if bool(self.cert_path) != bool(self.key_path):
+            raise ConfigError("tls.server.certPath and tls.server.keyPath go together (a PEM "
+                              "certificate and its private key): set both, or neither for a "
+                              "self-signed certificate")
+
+    def key_and_cert(self) -> tuple[bytes, bytes] | None:
+        """``(key PEM, certificate PEM)`` of ``certPath`` / ``keyPath`` (the key decrypted with
+        ``keyPassword``), or None when neither is set (a self-signed one is then used)."""
+        cfg = self.resolved()
+        if not cfg.cert_path and not cfg.key_path:
+            return None
+        cfg.check_pair()
+        try:
+            key, cert = Path(cfg.key_path).read_bytes(), Path(cfg.cert_path).read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"cannot read the TLS key or certificate: {exc}") from None
+        if cfg.key_password:
+            try:
+                key = unencrypted_key(key, cfg.key_password)
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(f"cannot decrypt the TLS key {cfg.key_path} with "
+                                  f"tls.server.keyPassword: {exc}") from None
+        return key, cert
+
     def server_context(self) -> ssl.SSLContext | None:
-        """The SSL context a server accepts TLS with; None when the mode is ``disabled``."""
+        """The SSL context a remoting server accepts TLS with; None when its mode is
+        ``disabled``. Without ``certPath`` / ``keyPath``, a self-signed certificate."""
         cfg = self.resolved()
         if cfg.tls_mode is TlsMode.DISABLED:
             return None
-        if not cfg.cert_path or not cfg.key_path:
-            raise ConfigError(f"tls.server.mode={cfg.mode} needs tls.server.certPath and "
-                              "tls.server.keyPath (a PEM certificate and its private key)")
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         try:
-            context.load_cert_chain(cfg.cert_path, cfg.key_path, cfg.key_password or None)
+            if cfg.cert_path or cfg.key_path:
+                cfg.check_pair()
+                context.load_cert_chain(cfg.cert_path, cfg.key_path, cfg.key_password or None)
+            else:
+                load_into(context, *self_signed())
             context.verify_mode = _CLIENT_AUTH[cfg.need_client_auth]
             if cfg.trust_cert_path:
                 context.load_verify_locations(cfg.trust_cert_path)

@@ -35,9 +35,9 @@ def peer_address(peer: str) -> str:
     return rest if kind in ("ipv4", "ipv6") else peer
 
 
-def call_of(context: Any) -> Call:
-    """The :class:`Call` of a grpc.aio servicer context; Refused (CLIENT_ID_REQUIRED) without
-    a client id."""
+def call_of(context: Any, peer: str | None = None) -> Call:
+    """The :class:`Call` of a grpc.aio servicer context (``peer``: the client's address, if
+    not the context's peer); Refused (CLIENT_ID_REQUIRED) without a client id."""
     metadata = {key: value for key, value in (context.invocation_metadata() or ())}
     client_id = metadata.get("x-mq-client-id", "")
     if not client_id:
@@ -48,7 +48,7 @@ def call_of(context: Any) -> Call:
     return Call(
         client_id,
         metadata.get("x-mq-namespace", ""),
-        peer_address(context.peer() or ""),
+        peer if peer is not None else peer_address(context.peer() or ""),
         metadata.get("authorization", ""),
         metadata.get("x-mq-date-time", ""),
     )

@@ -19,16 +19,18 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from bolide.broker.proxy.auth import authorize, authorize_v2
-from bolide.broker.proxy.call import Call, call_of
+from bolide.broker.proxy.call import Call, call_of, peer_address
 from bolide.broker.proxy.clients import GrpcClients, settings_reply
 from bolide.broker.proxy.cluster import ClusterRoutes
 from bolide.broker.proxy.consumer import GrpcConsumer, orderly
 from bolide.broker.proxy.convert import Refused, status
+from bolide.broker.proxy.front import LOOPBACK, GrpcFront
 from bolide.broker.proxy.producer import GrpcProducer
 from bolide.broker.proxy.routes import query_assignment, query_route
 from bolide.errors import ConfigError
 from bolide.protocol.v5 import messaging_pb2 as pb
-from bolide.remoting.tls import TlsServerConfig
+from bolide.remoting.selfsigned import self_signed
+from bolide.remoting.tls import TlsMode, TlsServerConfig
 
 if TYPE_CHECKING:
     from bolide.broker.controller import BrokerController
@@ -52,7 +54,8 @@ class GrpcEndpoint:
     ) -> None:
         self.broker = broker
         self.bind_address, self.requested_port = bind_address, port
-        self.tls = tls  # TLS only (tls.server.mode=enforcing); plain text otherwise
+        self.tls = (tls or TlsServerConfig()).resolved()
+        self.mode = self.tls.grpc_mode  # permissive unless tls.server.mode says otherwise
         self.port = -1
         self.clients = GrpcClients(broker.clients, broker.config.max_client_groups)
         self.pop = broker.pop
@@ -61,8 +64,12 @@ class GrpcEndpoint:
         self.clients.on_check = self.producer.remember_half
         self.cluster = ClusterRoutes(broker, lambda: self.port)
         self._server: grpc.aio.Server | None = None
+        self._front: GrpcFront | None = None  # permissive: the public port, relaying to grpcio
 
     async def start(self) -> GrpcEndpoint:
+        """Serve in :attr:`mode`: ``disabled`` and ``enforcing`` are grpcio's own port, plain
+        or TLS; ``permissive`` a :class:`GrpcFront` before grpcio's plain and TLS ports on
+        loopback."""
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -71,30 +78,56 @@ class GrpcEndpoint:
             ]
         )
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, self._handlers()),))
-        address = f"{self.bind_address}:{self.requested_port}"
+        public = f"{self.bind_address}:{self.requested_port}"
+        credentials = None if self.mode is TlsMode.DISABLED else _credentials(self.tls)
         try:
-            if self.tls is None:
-                self.port = server.add_insecure_port(address)
+            if self.mode is TlsMode.DISABLED:
+                self.port = server.add_insecure_port(public)
+            elif self.mode is TlsMode.ENFORCING:
+                self.port = server.add_secure_port(public, credentials)
             else:
-                self.port = server.add_secure_port(address, _credentials(self.tls))
+                plain = server.add_insecure_port(f"{LOOPBACK}:0")
+                secure = server.add_secure_port(f"{LOOPBACK}:0", credentials)
         except RuntimeError as exc:
             raise OSError(
                 f"the gRPC port {self.requested_port} is not available ({exc}): free it or set grpcServerPort"
             ) from None
         await server.start()
         self._server = server
-        log.info(
-            "gRPC endpoint (RocketMQ 5 clients) listening on port %d%s",
-            self.port,
-            " with TLS" if self.tls is not None else "",
-        )
+        if self.mode is TlsMode.PERMISSIVE:
+            front = GrpcFront(plain, secure)
+            try:
+                self.port = await front.start(self.bind_address, self.requested_port)
+            except OSError as exc:
+                self._server = None
+                await server.stop(None)
+                raise OSError(f"the gRPC port {self.requested_port} is not available ({exc}): free it "
+                              "or set grpcServerPort") from None
+            self._front = front
+        log.info("gRPC endpoint (RocketMQ 5 clients) listening on port %d (%s)", self.port, {
+            TlsMode.DISABLED: "plain text", TlsMode.ENFORCING: "TLS",
+            TlsMode.PERMISSIVE: "TLS and plain text"}[self.mode])
         return self
 
     async def close(self) -> None:
+        front, self._front = self._front, None
+        if front is not None:
+            front.close()  # no new connections; the open ones see grpcio's goodbye
         if self._server is not None:
             server, self._server = self._server, None
             await server.stop(grace=1.0)
+        if front is not None:
+            front.abort()
+            await front.wait_closed()
         await self.cluster.close()
+
+    def peer(self, context: Any) -> str:
+        """A call's client address (``host:port``): the relayed client's in permissive mode."""
+        address = peer_address(context.peer() or "")
+        if self._front is None:
+            return address
+        tls = context.auth_context().get("transport_security_type") == [b"ssl"]
+        return self._front.peer(address, tls)
 
     # -- the handler table ----------------------------------------------------------------
     def _handlers(self) -> dict[str, grpc.RpcMethodHandler]:
@@ -143,7 +176,7 @@ class GrpcEndpoint:
     def _call(self, context: Any, rpc: str, request: Any) -> Call:
         """The call's metadata, checked against the plain ACL when the broker has it on.
         Raises Refused."""
-        call = call_of(context)
+        call = call_of(context, self.peer(context))
         if self.broker.acl is not None:
             authorize(self.broker.acl.state, call, rpc, request)
         config = self.broker.config
@@ -277,17 +310,21 @@ def _offer(outbox: asyncio.Queue[pb.TelemetryCommand], command: pb.TelemetryComm
 
 
 def _credentials(tls: TlsServerConfig) -> grpc.ServerCredentials:
-    """The gRPC server credentials of the ``tls.server.*`` certificate and key."""
-    if tls.key_password:
-        raise ConfigError(
-            "tls.server.keyPassword is set: the gRPC endpoint needs an unencrypted PEM "
-            "key (openssl pkey -in key.pem -out plain.pem), or set grpcServerPort=-1"
-        )
-    try:
-        key, cert = Path(tls.key_path).read_bytes(), Path(tls.cert_path).read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read the TLS key or certificate for the gRPC endpoint: {exc}") from None
-    return grpc.ssl_server_credentials([(key, cert)])
+    """The gRPC server credentials of the ``tls.server.*`` certificate and key, or of a
+    self-signed certificate when none is configured; clients' certificates are asked for when
+    ``tls.server.trustCertPath`` names the CAs to check them with."""
+    key, cert = tls.key_and_cert() or self_signed()
+    roots = None
+    if tls.trust_cert_path:
+        try:
+            roots = Path(tls.trust_cert_path).read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"cannot read tls.server.trustCertPath: {exc}") from None
+    elif tls.need_client_auth == "require":
+        raise ConfigError("tls.server.need.client.auth=require: the gRPC endpoint needs "
+                          "tls.server.trustCertPath (the CAs of the clients' certificates)")
+    require = roots is not None and tls.need_client_auth == "require"
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=roots, require_client_auth=require)
 
 
 def _decoder(message: Any) -> Callable[[bytes], Any]:
