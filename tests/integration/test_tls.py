@@ -80,13 +80,12 @@ def _heartbeat() -> RemotingCommand:
 
 
 def test_settings_that_cannot_work_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"needs tls\.server\.certPath and tls\.server\.keyPath"):
-        TlsServerConfig(mode="permissive").server_context()
+    assert TlsServerConfig(mode="permissive").server_context() is not None  # self-signed
     with pytest.raises(ConfigError, match="use disabled, permissive or enforcing"):
         TlsServerConfig(mode="on")
     with pytest.raises(ConfigError, match="cannot load the TLS certificate"):
         TlsServerConfig(mode="enforcing", cert_path=KEY, key_path=KEY).server_context()
-    assert TlsServerConfig().server_context() is None  # disabled, the default
+    assert TlsServerConfig().server_context() is None  # not set: remoting plain
     props = tmp_path / "tls.properties"  # RocketMQ's tls.config.file
     props.write_text(f"tls.server.mode=enforcing\ntls.server.certPath={CERT}\n"
                      f"tls.server.keyPath={KEY}\n")
@@ -167,5 +166,15 @@ def test_a_broken_handshake_closes_only_its_connection(tmp_path: Path) -> None:
             async with RemotingClient(tls=client_context()) as secure, RemotingClient() as plain:
                 assert (await secure.invoke(s.broker_addr, _heartbeat(), 2000)).code == 0
                 assert (await plain.invoke(s.broker_addr, _heartbeat(), 2000)).code == 0
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_without_a_certificate_a_permissive_server_serves_tls_with_a_self_signed_one(tmp_path: Path) -> None:
+    """RocketMQ's test mode: tls.server.mode set, no certPath / keyPath."""
+    async def main() -> None:
+        async with running_servers(tmp_path / "store", tls=TlsServerConfig(mode="permissive")) as s:
+            await round_trip(ClientConfig(s.namesrv_addr, use_tls=True), "SelfSigned")
+            await round_trip(ClientConfig(s.namesrv_addr), "PlainToo")
 
     asyncio.run(asyncio.wait_for(main(), 60))

@@ -150,6 +150,11 @@ class GrpcFront:
             lambda: _Client(self), host or None, port, backlog=BACKLOG, reuse_address=True)
         return int(self._server.sockets[0].getsockname()[1])
 
+    @property
+    def relayed(self) -> int:
+        """How many client connections are relayed now."""
+        return len(self._peers[False]) + len(self._peers[True])
+
     def peer(self, address: str, tls: bool) -> str:
         """The client's ``host:port`` for grpcio's peer ``address`` (``host:port``) of a call
         over TLS or not: the relayed client's when it is one of the relay's connections."""
@@ -204,6 +209,11 @@ class GrpcFront:
             task.cancel()
         for client in list(self.clients):
             client.transport.abort()
+            if client.other is not None:
+                client.other.transport.abort()
+        self.clients.clear()
+        for peers in self._peers.values():
+            peers.clear()
 
     async def wait_closed(self) -> None:
         if self._connecting:
