@@ -8,7 +8,8 @@
 // must exist. It prints the lines of interop/java-client/BolideGrpcClient.java, tab-separated:
 // SENT id; SIMPLE body tag keys seq attempt id; AGAIN body attempt; FIFO body; PUSH body attempt
 // receivedMs; CHECKED body; DUE ms; DONE. This client has no recall API, so unlike the other
-// drivers it sends no message to recall.
+// drivers it sends no message to recall. The client keeps its default settings: TLS, unless the
+// environment has rocketmq.client.enableSsl=false.
 package main
 
 import (
@@ -196,6 +197,5 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: go5client scenario HOST:PORT")
 		os.Exit(2)
 	}
-	rmq.EnableSsl = false
 	scenario(os.Args[2])
 }

@@ -12,6 +12,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.BooleanSupplier;
 import org.apache.rocketmq.client.apis.ClientConfiguration;
+import org.apache.rocketmq.client.apis.ClientConfigurationBuilder;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
 import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
 import org.apache.rocketmq.client.apis.consumer.FilterExpression;
@@ -27,8 +28,8 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
 
 /**
  * The official RocketMQ 5 Java client over gRPC (rocketmq-client-java, unmodified) against a
- * broker's gRPC endpoint, for the interop tests: {@code scenario HOST:PORT [tls]} (tls: over TLS,
- * the client's default, to a broker with tls.server.mode=enforcing). Topics N5 (NORMAL),
+ * broker's gRPC endpoint, for the interop tests: {@code scenario HOST:PORT [plain]} (the client's
+ * default settings, so TLS, unless told plain: enableSsl(false)). Topics N5 (NORMAL),
  * F5 (FIFO), D5 (MIXED) and X5 (TRANSACTION) and the FIFO group fifo_g must exist; the delay
  * message "recalled" is recalled before it is due. Prints
  * tab-separated lines: SENT id; SIMPLE body tag keys seq attempt id; AGAIN body attempt;
@@ -36,7 +37,7 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
  *
  * <p>{@code cluster HOST:PORT TOPIC COUNT}: a producer sends COUNT messages to TOPIC (served by
  * several brokers; the client is given one broker's endpoint), then push consumer cluster_g
- * consumes them. Prints CSENT body; CGOT body; DONE.
+ * consumes them (the client's default settings). Prints CSENT body; CGOT body; DONE.
  */
 public final class BolideGrpcClient {
     private static final ClientServiceProvider PROVIDER = ClientServiceProvider.loadService();
@@ -81,7 +82,7 @@ public final class BolideGrpcClient {
     }
 
     private static void cluster(String endpoint, String topic, int count) throws Exception {
-        ClientConfiguration config = ClientConfiguration.newBuilder().setEndpoints(endpoint).enableSsl(false)
+        ClientConfiguration config = ClientConfiguration.newBuilder().setEndpoints(endpoint)
             .setRequestTimeout(Duration.ofSeconds(5)).build();
         Producer producer = PROVIDER.newProducerBuilder().setClientConfiguration(config).setTopics(topic).build();
         for (int i = 0; i < count; i++) {
@@ -110,12 +111,15 @@ public final class BolideGrpcClient {
             return;
         }
         if (args.length < 2 || !"scenario".equals(args[0])) {
-            System.err.println("usage: BolideGrpcClient scenario HOST:PORT [tls] | cluster HOST:PORT TOPIC COUNT");
+            System.err.println("usage: BolideGrpcClient scenario HOST:PORT [plain] | cluster HOST:PORT TOPIC COUNT");
             System.exit(2);
         }
-        boolean tls = args.length > 2 && "tls".equals(args[2]); // the client's default; plain otherwise
-        ClientConfiguration config = ClientConfiguration.newBuilder().setEndpoints(args[1]).enableSsl(tls)
-            .setRequestTimeout(Duration.ofSeconds(5)).build();
+        ClientConfigurationBuilder builder = ClientConfiguration.newBuilder().setEndpoints(args[1])
+            .setRequestTimeout(Duration.ofSeconds(5));
+        if (args.length > 2 && "plain".equals(args[2])) {
+            builder.enableSsl(false); // else the client's default: TLS
+        }
+        ClientConfiguration config = builder.build();
         Producer producer = PROVIDER.newProducerBuilder().setClientConfiguration(config)
             .setTopics("N5", "F5", "D5", "X5")
             .setTransactionChecker(view -> {

@@ -96,11 +96,13 @@ def run_scenario(
     tls: TlsServerConfig | None = None,
     proxy: bool = False,
     recall: bool = True,
+    over_tls: bool = False,
 ) -> str:
     """The driver's ``scenario`` against a fresh broker with the topics and groups it needs
-    (with ``tls``: a broker that enforces it, the driver told ``tls``; with ``proxy``: through a
+    (with ``tls``: a broker that enforces it; with ``proxy``: through a
     real RocketMQ 5.3.3 proxy in cluster mode, which talks to the broker over remoting;
-    ``recall``: the driver recalls a delay message)."""
+    ``recall``: the driver recalls a delay message; ``over_tls``: the client connects over TLS, its
+    default, else in plain text)."""
 
     async def main() -> str:
         async with running_servers(
@@ -114,11 +116,18 @@ def run_scenario(
             await prepare(s, tls is not None)
             assert s.broker.grpc is not None
             endpoint = f"127.0.0.1:{s.broker.grpc.port}"
-            extra = ["tls"] if tls is not None else []
+            # each driver keeps its client's default settings: TLS for Java and Go, plain text for
+            # Python and Node.js, all on the broker's one permissive port (the RocketMQ proxy here
+            # serves plain text only: -Dtls.server.mode=disabled)
+            extra = ["plain"] if proxy else []
             async with contextlib.AsyncExitStack() as stack:
                 if proxy:
                     endpoint = (await stack.enter_async_context(rocketmq_proxy(tmp_path, s))).grpc_addr
                 out = await drive([*command, "scenario", endpoint, *extra], tmp_path / "driver.log", env)
+            front = s.broker.grpc._front
+            if front is not None and not proxy:  # the permissive port: what the client chose
+                assert front.counts["tls" if over_tls else "plain"] > 0, front.counts
+                assert front.counts["plain" if over_tls else "tls"] == 0, front.counts
             # what the transactions left in their topic: the committed and the checked one
             store = s.broker.store
             assert await asyncio.to_thread(store.wait_dispatched, 10)
@@ -233,7 +242,8 @@ def test_java_client_uses_every_broker_from_one_endpoint(tmp_path: Path) -> None
 
 
 def test_java_client_producer_simple_and_push_consumers(tmp_path: Path) -> None:
-    check_lines(run_scenario(tmp_path, java_client(tmp_path / "home")))
+    """The client's default settings (TLS) against a broker's default settings."""
+    check_lines(run_scenario(tmp_path, java_client(tmp_path / "home"), over_tls=True))
 
 
 def test_java_client_through_a_rocketmq_proxy_in_front_of_bolide(tmp_path: Path) -> None:
@@ -264,7 +274,7 @@ def test_go_client_producer_simple_and_push_consumers(tmp_path: Path) -> None:
         command = [str(go_client_binary(GO5_CLIENT))]
     except RocketMQUnavailable as exc:
         unavailable(f"RocketMQ 5 Go client unavailable: {exc}")
-    check_lines(run_scenario(tmp_path, command, go_env(tmp_path / "home"), recall=False))
+    check_lines(run_scenario(tmp_path, command, go_env(tmp_path / "home"), recall=False, over_tls=True))
 
 
 def check_lines(out: str) -> None:

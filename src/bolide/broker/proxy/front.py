@@ -142,6 +142,7 @@ class GrpcFront:
         self._ports = {False: plain_port, True: tls_port}
         self._peers: dict[bool, dict[int, _Client]] = {False: {}, True: {}}  # source port -> client
         self._connecting: set[asyncio.Task[None]] = set()
+        self.counts = {"plain": 0, "tls": 0}  # connections relayed since the start, by kind
         self._server: asyncio.Server | None = None
 
     async def start(self, host: str, port: int) -> int:
@@ -191,6 +192,7 @@ class GrpcFront:
             return
         backend.port = transport.get_extra_info("sockname")[1]
         peers[backend.port] = client  # before grpcio reads a call of it
+        self.counts["tls" if tls else "plain"] += 1
         client.other = backend
         transport.write(first)
         if client.eof:
