@@ -3,12 +3,15 @@ with 1 KiB bodies from loader processes, then receive-and-acknowledge msgs/s (Re
 32 and one AckMessage per batch), with the broker's peak RSS and anonymous memory.
 
     .venv/bin/python bench/grpc_endpoint.py [--seconds 10] [--loaders 2] [--concurrency 64]
+        [--mode default|disabled|permissive|enforcing] [--tls] [--no-floor]
 
 The broker is ``bolide start`` in a child process with ASYNC_FLUSH; the loaders call it with
 Bolide's own v5 messages over grpc.aio, as the official clients do (one message per send).
 ``grpcio_floor`` is the same load against a server whose SendMessage does nothing: what grpcio
-itself costs per call on the machine. Prints one JSON document. Figures are never asserted in
-tests.
+itself costs per call on the machine. ``--mode`` sets the broker's ``tls.server.mode`` (default:
+not set, so the gRPC port is permissive: the first-byte relay in front of grpcio; ``disabled``:
+grpcio's plain port alone); ``--tls``: the loaders call over TLS (the broker given
+tests/data/tls's certificate). Prints one JSON document. Figures are never asserted in tests.
 """
 
 from __future__ import annotations
@@ -30,12 +33,23 @@ from bolide.protocol.v5 import messaging_pb2 as pb
 from bolide.testing.v5calls import V5Calls, message, receive_request
 
 TOPIC, GROUP = "GrpcBench", "grpc_bench_g"
+TLS_DIR = Path(__file__).resolve().parents[1] / "tests" / "data" / "tls"
 
 
-async def _send_loop(port: int, seconds: float, concurrency: int, size: int, loader: int) -> list[float]:
+def _channel(port: int, tls: bool) -> grpc.aio.Channel:
+    target = f"127.0.0.1:{port}"
+    if not tls:
+        return grpc.aio.insecure_channel(target)
+    cert = (TLS_DIR / "server.crt").read_bytes()
+    return grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(cert))
+
+
+async def _send_loop(
+    port: int, seconds: float, concurrency: int, size: int, loader: int, tls: bool = False
+) -> list[float]:
     latencies: list[float] = []
     body = b"x" * size
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+    async with _channel(port, tls) as channel:
         calls = V5Calls(channel)
         stop = time.perf_counter() + seconds
         counter = 0
@@ -54,12 +68,12 @@ async def _send_loop(port: int, seconds: float, concurrency: int, size: int, loa
     return latencies
 
 
-def _loader(port: int, seconds: float, concurrency: int, size: int, loader: int, out: Any) -> None:
-    out.put(asyncio.run(_send_loop(port, seconds, concurrency, size, loader)))
+def _loader(port: int, seconds: float, concurrency: int, size: int, loader: int, tls: bool, out: Any) -> None:
+    out.put(asyncio.run(_send_loop(port, seconds, concurrency, size, loader, tls)))
 
 
-async def _receive_all(port: int, expected: int, concurrency: int) -> tuple[int, float]:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+async def _receive_all(port: int, expected: int, concurrency: int, tls: bool) -> tuple[int, float]:
+    async with _channel(port, tls) as channel:
         calls = V5Calls(channel)
         request = receive_request(TOPIC, GROUP, invisible_s=60, poll_s=1)
         got = 0
@@ -112,12 +126,12 @@ def _floor_main(ports: Any, seconds: float) -> None:
     uvloop.run(_floor_server(ports, seconds))
 
 
-def _load(port: int, args: argparse.Namespace) -> list[float]:
+def _load(port: int, args: argparse.Namespace, tls: bool = False) -> list[float]:
     """Run the loader processes against ``port``; every send's latency."""
     ctx = multiprocessing.get_context("spawn")
     out: Any = ctx.Queue()
     procs = [
-        ctx.Process(target=_loader, args=(port, args.seconds, args.concurrency, args.size, i, out))
+        ctx.Process(target=_loader, args=(port, args.seconds, args.concurrency, args.size, i, tls, out))
         for i in range(args.loaders)
     ]
     for proc in procs:
@@ -167,27 +181,42 @@ def main() -> None:
     parser.add_argument("--loaders", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=64, help="sends in flight per loader")
     parser.add_argument("--size", type=int, default=1024)
+    modes = ("default", "disabled", "permissive", "enforcing")
+    parser.add_argument("--mode", choices=modes, default="default",
+                        help="the broker's tls.server.mode (default: not set, the gRPC port permissive)")
+    parser.add_argument("--tls", action="store_true", help="the loaders call over TLS")
+    parser.add_argument("--no-floor", action="store_true", help="skip the grpcio floor")
     args = parser.parse_args()
+    if args.tls and args.mode == "disabled":
+        parser.error("--tls needs a mode that serves TLS")
+    settings = ["grpcServerPort=0"]
+    if args.mode != "default":
+        settings.append(f"tls.server.mode={args.mode}")
+    if args.tls:
+        settings += [f"tls.server.certPath={TLS_DIR / 'server.crt'}",
+                     f"tls.server.keyPath={TLS_DIR / 'server.key'}"]
     with tempfile.TemporaryDirectory(prefix="bolide-grpc-bench-") as tmp:
-        server = ServerProcess(Path(tmp), "ASYNC_FLUSH", ("grpcServerPort=0",))
+        server = ServerProcess(Path(tmp), "ASYNC_FLUSH", tuple(settings))
         server.start()
         try:
             port = server.grpc_port()
             with AnonPeak(server) as peak:
-                asyncio.run(_send_loop(port, 1.0, 4, args.size, 99))  # topic created, connections warm
+                asyncio.run(_send_loop(port, 1.0, 4, args.size, 99, args.tls))  # topic made, warm
                 cpu_before = server.cpu_seconds() or 0.0
-                latencies = _load(port, args)
+                latencies = _load(port, args, args.tls)
                 sent = len(latencies)
                 send_cpu = (server.cpu_seconds() or 0.0) - cpu_before
-                received, receive_s = asyncio.run(_receive_all(port, sent, 4))
+                received, receive_s = asyncio.run(_receive_all(port, sent, 4, args.tls))
             memory = server.memory()
         finally:
             server.stop()
-    floor = _floor(args)
+    floor = None if args.no_floor else _floor(args)
     print(
         json.dumps(
             {
                 "machine": machine_info(),
+                "mode": args.mode,
+                "tls": args.tls,
                 "send_1k": {
                     "messages": sent,
                     "msgs_s": r(sent / args.seconds, 0),

@@ -24,7 +24,8 @@ def test_start_then_sigterm(tmp_path: Path) -> None:
                 break
         text = "".join(lines)
         assert "NameServer listening on port" in text and "Broker broker-a listening on" in text
-        assert "RocketMQ 5 gRPC clients connect to 127.0.0.1:" in text
+        assert "RocketMQ 5 gRPC clients connect to 127.0.0.1:" in text  # both kinds by default
+        assert "(endpoints; TLS or plain text)" in text
         assert (store / "abort").exists()
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=20)

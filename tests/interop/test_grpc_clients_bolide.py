@@ -299,3 +299,34 @@ def check_lines(out: str) -> None:
             "due_ms": int(of("DUE")[0][0]),
         }
     )
+
+
+def test_java_and_python_clients_as_they_are_against_bolide_start_as_it_is(tmp_path: Path) -> None:
+    """``bolide start`` without a config (ports the kernel's): the Java client with its default
+    settings (TLS) and the Python client with its own (plain text) on the one gRPC port, each
+    sending and consuming."""
+    java, python = java_client(tmp_path / "home"), python_client()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from bolide.cli.main import main; main()", "start", "--store",
+         str(tmp_path / "store"), "--namesrv-port", "0", "--broker-port", "0", "--grpc-port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        endpoint = ""
+        for line in proc.stdout:  # until the servers say they listen
+            if line.startswith("RocketMQ 5 gRPC clients connect to "):
+                endpoint = line.split()[6]
+            if line.startswith("Press Ctrl+C"):
+                break
+        assert endpoint, "bolide start printed no gRPC endpoint"
+        out = asyncio.run(drive([*java, "cluster", endpoint, "StartJ", "8"], tmp_path / "java.log"))
+        rows = [line.split("\t") for line in out.splitlines()]
+        assert {row[1] for row in rows if row[0] == "CGOT"} == {f"c{i}" for i in range(8)}
+        out = asyncio.run(drive([*python, "cluster", endpoint, "StartP", "8"], tmp_path / "python.log",
+                                python5_env(tmp_path / "home")))
+        received = json.loads(out.strip().splitlines()[-1])["received"]
+        assert sorted(set(received)) == [f"c{i}" for i in range(8)]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    assert proc.returncode == 0

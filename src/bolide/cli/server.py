@@ -85,7 +85,8 @@ def _first_steps(namesrv: str, broker: BrokerController) -> None:
                f"  export NAMESRV_ADDR={namesrv}\n"
                "  sh tools.sh org.apache.rocketmq.example.quickstart.Producer")
     if broker.grpc is not None:
-        click.echo(f"RocketMQ 5 gRPC clients connect to 127.0.0.1:{broker.grpc.port} (endpoints)")
+        kind = {"disabled": "plain text", "enforcing": "TLS"}.get(broker.grpc.mode.value, "TLS or plain text")
+        click.echo(f"RocketMQ 5 gRPC clients connect to 127.0.0.1:{broker.grpc.port} (endpoints; {kind})")
     click.echo("Press Ctrl+C to stop.")
 
 

@@ -12,7 +12,6 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -27,7 +26,6 @@ from bolide.broker.proxy.convert import Refused, status
 from bolide.broker.proxy.front import LOOPBACK, GrpcFront
 from bolide.broker.proxy.producer import GrpcProducer
 from bolide.broker.proxy.routes import query_assignment, query_route
-from bolide.errors import ConfigError
 from bolide.protocol.v5 import messaging_pb2 as pb
 from bolide.remoting.selfsigned import self_signed
 from bolide.remoting.tls import TlsMode, TlsServerConfig
@@ -311,20 +309,9 @@ def _offer(outbox: asyncio.Queue[pb.TelemetryCommand], command: pb.TelemetryComm
 
 def _credentials(tls: TlsServerConfig) -> grpc.ServerCredentials:
     """The gRPC server credentials of the ``tls.server.*`` certificate and key, or of a
-    self-signed certificate when none is configured; clients' certificates are asked for when
-    ``tls.server.trustCertPath`` names the CAs to check them with."""
+    self-signed certificate when none is configured (clients are not asked for one)."""
     key, cert = tls.key_and_cert() or self_signed()
-    roots = None
-    if tls.trust_cert_path:
-        try:
-            roots = Path(tls.trust_cert_path).read_bytes()
-        except OSError as exc:
-            raise ConfigError(f"cannot read tls.server.trustCertPath: {exc}") from None
-    elif tls.need_client_auth == "require":
-        raise ConfigError("tls.server.need.client.auth=require: the gRPC endpoint needs "
-                          "tls.server.trustCertPath (the CAs of the clients' certificates)")
-    require = roots is not None and tls.need_client_auth == "require"
-    return grpc.ssl_server_credentials([(key, cert)], root_certificates=roots, require_client_auth=require)
+    return grpc.ssl_server_credentials([(key, cert)])
 
 
 def _decoder(message: Any) -> Callable[[bytes], Any]:
