@@ -93,8 +93,9 @@ async def _receive_all(port: int, expected: int, concurrency: int, tls: bool) ->
         return got, time.perf_counter() - started
 
 
-async def _floor_server(ports: Any, seconds: float) -> None:
-    """A gRPC server whose SendMessage does nothing: what grpcio alone costs per call."""
+async def _floor_server(ports: Any, seconds: float, relay: bool) -> None:
+    """A gRPC server whose SendMessage does nothing: what grpcio alone costs per call (with
+    ``relay``: behind the permissive gRPC port's first-byte relay, on the same loop)."""
     import uvloop  # noqa: F401 - the broker's loop too
 
     server = grpc.aio.server()
@@ -114,16 +115,21 @@ async def _floor_server(ports: Any, seconds: float) -> None:
             ),
         )
     )
-    ports.put(server.add_insecure_port("127.0.0.1:0"))
+    port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
+    if relay:
+        from bolide.broker.proxy.front import GrpcFront
+
+        port = await GrpcFront(port, port).start("127.0.0.1", 0)
+    ports.put(port)
     await asyncio.sleep(seconds)
     await server.stop(0)
 
 
-def _floor_main(ports: Any, seconds: float) -> None:
+def _floor_main(ports: Any, seconds: float, relay: bool) -> None:
     import uvloop
 
-    uvloop.run(_floor_server(ports, seconds))
+    uvloop.run(_floor_server(ports, seconds, relay))
 
 
 def _load(port: int, args: argparse.Namespace, tls: bool = False) -> list[float]:
@@ -142,11 +148,12 @@ def _load(port: int, args: argparse.Namespace, tls: bool = False) -> list[float]
     return latencies
 
 
-def _floor(args: argparse.Namespace) -> dict[str, Any]:
-    """The same load against a SendMessage that does nothing (grpcio's own cost)."""
+def _floor(args: argparse.Namespace, relay: bool = False) -> dict[str, Any]:
+    """The same load against a SendMessage that does nothing (grpcio's own cost; with
+    ``relay``: through the first-byte relay of a permissive gRPC port)."""
     ctx = multiprocessing.get_context("spawn")
     ports: Any = ctx.Queue()
-    server = ctx.Process(target=_floor_main, args=(ports, args.seconds + 30))
+    server = ctx.Process(target=_floor_main, args=(ports, args.seconds + 30, relay))
     server.start()
     try:
         port = ports.get(timeout=30)
@@ -210,7 +217,7 @@ def main() -> None:
             memory = server.memory()
         finally:
             server.stop()
-    floor = None if args.no_floor else _floor(args)
+    floor = None if args.no_floor else {**_floor(args), "relayed": _floor(args, relay=True)}
     print(
         json.dumps(
             {

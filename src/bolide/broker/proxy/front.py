@@ -93,11 +93,12 @@ class _Backend(_Side):
 class _Client(_Side):
     """A client's connection to the public port: relayed once its first bytes are read."""
 
-    __slots__ = ("front", "peer", "timer")
+    __slots__ = ("front", "held", "peer", "timer")
 
     def __init__(self, front: GrpcFront) -> None:
         super().__init__()
         self.front = front
+        self.held: list[bytes] = []  # read before the relay is connected
         self.peer = "?"
         self.timer: asyncio.TimerHandle | None = None
 
@@ -116,7 +117,10 @@ class _Client(_Side):
             self.timer.cancel()
             self.timer = None
             self.transport.pause_reading()
-            self.front.relay(self, data)
+            self.held.append(data)
+            self.front.relay(self, data[0] == TLS_HANDSHAKE)
+        else:  # read before the pause took hold
+            self.held.append(data)
 
     def eof_received(self) -> bool:
         if self.other is None:
@@ -166,14 +170,13 @@ class GrpcFront:
                 return client.peer
         return address
 
-    def relay(self, client: _Client, first: bytes) -> None:
-        """Connect ``client`` (reading paused, ``first`` its first bytes) to its listener."""
-        task = self.loop.create_task(self._connect(client, first))
+    def relay(self, client: _Client, tls: bool) -> None:
+        """Connect ``client`` (reading paused, its first bytes held) to its listener."""
+        task = self.loop.create_task(self._connect(client, tls))
         self._connecting.add(task)
         task.add_done_callback(self._connecting.discard)
 
-    async def _connect(self, client: _Client, first: bytes) -> None:
-        tls = first[0] == TLS_HANDSHAKE
+    async def _connect(self, client: _Client, tls: bool) -> None:
         peers = self._peers[tls]
         try:
             transport, backend = await self.loop.create_connection(
@@ -194,7 +197,8 @@ class GrpcFront:
         peers[backend.port] = client  # before grpcio reads a call of it
         self.counts["tls" if tls else "plain"] += 1
         client.other = backend
-        transport.write(first)
+        held, client.held = client.held, []
+        transport.writelines(held)
         if client.eof:
             transport.write_eof()
         else:
