@@ -16,6 +16,8 @@ import ssl
 import tempfile
 from pathlib import Path
 
+from bolide.errors import ConfigError
+
 log = logging.getLogger(__name__)
 
 VALID_DAYS = 3650
@@ -27,10 +29,15 @@ def self_signed() -> tuple[bytes, bytes]:
     localhost and 127.0.0.1; the key unencrypted PKCS#8)."""
     import ipaddress
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+    except ImportError:
+        raise ConfigError("TLS without tls.server.certPath and keyPath needs the cryptography "
+                          "package for a self-signed certificate: pip install cryptography, "
+                          "configure a certificate, or set tls.server.mode=disabled") from None
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bolide")])
@@ -72,9 +79,16 @@ def load_into(context: ssl.SSLContext, key_pem: bytes, cert_pem: bytes) -> None:
 def unencrypted_key(key_pem: bytes, password: str) -> bytes:
     """``key_pem`` decrypted with ``password`` (``tls.server.keyPassword``), as unencrypted
     PKCS#8 PEM, which gRPC needs. Raises ValueError for a wrong password or a bad key."""
-    from cryptography.hazmat.primitives import serialization
+    try:
+        from cryptography.hazmat.primitives import serialization
+    except ImportError:
+        raise ConfigError("tls.server.keyPassword needs the cryptography package for the gRPC "
+                          "port: pip install cryptography, or give an unencrypted key") from None
 
-    key = serialization.load_pem_private_key(key_pem, password.encode() or None)
+    try:
+        key = serialization.load_pem_private_key(key_pem, password.encode() or None)
+    except TypeError:  # not encrypted: as it is (as ssl.SSLContext.load_cert_chain takes it)
+        return key_pem
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )

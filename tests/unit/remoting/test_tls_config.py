@@ -86,5 +86,7 @@ def test_a_configured_certificate_and_its_key_password(tmp_path: Path) -> None:
     assert pair is not None and b"ENCRYPTED" not in pair[0]
     plain = serialization.load_pem_private_key(pair[0], None)
     assert plain.private_numbers() == key.private_numbers()  # type: ignore[union-attr]
+    unencrypted = TlsServerConfig(cert_path=str(CERT), key_path=str(KEY), key_password="s3cret")
+    assert unencrypted.key_and_cert() == (KEY.read_bytes(), CERT.read_bytes())  # taken as it is
     with pytest.raises(ConfigError, match=r"tls\.server\.keyPassword"):
         TlsServerConfig(cert_path=str(CERT), key_path=str(encrypted), key_password="wrong").key_and_cert()
