@@ -21,7 +21,7 @@ from bolide.broker.proxy.front import GrpcFront
 from bolide.client import Admin
 from bolide.protocol.v5 import messaging_pb2 as pb
 from bolide.remoting.selfsigned import self_signed
-from bolide.remoting.tls import TlsMode
+from bolide.remoting.tls import TlsMode, TlsServerConfig
 from bolide.testing.servers import Servers, running_servers
 from bolide.testing.v5calls import CLIENT, V5Calls, message
 from conftest import wait_until
@@ -83,9 +83,9 @@ def consumer_heartbeat(group: str) -> pb.HeartbeatRequest:
     return pb.HeartbeatRequest(group=pb.Resource(name=group), client_type=pb.SIMPLE_CONSUMER)
 
 
-def run(tmp_path: Path, test: object, **options: object) -> None:
+def run(tmp_path: Path, test: object, tls: TlsServerConfig | None = None, **options: object) -> None:
     async def main() -> None:
-        async with running_servers(tmp_path / "store", grpc_server_port=0, **options) as s:
+        async with running_servers(tmp_path / "store", tls=tls, grpc_server_port=0, **options) as s:
             await test(s)  # type: ignore[operator]
 
     asyncio.run(asyncio.wait_for(main(), 60))
@@ -216,3 +216,20 @@ def test_the_endpoint_closing_ends_its_relays(tmp_path: Path) -> None:
         await channel.close()
 
     run(tmp_path, test)
+
+
+@pytest.mark.parametrize("mode", ["disabled", "enforcing"])
+def test_disabled_and_enforcing_are_grpcios_own_port_without_the_relay(tmp_path: Path, mode: str) -> None:
+    """``disabled``: plain text only; ``enforcing`` without a certificate: TLS only, with the
+    self-signed one; neither has the relay in front."""
+    async def test(s: Servers) -> None:
+        assert s.broker.grpc is not None and s.broker.grpc._front is None
+        port = s.broker.grpc.port
+        send = pb.SendMessageRequest(messages=[message("M5", b"x", "ID-M")])
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as plain, tls_channel(port) as secure:
+            served, refused = (plain, secure) if mode == "disabled" else (secure, plain)
+            assert (await V5Calls(served)("SendMessage", send)).status.code == pb.OK
+            with pytest.raises(grpc.aio.AioRpcError):
+                await V5Calls(refused)("SendMessage", send, timeout=3)
+
+    run(tmp_path, test, tls=TlsServerConfig(mode=mode), use_tls=mode == "enforcing")
