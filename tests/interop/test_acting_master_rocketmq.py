@@ -19,7 +19,6 @@ module is skipped, or fails when ``CI`` is set.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -116,21 +115,23 @@ async def route(admin: Admin, topic: str = TOPIC) -> tuple[dict[int, str], int] 
 
 
 async def registered(admin: Admin, brokers: list[RocketMQ], check: Callable[[], Awaitable[bool]],
-                     what: str) -> None:
-    """Wait for ``check``; meanwhile create a new topic on each of ``brokers`` every second,
-    which registers it at once. A 5.x broker registers at its start only if its NameServer
-    connection is already up (the client's scan makes it), else 10 s later."""
-    deadline = time.monotonic() + 30
-    for poke in itertools.count():
+                     what: str, timeout: float = 30.0) -> None:
+    """Wait for ``check``; meanwhile have each of ``brokers`` register in full every second. A
+    5.x broker registers at its start only if its NameServer connection is already up (the
+    client's scan makes it), else 10 s later; UPDATE_BROKER_CONFIG of ``brokerPermission``
+    makes it register every topic at once under a new DataVersion (a topic creation would
+    register that topic alone, and a later full registration under the same DataVersion
+    changes no queue data already routed: a read-only one from the acting slave would stay)."""
+    deadline = time.monotonic() + timeout
+    while True:
         for rmq in brokers:
-            await admin.create_topic(f"{TOPIC}Poke{poke}", read_queue_nums=1, write_queue_nums=1,
-                                     broker_addr=rmq.broker_addr)
+            await admin.update_broker_config({"brokerPermission": 6}, broker_addr=rmq.broker_addr)
         second = time.monotonic() + 1
         while time.monotonic() < second:
             if await check():
                 return
             await asyncio.sleep(0.05)
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}: route {await route(admin)}"
 
 
 async def runtime(admin: Admin, addr: str) -> dict[str, str] | None:

@@ -31,6 +31,7 @@ pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
 Found = dict[str, list[tuple[dict[str, str], float]]]
 IGNORED_LABELS = {"otel_scope_name", "le"}  # OpenTelemetry's scope; a histogram's buckets
 OTEL_ONLY = {"target_info", "otel_scope_info"}  # the exporter's own
+SCENARIO_SERIES = ("active_broker_num", "election_total", "request_total", "role")
 PROM = {"metricsExporterType": "PROM", "metricsPromExporterHost": "127.0.0.1", "metricsLabel": "env:test"}
 
 
@@ -60,7 +61,14 @@ async def scenario(controller: str, metrics_url: str) -> Found:
         await broker.beat(timeout_ms=30_000)
         elected = await broker.elect()
         assert elected.code == RC.SUCCESS, elected.remark
-        return await asyncio.to_thread(scrape, metrics_url)
+        # an exporter may show a gauge from its next collection on (RocketMQ's OpenTelemetry
+        # reader, on a busy machine): scrape until the broker's series are there
+        deadline = time.monotonic() + 20
+        while True:
+            found = await asyncio.to_thread(scrape, metrics_url)
+            if all(name in found for name in SCENARIO_SERIES) or time.monotonic() > deadline:
+                return found
+            await asyncio.sleep(0.2)
     finally:
         await broker.close()
 
