@@ -97,6 +97,9 @@ class BrokerConfig(PropertiesConfig):
     channel_expired_timeout_ms: int = _key("channelExpiredTimeout", 120_000)
     # close client connections that read and wrote nothing for this long (0: never)
     server_channel_max_idle_s: int = _key("serverChannelMaxIdleTimeSeconds", 120)
+    # accept a PROXY protocol header (v1/v2) at the start of a connection and take the client's
+    # address from it, as RocketMQ does (always); off: such a connection is closed (docs/operations.md)
+    proxy_protocol_enable: bool = _key("bolideProxyProtocolEnable", True)
     flush_consumer_offset_interval_ms: int = _key("flushConsumerOffsetInterval", 5000)
     reject_transaction_message: bool = _key("rejectTransactionMessage", False)
     # timer messages (TIMER_DELIVER_MS, ...): accepted, and how far ahead (RocketMQ's keys)

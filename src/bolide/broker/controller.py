@@ -138,7 +138,8 @@ class BrokerController:
         self._tls = tls
         idle_s = self.config.server_channel_max_idle_s
         self.server = RemotingServer(self.config.bind_address, self.config.listen_port,
-                                     tls=tls_context, tls_mode=self.tls_mode, idle_timeout_s=idle_s)
+                                     tls=tls_context, tls_mode=self.tls_mode, idle_timeout_s=idle_s,
+                                     proxy_protocol=self.config.proxy_protocol_enable)
         self.server.on_channel_close(self._channel_closed)
         # the VIP ("fast") port, listenPort - 2, which Java clients up to 4.4 use by default
         self.fast_server: RemotingServer | None = None
@@ -147,7 +148,8 @@ class BrokerController:
             self.fast_server = RemotingServer(self.config.bind_address, fast_port,
                                               processors=self.server.processors,
                                               tls=tls_context, tls_mode=self.tls_mode,
-                                              idle_timeout_s=idle_s)
+                                              idle_timeout_s=idle_s,
+                                              proxy_protocol=self.config.proxy_protocol_enable)
             self.fast_server.on_channel_close(self._channel_closed)
         # plain ACL (aclEnable): every request is checked before its processor runs
         self.acl: PlainAcl | None = None

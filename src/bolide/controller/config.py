@@ -64,6 +64,9 @@ class ControllerConfig(PropertiesConfig):
 
     listen_port: int = _key("listenPort", DEFAULT_PORT)
     bind_address: str = _key("bindAddress", "0.0.0.0")
+    # accept a PROXY protocol header (v1/v2) at the start of a connection and take the client's
+    # address from it, as RocketMQ does (always); off: such a connection is closed (docs/operations.md)
+    proxy_protocol_enable: bool = _key("bolideProxyProtocolEnable", True)
     rocketmq_home: str = _key("rocketmqHome", os.environ.get("ROCKETMQ_HOME", ""))
     config_store_path: str = _key("configStorePath",
                                   str(Path.home() / "controller" / "controller.properties"))

@@ -65,7 +65,8 @@ class ControllerServer:
         self.heartbeats = HeartbeatManager()
         self.store_dir = config.store_dir / config.self_id
         self.server = RemotingServer(host if host is not None else config.bind_address,
-                                     config.port if port is None else port)
+                                     config.port if port is None else port,
+                                     proxy_protocol=config.proxy_protocol_enable)
         self.journal: Journal
         if len(config.peers) > 1:
             self.store_dir = self.store_dir / RAFT_DIR

@@ -31,6 +31,9 @@ class NamesrvConfig(PropertiesConfig):
     bind_address: str = _key("bindAddress", "0.0.0.0")
     # close connections that read and wrote nothing for this long (0: never), as RocketMQ
     server_channel_max_idle_s: int = _key("serverChannelMaxIdleTimeSeconds", 120)
+    # accept a PROXY protocol header (v1/v2) at the start of a connection and take the client's
+    # address from it, as RocketMQ does (always); off: such a connection is closed (docs/operations.md)
+    proxy_protocol_enable: bool = _key("bolideProxyProtocolEnable", True)
     rocketmq_home: str = _key("rocketmqHome", os.environ.get("ROCKETMQ_HOME", ""))
     kv_config_path: str = _key("kvConfigPath", str(_HOME / "kvConfig.json"))
     config_store_path: str = _key("configStorePath", str(_HOME / "namesrv.properties"))

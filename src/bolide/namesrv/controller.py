@@ -48,7 +48,8 @@ class NamesrvController:
         self.server = RemotingServer(host if host is not None else self.config.bind_address,
                                      self.config.listen_port if port is None else port,
                                      tls=tls.server_context(), tls_mode=tls.tls_mode,
-                                     idle_timeout_s=self.config.server_channel_max_idle_s)
+                                     idle_timeout_s=self.config.server_channel_max_idle_s,
+                                     proxy_protocol=self.config.proxy_protocol_enable)
         for code in self.processor.codes:
             self.server.register(code, self._process)
         self.server.on_channel_close(self._channel_closed)

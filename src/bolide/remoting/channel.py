@@ -35,6 +35,7 @@ from bolide.protocol.codec import decode_command, encode_command
 from bolide.protocol.codes import code_name
 from bolide.protocol.command import next_opaque
 from bolide.protocol.frame import Buffer, FrameDecoder
+from bolide.protocol.haproxy import ProxyHeader, ProxyHeaderError, parse_header, starts_header
 from bolide.remoting.processor import HOOKS_RAN, NOT_NOW, ProcessorTable, RequestContext, error_remark
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,14 @@ class Channel(asyncio.Protocol):
 
     ``attrs`` is free for the owner (the broker keeps the client id there). ``on_open`` and
     ``on_close`` are called with the channel when the connection is made and lost.
+
+    :attr:`remote_address` is the client's address everything else uses (client tables, ACL
+    white lists, logs): the source of the PROXY protocol header ``proxy`` the connection began
+    with (a load balancer passing its client on), else the socket's peer. :attr:`peer_address`
+    is always the socket's peer (RocketMQ's ``channel.remoteAddress()``, the born host of the
+    messages sent on it). With ``accept_proxy`` the channel reads such a header itself from its
+    first bytes (a server without TLS; with TLS its listener reads it and passes ``proxy``): a
+    malformed one closes the connection with a log line naming the cause.
     """
 
     def __init__(
@@ -81,6 +90,8 @@ class Channel(asyncio.Protocol):
         write_low_water: int = DEFAULT_WRITE_LOW_WATER,
         on_open: ChannelCallback | None = None,
         on_close: ChannelCallback | None = None,
+        proxy: ProxyHeader | None = None,
+        accept_proxy: bool = False,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
@@ -107,7 +118,10 @@ class Channel(asyncio.Protocol):
         self._out: list[bytes | memoryview] = []  # frames to write at the end of this iteration
         self._out_bytes = 0
         self.remote_address = "?"
+        self.peer_address = "?"
         self.local_address = "?"
+        self.proxy = proxy  # the PROXY protocol header the connection began with, if any
+        self._proxy_head: bytearray | None = bytearray() if accept_proxy else None  # read so far
         self.attrs: dict[str, Any] = {}
         self.activity = 0  # bumped by every read and write: a server closes channels it stops moving
 
@@ -143,7 +157,9 @@ class Channel(asyncio.Protocol):
         self._transport = transport
         self._loop = asyncio.get_running_loop()
         self._closed = self._loop.create_future()
-        self.remote_address = format_address(transport.get_extra_info("peername"))
+        self.peer_address = format_address(transport.get_extra_info("peername"))
+        client = self.proxy.client if self.proxy is not None else None
+        self.remote_address = format_address(client) if client is not None else self.peer_address
         self.local_address = format_address(transport.get_extra_info("sockname"))
         high, low = self._write_limits
         transport.set_write_buffer_limits(high=high, low=low)
@@ -152,6 +168,11 @@ class Channel(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.activity += 1
+        if self._proxy_head is not None:  # the connection's first bytes: a PROXY header?
+            rest = self._read_proxy_header(data)
+            if rest is None:
+                return
+            data = rest
         try:
             frames = self._frames.feed(data)
         except ProtocolError as exc:
@@ -172,12 +193,41 @@ class Channel(asyncio.Protocol):
             else:
                 self._on_request(cmd)
 
+    def _read_proxy_header(self, data: bytes) -> bytes | None:
+        """The bytes after a PROXY header at the start of the connection (all of ``data`` when
+        it starts none), or None while more of the header is to come or after a bad one."""
+        head = self._proxy_head
+        assert head is not None
+        if not head and starts_header(data) is False:  # the usual case: no header
+            self._proxy_head = None
+            return data
+        head += data
+        try:
+            header = parse_header(head)
+        except ProxyHeaderError as exc:
+            self._proxy_head = None
+            self._drop(exc)
+            return None
+        if header is None:
+            return None
+        self._proxy_head = None
+        self.proxy = header
+        client = header.client
+        if client is not None:
+            self.remote_address = format_address(client)
+            log.debug("connection from %s through the proxy at %s", self.remote_address,
+                      self.peer_address)
+        return bytes(head[header.length:])
+
     def eof_received(self) -> bool | None:
         return None  # close our side too, as Netty does
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._closed is None or self._closed.done():
             return
+        if self._proxy_head:
+            log.warning("the connection from %s ended within its PROXY protocol header (%d bytes "
+                        "of it read)", self.peer_address, len(self._proxy_head))
         reason = f": {exc}" if exc else ""
         for opaque, (fut, code) in self._pending.items():
             if not fut.done():

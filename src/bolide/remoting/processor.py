@@ -45,8 +45,15 @@ class RequestContext:
 
     @property
     def remote_address(self) -> str:
-        """The peer as ``"host:port"``."""
+        """The client as ``"host:port"``: the address a PROXY protocol header passed on, else
+        the socket's peer."""
         return self.channel.remote_address
+
+    @property
+    def peer_address(self) -> str:
+        """The socket's peer as ``"host:port"`` (a load balancer's, behind one): RocketMQ's
+        ``channel.remoteAddress()``, which it records as the born host of sent messages."""
+        return self.channel.peer_address
 
 
 ProcessFn: TypeAlias = Callable[[RequestContext, RemotingCommand], Awaitable[RemotingCommand | None]]

@@ -26,6 +26,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, Self, TypeVar
 
 from bolide.protocol import MAX_FRAME_SIZE
+from bolide.protocol.haproxy import ProxyHeader
 from bolide.remoting.channel import (
     DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_MAX_QUEUED,
@@ -37,9 +38,9 @@ from bolide.remoting.channel import (
     format_address,
 )
 from bolide.remoting.hooks import RPCHook
+from bolide.remoting.listener import SniffingListener
 from bolide.remoting.processor import Processor, ProcessorTable
 from bolide.remoting.tls import TlsMode
-from bolide.remoting.tls_listener import TlsListener
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ class RemotingServer:
     buffer high/low water marks in bytes) are described in :mod:`bolide.remoting.channel`.
     ``idle_timeout_s`` > 0 closes connections that read and wrote nothing for that long and
     have no request in progress (RocketMQ's ``serverChannelMaxIdleTimeSeconds``, 120).
+    ``proxy_protocol`` accepts a PROXY protocol header (v1 or v2) at the start of a connection,
+    as RocketMQ does, and takes the client's address from it
+    (:mod:`bolide.remoting.listener`).
     """
 
     def __init__(
@@ -90,12 +94,14 @@ class RemotingServer:
         tls: ssl.SSLContext | None = None,
         tls_mode: TlsMode = TlsMode.DISABLED,
         idle_timeout_s: float = 0.0,
+        proxy_protocol: bool = True,
     ) -> None:
         if tls is None and tls_mode is not TlsMode.DISABLED:
             raise ValueError(f"TLS mode {tls_mode.value} needs an SSL context")
         self.host = host
         self.tls = tls
         self.tls_mode = tls_mode
+        self.proxy_protocol = proxy_protocol
         self._requested_port = port
         self.processors = processors if processors is not None else ProcessorTable()
         for hook in hooks:
@@ -106,7 +112,7 @@ class RemotingServer:
             "write_high_water": write_high_water, "write_low_water": write_low_water,
         }
         self._backlog = backlog
-        self._server: asyncio.Server | TlsListener | None = None
+        self._server: asyncio.Server | SniffingListener | None = None
         self._channels: set[Channel] = set()
         # lost connections whose requests are still being processed, kept for close()
         self._draining: dict[Channel, asyncio.Future[None]] = {}
@@ -168,16 +174,18 @@ class RemotingServer:
             raise RuntimeError("the server was already started")
         loop = asyncio.get_running_loop()
         self._closing = False
-        if self.tls is None or self.tls_mode is TlsMode.DISABLED:
+        if self.tls is None or self.tls_mode is TlsMode.DISABLED:  # channels read PROXY headers
             self._server = await loop.create_server(
                 self._make_channel, self.host, self._requested_port,
                 backlog=self._backlog, reuse_address=True)
-        else:  # each connection's first byte says whether it starts TLS
+        else:  # each connection's first bytes say whether a PROXY header or TLS comes first
             sock = socket.create_server((self.host or "0.0.0.0", self._requested_port),
                                         backlog=self._backlog, reuse_port=False)
-            self._server = TlsListener(loop, sock, self._make_channel, self.tls, self.tls_mode)
-        log.info("remoting server listening on %s%s", self.address,
-                 "" if self.tls is None else f" (TLS {self.tls_mode.value})")
+            self._server = SniffingListener(loop, sock, self._make_channel, self.tls, self.tls_mode,
+                                            proxy_protocol=self.proxy_protocol)
+        log.info("remoting server listening on %s%s%s", self.address,
+                 "" if self.tls is None else f" (TLS {self.tls_mode.value})",
+                 "" if self.proxy_protocol else " (PROXY protocol headers refused)")
         if self.idle_timeout_s > 0:
             self._idle_task = loop.create_task(self._close_idle_forever(), name="remoting-idle")
         return self
@@ -260,8 +268,11 @@ class RemotingServer:
         await self.close()
 
     # -- channels ---------------------------------------------------------------------------
-    def _make_channel(self) -> Channel:
+    def _make_channel(self, proxy: ProxyHeader | None = None, *, sniffed: bool = False) -> Channel:
+        """A channel for a new connection: ``proxy`` is the PROXY header the listener read off
+        it (``sniffed``: the listener looked for one); else the channel looks for one itself."""
         return Channel(self.processors, on_open=self._channel_opened, on_close=self._channel_closed,
+                       proxy=proxy, accept_proxy=self.proxy_protocol and not sniffed,
                        **self._channel_options)
 
     def _channel_opened(self, channel: Channel) -> None:

@@ -65,7 +65,7 @@ class ReplyProcessor:
             result = self.broker.store.put_encoded(
                 header.topic, body, (header.properties or "").encode(), queue_id,
                 flag=header.flag, sys_flag=header.sys_flag, born_timestamp=header.born_timestamp,
-                born_host=born_host(ctx.remote_address),
+                born_host=born_host(ctx.peer_address),
                 reconsume_times=header.reconsume_times or 0, wait_store=False)
             code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
             if code == ResponseCode.SUCCESS:
@@ -115,7 +115,7 @@ class ReplyProcessor:
             default_topic_queue_nums=header.default_topic_queue_nums, queue_id=header.queue_id,
             sys_flag=header.sys_flag, born_timestamp=header.born_timestamp, flag=header.flag,
             properties=P.encode_properties(props).decode(), reconsume_times=header.reconsume_times,
-            unit_mode=header.unit_mode, born_host=ctx.remote_address,
+            unit_mode=header.unit_mode, born_host=ctx.peer_address,
             store_host=self.broker.broker_addr, store_timestamp=int(time.time() * 1000))
         try:
             answer = await channel.invoke(RemotingCommand.request(

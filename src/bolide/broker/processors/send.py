@@ -236,7 +236,7 @@ class SendProcessor:
             added = self._added[(cluster, config.trace_on)] = broker_properties(cluster, config.trace_on)
         store = self.broker.store
         body = request.body_bytes()
-        born = born_host(ctx.remote_address)
+        born = born_host(ctx.peer_address)  # the socket's peer, as RocketMQ
         if request.code == RequestCode.SEND_BATCH_MESSAGE:
             props = P.decode_properties(header.properties) if header.properties else {}
             props.pop(P.WAIT_STORE_MSG_OK, None)
