@@ -176,6 +176,11 @@ class Channel(asyncio.Protocol):
         try:
             frames = self._frames.feed(data)
         except ProtocolError as exc:
+            if self.activity == 1 and self.proxy is None and starts_header(data):
+                exc = ProtocolError("it starts with a PROXY protocol header (a load balancer's), "
+                                    "which this server does not accept: set "
+                                    "bolideProxyProtocolEnable=true, or turn the proxy protocol "
+                                    "off in the load balancer")
             self._drop(exc)
             return
         for frame in frames:
