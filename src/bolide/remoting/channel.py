@@ -175,7 +175,7 @@ class Channel(asyncio.Protocol):
             data = rest
         try:
             frames = self._frames.feed(data)
-        except ProtocolError as exc:
+        except ProtocolError:
             if self.activity == 1 and self.proxy is None and starts_header(data):
                 exc = ProtocolError("it starts with a PROXY protocol header (a load balancer's), "
                                     "which this server does not accept: set "

@@ -1,7 +1,8 @@
 """Coverage-guided fuzzing (atheris, libFuzzer) of the decoders that read bytes from outside:
 the frame splitter, both header codecs, the command decoder, the broker's property rewrite,
 the CommitLog scan of recovery and dispatch, the pull path's choice of ConsumeQueue entries,
-the Spark readers' record decoder, the SQL92 selectors consumers subscribe with, and the logs
+the Spark readers' record decoder, the SQL92 selectors consumers subscribe with, the PROXY
+protocol headers load balancers put before a connection, and the logs
 read back at start (the controllers' event and Raft logs, RocketMQ's pop revive records) with
 the controllers' Raft messages. The
 compiled twins (``bolide.protocol._codec``, ``bolide.store._fastscan``) run beside their Python
@@ -329,6 +330,34 @@ def _seed_sql92() -> list[bytes]:
             b"n >= -10L AND TAGS STARTSWITH 'ev' AND k NOT ENDSWITH 'z'\x00n=3\x01TAGS=even\x01k=ab"]
 
 
+def _proxy_header() -> TargetFn:
+    """A connection's first bytes: a PROXY header (whole, or asking for more), or a refusal;
+    a header read from the whole input reads the same from any longer input."""
+    from bolide.protocol.haproxy import ProxyHeaderError, parse_header
+
+    def target(data: bytes) -> None:
+        try:
+            header = parse_header(data, max_v2_length=4096)
+        except ProxyHeaderError:
+            return
+        if header is None:
+            return
+        if not 0 < header.length <= len(data) or parse_header(data[:header.length]) != header:
+            raise AssertionError(f"header {header!r} of {len(data)} input bytes")
+        _ = header.client, header.tlv_text()
+
+    return target
+
+
+def _seed_proxy_header() -> list[bytes]:
+    from bolide.protocol.haproxy import encode_v1, encode_v2
+
+    src, dst = ("203.0.113.7", 41001), ("10.0.0.5", 10911)
+    return [encode_v1(src, dst), encode_v1(("2001:db8::7", 5), ("::1", 6)), encode_v1(None, None),
+            encode_v2(src, dst, tlvs=((0x01, b"h2"), (0xE0, b"vpce-1"))) + b"\x00\x00\x00\x10",
+            encode_v2(("2001:db8::7", 5), ("::1", 6)), encode_v2(None, None, local=True)]
+
+
 # Modules imported before the instrumentation starts, for targets that bring in a large
 # package whose instrumentation alone takes longer than the fuzzing, and run none of its code
 # (the same coverage at a fixed seed): properties' module brings in the whole broker (the
@@ -395,6 +424,7 @@ TARGETS: dict[str, tuple[Callable[[], TargetFn], Callable[[], list[bytes]]]] = {
     "select": (_select, _seed_select),
     "sql92": (_sql92, _seed_sql92),
     "logs": (_logs, _seed_logs),
+    "proxy-header": (_proxy_header, _seed_proxy_header),
 }
 
 

@@ -39,7 +39,7 @@ class ProxyForwarder:
     def address(self) -> str:
         if self._server is None:
             raise RuntimeError("the forwarder is not started: use it in `async with`")
-        return "127.0.0.1:%d" % self._server.sockets[0].getsockname()[1]
+        return f"127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
 
     async def __aenter__(self) -> Self:
         self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
