@@ -202,7 +202,7 @@ def encode_v1(source: Address | None, destination: Address | None) -> bytes:
     """A v1 header for TCP between ``source`` and ``destination``; ``UNKNOWN`` when None."""
     if source is None or destination is None:
         return b"PROXY UNKNOWN\r\n"
-    family = "TCP6" if ipaddress.ip_address(source[0]).version == 6 else "TCP4"
+    family = "TCP6" if _versions(source, destination) == 6 else "TCP4"
     return (f"PROXY {family} {source[0]} {destination[0]} {source[1]} {destination[1]}\r\n"
             .encode("ascii"))
 
@@ -215,8 +215,17 @@ def encode_v2(source: Address | None, destination: Address | None, *,
         fam, addresses = 0x00, b""
     else:
         src, dst = ipaddress.ip_address(source[0]), ipaddress.ip_address(destination[0])
-        fam = 0x21 if src.version == 6 else 0x11
+        fam = 0x21 if _versions(source, destination) == 6 else 0x11
         addresses = src.packed + dst.packed + struct.pack(">HH", source[1], destination[1])
     extra = b"".join(bytes([kind]) + len(value).to_bytes(2, "big") + value for kind, value in tlvs)
     body = addresses + extra
     return _V2_FIXED.pack(V2_SIGNATURE, 0x20 | (LOCAL if local else PROXY), fam, len(body)) + body
+
+
+def _versions(source: Address, destination: Address) -> int:
+    """The IP version of both addresses; ValueError when they differ (a header has one family)."""
+    versions = {ipaddress.ip_address(source[0]).version, ipaddress.ip_address(destination[0]).version}
+    if len(versions) != 1:
+        raise ValueError(f"a PROXY header's addresses are of one family: {source[0]} and "
+                         f"{destination[0]} are not")
+    return versions.pop()

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable
 from typing import Self
 
 from bolide.protocol.haproxy import Address, encode_v1
+
+log = logging.getLogger(__name__)
 
 HeaderFn = Callable[[Address, Address], bytes]
 
@@ -71,6 +74,8 @@ class ProxyForwarder:
             await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
         except (OSError, asyncio.CancelledError):
             pass
+        except Exception:  # a header function's error: this connection ends, the others go on
+            log.exception("forwarding a connection to %s:%d failed", *self.target)
         finally:
             for w in (writer, up_writer):
                 w.close()
