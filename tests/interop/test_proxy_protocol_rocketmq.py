@@ -21,7 +21,7 @@ from bolide.common.records import decode_records
 from bolide.protocol import RemotingCommand, RequestCode, ResponseCode
 from bolide.protocol.bodies import ConsumerData, HeartbeatData, SubscriptionData
 from bolide.protocol.bodies.admin import ConsumerConnection
-from bolide.protocol.haproxy import Address, encode_v1, encode_v2
+from bolide.protocol.haproxy import encode_v1, encode_v2
 from bolide.protocol.headers import (
     CreateTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,

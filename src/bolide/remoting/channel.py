@@ -175,13 +175,12 @@ class Channel(asyncio.Protocol):
             data = rest
         try:
             frames = self._frames.feed(data)
-        except ProtocolError:
-            if self.activity == 1 and self.proxy is None and starts_header(data):
-                exc = ProtocolError("it starts with a PROXY protocol header (a load balancer's), "
-                                    "which this server does not accept: set "
-                                    "bolideProxyProtocolEnable=true, or turn the proxy protocol "
-                                    "off in the load balancer")
-            self._drop(exc)
+        except ProtocolError as exc:
+            self._drop(exc if self.activity > 1 or self.proxy is not None or not starts_header(data)
+                       else ProtocolError("it starts with a PROXY protocol header (a load "
+                                          "balancer's), which this server does not accept: set "
+                                          "bolideProxyProtocolEnable=true, or turn the proxy "
+                                          "protocol off in the load balancer"))
             return
         for frame in frames:
             try:
