@@ -19,9 +19,11 @@ import pytest
 
 from bolide.broker.proxy.front import GrpcFront
 from bolide.client import Admin
+from bolide.protocol.haproxy import Address, encode_v1, encode_v2
 from bolide.protocol.v5 import messaging_pb2 as pb
 from bolide.remoting.selfsigned import self_signed
 from bolide.remoting.tls import TlsMode, TlsServerConfig
+from bolide.testing.proxy_forwarder import ProxyForwarder
 from bolide.testing.servers import Servers, running_servers
 from bolide.testing.v5calls import CLIENT, V5Calls, message
 from conftest import wait_until
@@ -233,3 +235,40 @@ def test_disabled_and_enforcing_are_grpcios_own_port_without_the_relay(tmp_path:
                 await V5Calls(refused)("SendMessage", send, timeout=3)
 
     run(tmp_path, test, tls=TlsServerConfig(mode=mode), use_tls=mode == "enforcing")
+
+
+def test_a_proxy_protocol_header_names_the_client(tmp_path: Path) -> None:
+    """A load balancer's PROXY protocol header (v1, and v2 with TLVs) before a plain or a TLS
+    gRPC connection: the broker sees the client it names (consumerConnection); a malformed
+    header closes only its own connection."""
+    async def test(s: Servers) -> None:
+        port = s.broker.grpc.port  # type: ignore[union-attr]
+        clients = {"v1": ("198.51.100.7", 40001), "v2": ("2001:db8::7", 40002)}
+
+        def v1(_client: Address, server: Address) -> bytes:
+            return encode_v1(clients["v1"], server)
+
+        def v2(_client: Address, server: Address) -> bytes:
+            return encode_v2(clients["v2"], ("2001:db8::1", server[1]), tlvs=((0xE0, b"vpc-1"),))
+
+        async with (ProxyForwarder(f"127.0.0.1:{port}", v1) as first,
+                    ProxyForwarder(f"127.0.0.1:{port}", v2) as second):
+            async with (grpc.aio.insecure_channel(first.address) as plain,
+                        tls_channel(int(second.address.rpartition(":")[2])) as secure):
+                for n, channel in enumerate((plain, secure)):
+                    v5 = V5Calls(channel, as_client(n))
+                    assert (await v5("Heartbeat", consumer_heartbeat("pp_g"))).status.code == pb.OK
+                async with Admin(s.namesrv_addr) as admin:
+                    connections = (await admin.consumer_connection("pp_g")).connection_set
+                seen = {c.client_id: c.client_addr for c in connections}
+                assert seen == {"127.0.0.2@0@0@test": "198.51.100.7:40001",
+                                "127.0.0.2@1@0@test": "2001:db8::7:40002"}, seen
+            # a malformed header: that connection is closed, the port goes on serving
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"PROXY TCP4 not-an-address\r\n")
+            assert await closed_by_server(reader)
+            writer.close()
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as direct:
+                assert (await V5Calls(direct)("Heartbeat", consumer_heartbeat("pp_g"))).status.code == pb.OK
+
+    run(tmp_path, test)

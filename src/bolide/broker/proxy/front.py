@@ -9,7 +9,10 @@ other side's reads), passes a half-close on, and closes or aborts one side when 
 
 grpcio sees the relay's loopback connection as the peer: :meth:`GrpcFront.peer` gives the
 client's own address back from the relay's source port, per listener (the kernel may use one
-source port towards both).
+source port towards both). With ``accept_proxy`` a connection may begin with a PROXY protocol
+header (a load balancer passing its client on, :mod:`bolide.protocol.haproxy`), as RocketMQ's
+proxy accepts on its gRPC port: the header is not relayed, and the client's address is the one
+it names; a malformed header closes the connection.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import asyncio
 import logging
 from typing import Any
 
+from bolide.protocol.haproxy import ProxyHeaderError, parse_header, starts_header
 from bolide.remoting.tls import TLS_HANDSHAKE
 
 log = logging.getLogger(__name__)
@@ -93,7 +97,7 @@ class _Backend(_Side):
 class _Client(_Side):
     """A client's connection to the public port: relayed once its first bytes are read."""
 
-    __slots__ = ("front", "held", "peer", "timer")
+    __slots__ = ("front", "head", "held", "peer", "timer")
 
     def __init__(self, front: GrpcFront) -> None:
         super().__init__()
@@ -101,6 +105,8 @@ class _Client(_Side):
         self.held: list[bytes] = []  # read before the relay is connected
         self.peer = "?"
         self.timer: asyncio.TimerHandle | None = None
+        # the bytes of a PROXY protocol header read so far (None: none is expected any more)
+        self.head: bytearray | None = bytearray() if front.accept_proxy else None
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -113,7 +119,13 @@ class _Client(_Side):
     def data_received(self, data: bytes) -> None:
         if self.other is not None:
             self.other.transport.write(data)
-        elif self.timer is not None:  # the first bytes: read no more until relayed
+            return
+        if self.head is not None:
+            rest = self._after_proxy_header(data)
+            if not rest:
+                return
+            data = rest
+        if self.timer is not None:  # the first bytes: read no more until relayed
             self.timer.cancel()
             self.timer = None
             self.transport.pause_reading()
@@ -121,6 +133,31 @@ class _Client(_Side):
             self.front.relay(self, data[0] == TLS_HANDSHAKE)
         else:  # read before the pause took hold
             self.held.append(data)
+
+    def _after_proxy_header(self, data: bytes) -> bytes | None:
+        """The bytes after a PROXY protocol header at the start of the connection (all of
+        ``data`` when it starts none); None while more of the header is to come or after a
+        malformed one (the connection is then closed)."""
+        head = self.head
+        assert head is not None
+        if not head and starts_header(data) is False:  # the usual case: no header
+            self.head = None
+            return data
+        head += data
+        try:
+            header = parse_header(head)
+        except ProxyHeaderError as exc:
+            self.head = None
+            log.warning("gRPC port: closing the connection from %s: %s", self.peer, exc)
+            self.transport.close()
+            return None
+        if header is None:
+            return None
+        self.head = None
+        if header.client is not None:
+            host, port = header.client
+            self.peer = f"{host}:{port}"
+        return bytes(head[header.length:])
 
     def eof_received(self) -> bool:
         if self.other is None:
@@ -139,9 +176,10 @@ class GrpcFront:
     """The public gRPC port, relaying to grpcio's ``plain_port`` and ``tls_port`` on loopback."""
 
     def __init__(self, plain_port: int, tls_port: int,
-                 first_byte_timeout: float = FIRST_BYTE_TIMEOUT_S) -> None:
+                 first_byte_timeout: float = FIRST_BYTE_TIMEOUT_S, *, accept_proxy: bool = False) -> None:
         self.loop = asyncio.get_running_loop()
         self.first_byte_timeout = first_byte_timeout
+        self.accept_proxy = accept_proxy  # a PROXY protocol header may come first
         self.clients: set[_Client] = set()
         self._ports = {False: plain_port, True: tls_port}
         self._peers: dict[bool, dict[int, _Client]] = {False: {}, True: {}}  # source port -> client

@@ -93,7 +93,7 @@ class GrpcEndpoint:
         await server.start()
         self._server = server
         if self.mode is TlsMode.PERMISSIVE:
-            front = GrpcFront(plain, secure)
+            front = GrpcFront(plain, secure, accept_proxy=self.broker.config.proxy_protocol_enable)
             try:
                 self.port = await front.start(self.bind_address, self.requested_port)
             except OSError as exc:
