@@ -299,6 +299,39 @@ def test_runtime_info_reports_how_late_the_event_loop_ran(tmp_path: Path) -> Non
     run(tmp_path, test)
 
 
+def test_runtime_info_reports_table_sizes(tmp_path: Path) -> None:
+    """The bolideTable* keys: a pull held on an empty queue counts in HeldPulls, and its
+    connection in Connections, until that connection closes and the hold ends."""
+    async def test(s: Servers, client: RemotingClient) -> None:
+        await create_topic(client, s.broker_addr, TOPIC, queues=1)
+
+        async def tables() -> dict[str, int]:
+            r = await call(client, s.broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+            table = KVTable.decode(r.body_bytes()).table
+            return {k.removeprefix("bolideTable"): int(v) for k, v in table.items()
+                    if k.startswith("bolideTable")}
+
+        before = await tables()
+        assert before["HeldPulls"] == 0 and before["Connections"] >= 1
+        assert before["Topics"] >= 1 and before["PopQueues"] == 0 and before["PopLeases"] == 0
+        assert {"ClientChannels", "ProducerGroups", "ConsumerGroups", "StatsItems",
+                "SubscriptionGroups", "ConsumerOffsets", "PopTimeline", "PopWaiters"} <= set(before)
+        async with RemotingClient() as poller:
+            header = _pull_header()
+            header.sys_flag |= 0x2  # suspend: held until a message comes or 20 s pass
+            header.suspend_timeout_millis = 20_000
+            pull = RemotingCommand.request(RequestCode.PULL_MESSAGE, header)
+            held = asyncio.ensure_future(poller.invoke(s.broker_addr, pull, 30_000))
+            await wait_until(lambda: s.broker.pull_holds.held == 1, 10)
+            during = await tables()
+            assert during["HeldPulls"] == 1 and during["Connections"] == before["Connections"] + 1
+        held.cancel()
+        await wait_until(lambda: len(s.broker.server.channels) == before["Connections"], 10)
+        assert (await tables())["Connections"] == before["Connections"]
+
+    run(tmp_path, test)
+
+
 def _pull_header(topic: str = TOPIC, group: str = "cg") -> object:
     from bolide.protocol.headers import PullMessageRequestHeader
 

@@ -570,6 +570,15 @@ class PopService:
                 if not fut.done():
                     fut.set_result(None)
 
+    def sizes(self) -> dict[str, int]:
+        """The sizes of its tables (GET_BROKER_RUNTIME_INFO's ``bolideTable*`` keys): queue
+        states, leases, expiry entries (acknowledged ones included until swept), receives
+        waiting, pop retry topic aliases."""
+        leases = sum(len(q.leases) for q in self._queues.values())
+        return {"PopQueues": len(self._queues), "PopLeases": leases,
+                "PopTimeline": len(self._timeline), "PopWaiters": self._waiting,
+                "PopRetryAliases": len(self._aliases)}
+
     def close(self) -> None:
         """Wake every waiting receive and stop the expiry timer (broker shutdown)."""
         if self._timer is not None:

@@ -94,4 +94,27 @@ def runtime_info(broker: BrokerController) -> dict[str, str]:
         "queryThreadPoolQueueCapacity": "0",
     }
     table.update(stats.tps_text())
+    table.update({f"{TABLE_PREFIX}{name}": str(size) for name, size in table_sizes(broker).items()})
     return table
+
+
+TABLE_PREFIX = "bolideTable"
+
+
+def table_sizes(broker: BrokerController) -> dict[str, int]:
+    """Bolide's: how many entries the broker's in-memory tables hold (its memory must stay flat
+    whatever the clients do: ``bench/soak.py`` watches these)."""
+    clients = broker.clients
+    sizes = {
+        "Connections": len(broker.server.channels),
+        "ClientChannels": len(clients.channels),
+        "ProducerGroups": len(clients.producers),
+        "ConsumerGroups": len(clients.consumers),
+        "HeldPulls": broker.pull_holds.held,
+        "StatsItems": len(broker.stats_items),
+        "Topics": len(broker.topics.table),
+        "SubscriptionGroups": len(broker.subscription_groups.names()),
+        "ConsumerOffsets": broker.offsets.pairs(),
+    }
+    sizes.update(broker.pop.sizes())
+    return sizes

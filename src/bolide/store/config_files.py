@@ -208,6 +208,10 @@ class ConsumerOffsetManager(JsonConfigFile):
         with self._lock:
             return {g for t, _, g in (k.partition(TOPIC_GROUP_SEPARATOR) for k in self._table) if t == topic}
 
+    def pairs(self) -> int:
+        """How many (topic, group) pairs have offsets."""
+        return len(self._table)
+
     def snapshot(self) -> dict[str, dict[int, int]]:
         """``{"topic@group": {queue_id: offset}}`` (a copy)."""
         with self._lock:
