@@ -188,7 +188,8 @@ async def _pop(namesrv: str, broker: str, end: float, rate: float, tally: Tally,
     life = 0
     while time.monotonic() < end:
         life += 1
-        consumer = SimpleConsumer(_config(namesrv, "pop", life), f"soak_pop_{life % 8}",
+        group = f"soak_pop_{life % 8}" if life % 3 else f"soak_pop_new_{life}"  # some never come back
+        consumer = SimpleConsumer(_config(namesrv, "pop", life), group,
                                   {rng.choice(TOPICS): "*"}, await_duration_ms=1000)
         if await tally.call("pop_start", consumer.start()) is not None:
             until = min(end, time.monotonic() + rng.uniform(2, 5))

@@ -51,6 +51,8 @@ AUTO_RENEW_MS = 60_000  # the invisible time of a receive that asks the broker t
 RENEW_LIMIT_MS = 3 * 3600_000  # renewed for so long at most, then handed out again
 MAX_INVISIBLE_MS = 12 * 3600_000
 MAX_IDLE_QUEUES = 100_000  # states of queues with nothing out kept; past it they are dropped
+IDLE_QUEUE_S = 300.0  # a queue state with nothing out that no call used for so long is dropped
+SWEEP_S = 30.0  # how often the idle queue states are looked for
 ORDER_REVIVE_QID = 999  # RocketMQ's reviveQid of orderly pops: never the low digits of a generation
 RETRY_FIRST_PERCENT = 20  # RocketMQ's popFromRetryProbability: receives that try the retry topics first
 
@@ -103,9 +105,10 @@ class _Queue:
     """One group's state on one queue: the first offset never handed out and the leases of
     the offsets handed out and not acknowledged."""
 
-    __slots__ = ("due", "leases", "low", "next", "saved")
+    __slots__ = ("due", "leases", "low", "next", "saved", "used")
 
-    def __init__(self, start: int) -> None:
+    def __init__(self, start: int, now: float) -> None:
+        self.used = now  # clock() of the latest receive, acknowledgement or change on it
         self.next = start
         self.saved = start  # the offset last committed to the offset table
         self.leases: dict[int, _Lease] = {}
@@ -164,6 +167,7 @@ class PopService:
         client_alive: Callable[[str], bool] = lambda client_id: False,
         max_in_flight: int = 100_000,
         max_waiters: int = 10_000,
+        idle_queue_s: float = IDLE_QUEUE_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store, self.offsets = store, offsets
@@ -171,6 +175,8 @@ class PopService:
         self.dead_letter, self.client_alive = dead_letter, client_alive
         self.max_in_flight, self.max_waiters = max_in_flight, max_waiters
         self.clock = clock
+        self.idle_queue_s = idle_queue_s
+        self._next_sweep = clock() + SWEEP_S
         self.loop: asyncio.AbstractEventLoop | None = None
         self._queues: dict[Key, _Queue] = {}
         self._timeline: list[tuple[float, int, Key, int]] = []  # (deadline, gen, key, offset)
@@ -282,7 +288,9 @@ class PopService:
             start = committed if committed is not None else self._first_offset(topic, queue_id, from_end)
             if len(self._queues) >= MAX_IDLE_QUEUES:
                 self._drop_idle()
-            q = self._queues[key] = _Queue(start)
+            q = self._queues[key] = _Queue(start, self.clock())
+        else:
+            q.used = self.clock()
         return q
 
     def _first_offset(self, topic: str, queue_id: int, from_end: bool) -> int:
@@ -374,6 +382,8 @@ class PopService:
         key = (group, topic, queue_id)
         q = self._queues.get(key)
         lease = q.leases.get(offset) if q is not None else None
+        if q is not None:
+            q.used = self.clock()
         if q is None or (lease is None and offset >= q.next):
             raise ReceiptHandleError(
                 f"receipt handle {handle!r} names no message of {topic} "
@@ -502,6 +512,26 @@ class PopService:
             heapq.heapify(self._timeline)
         if woken and self._waiters:
             self._wake(woken)
+        if now >= self._next_sweep:
+            self._next_sweep = now + SWEEP_S
+            self._sweep(now)
+
+    def _sweep(self, now: float) -> None:
+        """Forget the states of queues with nothing out that no receive, acknowledgement or
+        change used for ``idle_queue_s`` (a group gone for good would keep them forever, with
+        the messages it never acknowledged): their committed offset, the first of those
+        messages, is in the offset table, so a group that comes back gets them again from
+        there, as after a restart (at least once)."""
+        idle_since = now - self.idle_queue_s
+        for key, q in list(self._queues.items()):
+            if q.used < idle_since and not q.in_flight():
+                committed = q.committed()
+                if self.offsets.query(*key) != committed:  # none yet: a start from the end would skip
+                    self.offsets.commit(*key, committed)
+                del self._queues[key]
+        if self._aliases:
+            live = {key[1] for key in self._queues}
+            self._aliases = {retry: topic for retry, topic in self._aliases.items() if retry in live}
 
     def _live(self, entry: tuple[float, int, Key, int]) -> bool:
         _, gen, key, offset = entry

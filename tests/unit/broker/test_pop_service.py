@@ -227,6 +227,38 @@ def test_queues_with_nothing_out_are_forgotten_past_the_bound(store, tmp_path, m
     assert [h.offsets.query(G, T, q) for q in range(3)] == [1, 1, 1]
 
 
+def test_a_group_gone_for_good_leaves_no_state_and_one_back_gets_its_messages_again(store, tmp_path) -> None:
+    """Queue states with nothing out (leases all due again) that no call used for the idle
+    time are swept: a group that never comes back does not keep them, nor its leases."""
+    fill(store, {0: [b"a", b"b", b"c"], 1: [b"d"]})
+    h = Harness(store, tmp_path)
+    got = h.take(3, queues=(0,), invisible_ms=1000)
+    h.pop.ack(G, T, got[1].handle)  # b acknowledged; a and c never: they come due again
+    (d,) = h.take(queues=(1,), invisible_ms=1_000_000)  # d is out on queue 1 all along
+    h.clock.now += 2
+    h.pop.pop("other", T, (0,), 1, 1000)  # runs the expiry: a and c are due, nothing out on queue 0
+    assert h.pop.sizes()["PopLeases"] == 4 and len(h.pop._queues) == 3
+    h.clock.now += h.pop.idle_queue_s + 60  # past the idle time and the next sweep
+    h.pop.pop("other", T, (1,), 1, 1000)  # the sweep runs
+    assert set(h.pop._queues) == {(G, T, 1), ("other", T, 1)}  # the one with d out stays
+    assert h.pop.sizes()["PopLeases"] == 2 and h.pop.in_flight == 2
+    assert h.offsets.query(G, T, 0) == 0  # a, the first not acknowledged
+    again = h.take(3, queues=(0,))  # back: from the committed offset, at least once
+    assert [m.message.body for m in again] == [b"a", b"b", b"c"]
+    h.pop.ack(G, T, d.handle)
+
+
+def test_a_queue_state_in_use_is_not_swept(store, tmp_path) -> None:
+    fill(store, {0: [b"a", b"b"]})
+    h = Harness(store, tmp_path, attempts=100)
+    h.take(1, invisible_ms=1000)
+    for _ in range(20):  # the group keeps receiving, within the idle time each time
+        h.clock.now += h.pop.idle_queue_s / 10
+        h.take(1, invisible_ms=1000)
+    assert (G, T, 0) in h.pop._queues
+    assert h.pop.sizes()["PopLeases"] == 1  # a, handed out again and again
+
+
 R1, R2 = f"%RETRY%{G}_{T}", f"%RETRY%{G}+{T}"  # the group's pop retry topics (V1, V2)
 
 
