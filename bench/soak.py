@@ -34,7 +34,7 @@ import multiprocessing
 import random
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -107,6 +107,11 @@ def _message(rng: random.Random, topic: str, n: int) -> Message:
     return msg
 
 
+def _decided(msg: Message, state: LocalTransactionState) -> LocalTransactionState:
+    """A local transaction whose outcome was drawn beforehand (its argument)."""
+    return state
+
+
 async def _pace(rate: float, started: float, done: int) -> None:
     """Sleep until ``done`` messages are due at ``rate`` per second."""
     ahead = done / rate - (time.monotonic() - started)
@@ -137,9 +142,8 @@ async def _produce(namesrv: str, broker: str, end: float, rate: float, tally: Ta
                 sent += len(batch)
             elif roll < 0.15:
                 msg = Message(topic, b"t" * 100, keys=f"tx{sent}")
-                state = rng.choice(states)
-                await tally.call("send_in_transaction", tx.send_message_in_transaction(
-                    msg, lambda m, a, s=state: s), 1)
+                await tally.call("send_in_transaction",
+                                 tx.send_message_in_transaction(msg, _decided, rng.choice(states)), 1)
                 sent += 1
             else:
                 await tally.call("send", producer.send(_message(rng, topic, sent)), 1)
@@ -251,7 +255,7 @@ async def _admin(namesrv: str, broker: str, end: float, rate: float, tally: Tall
         await asyncio.sleep(rng.uniform(0.5, 1.5))
 
 
-_ROLE_FUNCS: dict[str, Callable[..., Awaitable[None]]] = {
+_ROLE_FUNCS: dict[str, Callable[..., Coroutine[Any, Any, None]]] = {
     "produce": _produce, "pull": _pull, "pop": _pop, "admin": _admin}
 
 
