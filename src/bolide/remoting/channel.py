@@ -388,6 +388,22 @@ class Channel(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
 
+    def wake_on_close(self, fut: asyncio.Future[None]) -> Callable[[], None]:
+        """Complete ``fut`` once the connection is lost (at once if it is lost already): a
+        request held for a client, such as a long poll, stops waiting when nobody can read its
+        answer. Returns the function that stops watching."""
+        closed = self._closed
+
+        def wake(_: object = None) -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        if closed is None or closed.done() or not self.is_active:
+            wake()
+            return lambda: None
+        closed.add_done_callback(wake)
+        return lambda: closed.remove_done_callback(wake)
+
     async def wait_closed(self) -> None:
         """Wait until the connection is lost (returns at once if it never opened)."""
         if self._closed is not None:

@@ -134,10 +134,10 @@ class PopProcessor:
         answer = self.process_now(ctx, request)
         if not isinstance(answer, NotNow):
             return answer
-        return await self._pop(request)
+        return await self._pop(ctx, request)
 
     # -- POP_MESSAGE ----------------------------------------------------------------------
-    async def _pop(self, request: RemotingCommand) -> RemotingCommand:
+    async def _pop(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         header = request.read_header(PopMessageRequestHeader)
         refused = self._check_pop(request, header)
         if refused is not None:
@@ -183,8 +183,14 @@ class PopProcessor:
                 left = deadline - loop.time()
                 if left <= 0:
                     return self._nothing(request, header, ResponseCode.POLLING_TIMEOUT, "no new message")
-                with contextlib.suppress(TimeoutError):
-                    await wait_for(asyncio.shield(fut), left)
+                stop_watching = ctx.channel.wake_on_close(fut)
+                try:
+                    with contextlib.suppress(TimeoutError):
+                        await wait_for(asyncio.shield(fut), left)
+                finally:
+                    stop_watching()
+                if not ctx.channel.is_active:  # the client went away: hand nothing out to nobody
+                    return None
             finally:
                 if fut is not None:
                     pop.unwatch(header.topic, fut)

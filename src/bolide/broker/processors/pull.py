@@ -118,13 +118,17 @@ class PullProcessor:
             # dispatched between the read and the hold: its wake-up may have found no hold
             if broker.store.get_max_offset_in_queue(header.topic, header.queue_id) > header.queue_offset:
                 fut.set_result(None)
+            stop_watching = ctx.channel.wake_on_close(fut)
             try:
                 await wait_for(asyncio.shield(fut), deadline - loop.time())
             except TimeoutError:
                 pass
             finally:
+                stop_watching()
                 holds.release(header.topic, header.queue_id, fut)
                 fut.cancel()
+            if not ctx.channel.is_active:  # the client went away: nobody to answer
+                return None
             # a wake-up for messages this pull already had before it was held waits on
             if (broker.store.get_max_offset_in_queue(header.topic, header.queue_id) > header.queue_offset
                     or loop.time() >= deadline):
