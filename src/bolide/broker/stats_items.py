@@ -171,6 +171,16 @@ class StatsItems:
                 del table[key]
         return len(self) < self.max_items
 
+    def forget_topic(self, topic: str) -> None:
+        """Drop the items of a deleted topic (its puts, and its groups' gets and send-backs),
+        as RocketMQ's onTopicDeleted."""
+        self._topics.pop(topic, None)
+        prefix = f"{topic}@"
+        for kind in ("G", "S"):
+            table = self._tables[kind]
+            for key in [k for k in table if k.startswith(prefix)]:
+                del table[key]
+
     # -- reading ----------------------------------------------------------------------------
     def __len__(self) -> int:
         return sum(len(table) for table in self._tables.values())

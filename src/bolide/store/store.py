@@ -1496,6 +1496,9 @@ class MessageStore:
                     self._queue_room.pop(key, None)
                     remove_queue_files(self.config.consume_queue_dir, *key)
                 self.commit_log.queue_offsets.pop(key, None)
+            for topic in {key[0] for key in keys}:  # else every topic ever written stays cached
+                self.commit_log.topic_fields.pop(topic, None)
+                self._topic_errors.pop(topic, None)
         self._retire(retired)
         log.info("deleted %d ConsumeQueue(s) of %s; their records before CommitLog offset %d "
                  "are skipped until retention removes them", len(keys),

@@ -72,3 +72,20 @@ def test_the_table_is_bounded_and_makes_room_from_items_idle_for_a_day() -> None
     items.on_put("D", 1, 1)  # B and C were idle for a day: dropped for D
     assert items.view("TOPIC_PUT_NUMS", "D") is not None
     assert items.view("TOPIC_PUT_NUMS", "B") is None and len(items) == 2
+
+
+def test_a_deleted_topic_leaves_no_items() -> None:
+    items = StatsItems("C", clock=Clock(0.0))
+    items.on_put("Gone", 1, 10)
+    items.on_get("g", "Gone", 1, 10)
+    items.on_send_back("g", "Gone")
+    items.on_put("Kept", 1, 10)
+    items.on_get("g", "Kept", 1, 10)
+    items.on_get("g", "Gone2", 1, 10)  # a topic whose name starts like the deleted one's
+    assert len(items) == 6
+    items.forget_topic("Gone")
+    assert len(items) == 3
+    assert items.view("TOPIC_PUT_NUMS", "Gone") is None and items.view("GROUP_GET_NUMS", "Gone@g") is None
+    assert items.view("SNDBCK_PUT_NUMS", "Gone@g") is None
+    assert items.view("GROUP_GET_NUMS", "Gone2@g") is not None
+    assert items.view("TOPIC_PUT_NUMS", "Kept") is not None

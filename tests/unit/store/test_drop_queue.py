@@ -197,3 +197,19 @@ def test_a_slave_starts_a_queue_again_when_its_master_deleted_it(tmp_path: Path)
     assert_consistent(scfg)
     with MessageStore(scfg) as slave:
         assert bodies(slave, "Doomed", 0) == ["new-0", "new-1", "new-2", "new-3"]
+
+
+def test_deleted_topics_leave_no_cached_topic_fields(tmp_path: Path) -> None:
+    """Topics written and deleted over and over (a broker's topics come and go) leave nothing
+    of theirs in the writer's per-topic caches; a topic made again is written as before."""
+    with MessageStore(config(tmp_path / "store")) as store:
+        put(store, "Keep", 0, "keep", 1)
+        for i in range(50):
+            put(store, f"Churn{i}", 0, "x", 2)
+            assert store.wait_dispatched(10)
+            assert store.delete_queues(f"Churn{i}".__eq__) == [(f"Churn{i}", 0)]
+        assert set(store.commit_log.topic_fields) == {"Keep"}
+        assert "Churn0" not in store._topic_errors
+        put(store, "Churn0", 0, "again", 2)
+        assert store.wait_dispatched(10)
+        assert bodies(store, "Churn0", 0) == ["again-0", "again-1"]

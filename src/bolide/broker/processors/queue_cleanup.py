@@ -62,6 +62,7 @@ class QueueCleanupProcessor:
         self.broker.topics.delete(topic)
         self.broker.static_topics.delete(topic)
         self.broker.timer_metrics.remove(topic)
+        self.broker.stats_items.forget_topic(topic)
         offsets = self.broker.offsets
         groups = sorted(offsets.groups_of_topic(topic))
         for group in groups:
