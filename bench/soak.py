@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/soak.py [--minutes 10] [--sample-s 5] [--rate 400]
 
-Starts ``bolide start`` in a child process and drives it for ``--minutes`` from four worker
+Starts ``bolide start`` in a child process and drives it for ``--minutes`` from five worker
 processes, each one asyncio loop whose clients come and go every few seconds (new client ids,
 connections opened and closed, heartbeats from ever-new ids):
 
@@ -14,7 +14,9 @@ connections opened and closed, heartbeats from ever-new ids):
   change the invisible time of others and never acknowledge the rest (leases expire, the
   messages come back), and raw pops held on an idle topic whose connection closes mid-poll;
 - ``admin``: topics created and deleted, queries by key and by id, consumerProgress
-  (GET_CONSUME_STATS), clusterList, topicStatus, brokerStatus.
+  (GET_CONSUME_STATS), clusterList, topicStatus, brokerStatus;
+- ``grpc``: RocketMQ 5 gRPC calls (SendMessage, ReceiveMessage, AckMessage) over channels
+  that come and go, each with a client id of its own.
 
 Meanwhile the parent samples the broker's ``RssAnon`` every ``--sample-s`` seconds, with the
 table sizes of GET_BROKER_RUNTIME_INFO (its ``bolideTable*`` keys). Prints one JSON document:
@@ -39,6 +41,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from bolide.cli.bench_common import load_avg, machine_info, r
 from bolide.cli.bench_server import ServerProcess
 from bolide.client import (
@@ -60,12 +64,14 @@ from bolide.protocol.headers.consumer import (
     PullMessageRequestHeader,
 )
 from bolide.protocol.headers.pop import PopMessageRequestHeader
+from bolide.protocol.v5 import messaging_pb2 as pb
 from bolide.remoting import RemotingClient
+from bolide.testing.v5calls import V5Calls, message, receive_request
 
 TOPICS = tuple(f"SoakTopic{i}" for i in range(4))
 IDLE = "SoakIdle"  # never written: long polls on it are held until abandoned
 QUEUES = 4
-ROLES = ("produce", "pull", "pop", "admin")
+ROLES = ("produce", "pull", "pop", "admin", "grpc")
 TABLE_PREFIX = "bolideTable"
 
 
@@ -255,8 +261,40 @@ async def _admin(namesrv: str, broker: str, end: float, rate: float, tally: Tall
         await asyncio.sleep(rng.uniform(0.5, 1.5))
 
 
+async def _grpc(namesrv: str, endpoint: str, end: float, rate: float, tally: Tally,
+                rng: random.Random) -> None:
+    """``endpoint``: the broker's gRPC address. A new channel and client id every few seconds."""
+    life = 0
+    while time.monotonic() < end:
+        life += 1
+        client_id = f"127.0.0.1@soak-grpc-{life}@{time.monotonic_ns()}"
+        async with grpc.aio.insecure_channel(endpoint) as channel:
+            calls = V5Calls(channel, (("x-mq-client-id", client_id), ("x-mq-language", "PYTHON")))
+            group, n = f"soak_grpc_{life % 4}", 0
+            until = min(end, time.monotonic() + rng.uniform(2, 4))
+            while time.monotonic() < until:
+                topic = rng.choice(TOPICS)
+                batch = [message(topic, b"g" * 100, f"SOAK{life:06d}{n + i:08d}") for i in range(4)]
+                n += len(batch)
+                send = calls("SendMessage", pb.SendMessageRequest(messages=batch))
+                sent = await tally.call("grpc_send", send)
+                if sent is not None and sent.status.code == pb.OK:
+                    tally.counts["sent"] += len(batch)
+                elif sent is not None:
+                    tally.errors[f"grpc_send: status {sent.status.code}"] += 1
+                invisible_s = rng.choice((1, 2, 5))
+                request = receive_request(topic, group, invisible_s=invisible_s, poll_s=0.5, batch=16)
+                got = await tally.call("grpc_receive", calls.receive(request))
+                messages = got[1] if got is not None else []
+                tally.counts["received"] += len(messages)
+                acked = [m for m in messages if rng.random() < 0.7]  # the others come back later
+                if acked:
+                    await tally.call("grpc_ack", calls.ack(group, topic, acked))
+                await asyncio.sleep(0.05)
+
+
 _ROLE_FUNCS: dict[str, Callable[..., Coroutine[Any, Any, None]]] = {
-    "produce": _produce, "pull": _pull, "pop": _pop, "admin": _admin}
+    "produce": _produce, "pull": _pull, "pop": _pop, "admin": _admin, "grpc": _grpc}
 
 
 def _worker(role: str, namesrv: str, broker: str, end_wall: float, rate: float, seed: int,
@@ -301,17 +339,19 @@ def run(minutes: float, sample_s: float, rate: float) -> dict[str, Any]:
     tables: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bolide-soak-") as tmp:
         server = ServerProcess(Path(tmp), "ASYNC_FLUSH", ("transactionCheckInterval=5000",
-                                                          "transactionTimeOut=3000"))
+                                                          "transactionTimeOut=3000", "grpcServerPort=0"))
         server.start()
         try:
             asyncio.run(_setup(server.namesrv_addr))
+            grpc_addr = f"127.0.0.1:{server.grpc_port()}"
             ctx = multiprocessing.get_context("spawn")
             end_wall = time.time() + duration
             pipes, procs = [], []
             for i, role in enumerate(ROLES):
                 parent, child = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_worker, args=(role, server.namesrv_addr, server.broker_addr,
-                                                         end_wall, rate, i, child), name=f"soak-{role}")
+                addr = grpc_addr if role == "grpc" else server.broker_addr
+                proc = ctx.Process(target=_worker, name=f"soak-{role}",
+                                   args=(role, server.namesrv_addr, addr, end_wall, rate, i, child))
                 proc.start()
                 child.close()
                 pipes.append(parent)

@@ -186,7 +186,8 @@ class PopService:
         self._waiting = 0
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = float("inf")
-        self.in_flight = 0
+        self.in_flight = 0  # leases out now (not come due)
+        self.leased = 0  # every lease: out now or come due and not handed out again yet
         self.dead_lettered = 0
 
     def progress_of(self, group: str, topic: str, queue_id: int) -> tuple[int, int, int] | None:
@@ -262,10 +263,11 @@ class PopService:
                 if msg is None:  # gone with retention meanwhile
                     del q.leases[offset]
                     q.due.discard(offset)
+                    self.leased -= 1
                     continue
                 found.append((msg, lease.attempt + 1))
             room -= len(found)
-            if room > 0 and self.in_flight < self.max_in_flight:
+            if room > 0 and self.leased < self.max_in_flight:  # due ones count: they wait for an ack
                 found.extend((msg, msg.reconsume_times + 1)
                              for msg in self._read_new(key, q, room, tag_set, record_filter, raw))
             for msg, attempt in found:
@@ -285,6 +287,7 @@ class PopService:
         if q is None or (committed is not None and committed != q.saved):
             if q is not None:
                 self.in_flight -= q.in_flight()
+                self.leased -= len(q.leases)
             start = committed if committed is not None else self._first_offset(topic, queue_id, from_end)
             if len(self._queues) >= MAX_IDLE_QUEUES:
                 self._drop_idle()
@@ -362,6 +365,7 @@ class PopService:
         if offset not in q.leases:
             heapq.heappush(q.low, offset)
             self.in_flight += 1
+            self.leased += 1
         elif offset in q.due:
             q.due.discard(offset)
             self.in_flight += 1
@@ -455,6 +459,7 @@ class PopService:
         deadline = now + max(0, visible_in_ms) / 1000
         heapq.heappush(q.low, offset)
         self.in_flight += 1
+        self.leased += 1
         q.leases[offset] = _Lease(gen, deadline, msg.reconsume_times + 1)
         heapq.heappush(self._timeline, (deadline, gen, key, offset))
         self._commit(key, q)
@@ -463,6 +468,7 @@ class PopService:
 
     def _drop(self, key: Key, q: _Queue, offset: int) -> None:
         del q.leases[offset]
+        self.leased -= 1
         if offset in q.due:
             q.due.discard(offset)
         else:
@@ -528,6 +534,7 @@ class PopService:
                 committed = q.committed()
                 if self.offsets.query(*key) != committed:  # none yet: a start from the end would skip
                     self.offsets.commit(*key, committed)
+                self.leased -= len(q.leases)
                 del self._queues[key]
         if self._aliases:
             live = {key[1] for key in self._queues}
@@ -604,8 +611,7 @@ class PopService:
         """The sizes of its tables (GET_BROKER_RUNTIME_INFO's ``bolideTable*`` keys): queue
         states, leases, expiry entries (acknowledged ones included until swept), receives
         waiting, pop retry topic aliases."""
-        leases = sum(len(q.leases) for q in self._queues.values())
-        return {"PopQueues": len(self._queues), "PopLeases": leases,
+        return {"PopQueues": len(self._queues), "PopLeases": self.leased,
                 "PopTimeline": len(self._timeline), "PopWaiters": self._waiting,
                 "PopRetryAliases": len(self._aliases)}
 

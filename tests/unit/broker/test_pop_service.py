@@ -66,10 +66,15 @@ class Harness:
 
     def take(self, count: int = 32, queues: tuple[int, ...] = (0,), invisible_ms: int = 10_000, **kw):
         # the count of messages out agrees with the queues' leases before and after
-        assert self.pop.in_flight == sum(q.in_flight() for q in self.pop._queues.values())
+        self.agree()
         got = self.pop.pop(G, T, queues, count, invisible_ms, **kw)
-        assert self.pop.in_flight == sum(q.in_flight() for q in self.pop._queues.values())
+        self.agree()
         return got
+
+    def agree(self) -> None:
+        queues = self.pop._queues.values()
+        assert self.pop.in_flight == sum(q.in_flight() for q in queues)
+        assert self.pop.leased == sum(len(q.leases) for q in queues)
 
 
 def test_handed_out_messages_are_hidden_until_acknowledged_and_the_offset_follows(store, tmp_path) -> None:
@@ -201,6 +206,21 @@ def test_in_flight_messages_are_bounded(store, tmp_path) -> None:
     assert h.take(3) == []
 
 
+def test_messages_come_due_and_not_received_again_count_in_the_bound(store, tmp_path) -> None:
+    """A group that lets its messages come due and goes away still holds their leases: they
+    count until handed out again, acknowledged or swept, so the leases stay bounded."""
+    fill(store, {0: [bytes([i]) for i in range(10)], 1: [bytes([i]) for i in range(10)]})
+    h = Harness(store, tmp_path, max_in_flight=4)
+    assert len(h.take(4, queues=(0,), invisible_ms=1000)) == 4
+    h.clock.now += 2
+    # the expiry runs: the four are due, none out, and nothing new goes out past the bound
+    assert h.pop.pop("other", T, (1,), 4, 1000) == []
+    assert h.pop.in_flight == 0 and h.pop.leased == 4
+    again = h.take(4, queues=(0,))  # the due ones still go out
+    assert [d.attempt for d in again] == [2, 2, 2, 2]
+    h.agree()
+
+
 def test_handles_of_another_broker_run_or_garbage_are_refused(store, tmp_path) -> None:
     fill(store, {0: [b"a"]})
     h = Harness(store, tmp_path)
@@ -242,6 +262,7 @@ def test_a_group_gone_for_good_leaves_no_state_and_one_back_gets_its_messages_ag
     h.pop.pop("other", T, (1,), 1, 1000)  # the sweep runs
     assert set(h.pop._queues) == {(G, T, 1), ("other", T, 1)}  # the one with d out stays
     assert h.pop.sizes()["PopLeases"] == 2 and h.pop.in_flight == 2
+    h.agree()
     assert h.offsets.query(G, T, 0) == 0  # a, the first not acknowledged
     again = h.take(3, queues=(0,))  # back: from the committed offset, at least once
     assert [m.message.body for m in again] == [b"a", b"b", b"c"]
