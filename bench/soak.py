@@ -400,7 +400,7 @@ def run(minutes: float, sample_s: float, rate: float) -> dict[str, Any]:
         "requests_s": r(counts["requests"] / seconds),
         "counts": dict(sorted(counts.items())),
         "tables": {"first": tables[0] if tables else {}, "last": tables[-1] if tables else {},
-                   "peak": _peaks(tables)},
+                   "peak": _peaks(tables), "series": tables},
         "errors": dict(errors.most_common()),
     }
 
