@@ -10,9 +10,10 @@ connections opened and closed, heartbeats from ever-new ids):
   messages, transactions committed, rolled back or left to the broker's check;
 - ``pull``: pull consumers in ever-new groups (long polls held, then abandoned when the
   consumer closes), offsets committed, and raw long polls whose connection closes mid-poll;
-- ``pop``: simple consumers (POP_MESSAGE) in rotating groups that acknowledge some messages,
-  change the invisible time of others and never acknowledge the rest (leases expire, the
-  messages come back), and raw pops held on an idle topic whose connection closes mid-poll;
+- ``pop``: simple consumers (POP_MESSAGE) in groups that come back and groups that never do;
+  they acknowledge most messages (some after changing their invisible time) and never
+  acknowledge one in ten (leases expire, the messages come back), and raw pops held on an idle
+  topic whose connection closes mid-poll;
 - ``admin``: topics created and deleted, queries by key and by id, consumerProgress
   (GET_CONSUME_STATS), clusterList, topicStatus, brokerStatus;
 - ``grpc``: RocketMQ 5 gRPC calls (SendMessage, ReceiveMessage, AckMessage) over channels
@@ -198,9 +199,10 @@ async def _pop(namesrv: str, broker: str, end: float, rate: float, tally: Tally,
     life = 0
     while time.monotonic() < end:
         life += 1
-        group = f"soak_pop_{life % 8}" if life % 3 else f"soak_pop_new_{life}"  # some never come back
-        consumer = SimpleConsumer(_config(namesrv, "pop", life), group,
-                                  {rng.choice(TOPICS): "*"}, await_duration_ms=1000)
+        # groups that come back (each to its topic) and, one life in three, a group that never does
+        group, topic = (f"soak_pop_{life % 8}", TOPICS[life % 8 % len(TOPICS)]) if life % 3 else (
+            f"soak_pop_new_{life}", rng.choice(TOPICS))
+        consumer = SimpleConsumer(_config(namesrv, "pop", life), group, {topic: "*"}, await_duration_ms=1000)
         if await tally.call("pop_start", consumer.start()) is not None:
             until = min(end, time.monotonic() + rng.uniform(2, 5))
             while time.monotonic() < until:
@@ -209,10 +211,11 @@ async def _pop(namesrv: str, broker: str, end: float, rate: float, tally: Tally,
                 tally.counts["received"] += len(got)
                 for msg in got:
                     roll = rng.random()
-                    if roll < 0.7:
-                        await tally.call("ack", consumer.ack(msg))
-                    elif roll < 0.85:
+                    if roll < 0.1:  # hidden a bit longer, then acknowledged with its new handle
                         await tally.call("change_invisible", consumer.change_invisible_duration(msg, 1000))
+                        await tally.call("ack", consumer.ack(msg))
+                    elif roll < 0.9:
+                        await tally.call("ack", consumer.ack(msg))
                     # else never acknowledged: the lease expires and the message comes back
         await tally.call("close_consumer", consumer.close())
         await tally.call("abandoned_pop", _abandoned_pop(broker, f"soak_pop_raw_{life % 20}"))
@@ -287,7 +290,7 @@ async def _grpc(namesrv: str, endpoint: str, end: float, rate: float, tally: Tal
                 got = await tally.call("grpc_receive", calls.receive(request))
                 messages = got[1] if got is not None else []
                 tally.counts["received"] += len(messages)
-                acked = [m for m in messages if rng.random() < 0.7]  # the others come back later
+                acked = [m for m in messages if rng.random() < 0.9]  # the others come back later
                 if acked:
                     await tally.call("grpc_ack", calls.ack(group, topic, acked))
                 await asyncio.sleep(0.05)
