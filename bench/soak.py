@@ -178,20 +178,27 @@ async def _pull(namesrv: str, broker: str, end: float, rate: float, tally: Tally
         await tally.call("abandoned_pull", _abandoned_pull(broker, f"soak_cg_raw_{life % 50}"))
 
 
-async def _abandoned_pull(broker: str, group: str) -> None:
-    """Long polls on the idle topic's queues, then the connection closes while they are held."""
+async def _held_then_hung_up(broker: str, requests: list[RemotingCommand]) -> None:
+    """Send ``requests`` (long polls) on a connection of their own, then close it while the
+    broker holds them (a moment later, so that they have arrived)."""
     client = RemotingClient()
     try:
         channel = await client.get_channel(broker)
-        for queue in range(QUEUES):
-            header = PullMessageRequestHeader(
-                consumer_group=group, topic=IDLE, queue_id=queue, queue_offset=0, max_msg_nums=32,
-                sys_flag=PULL_SUSPEND | PULL_SUBSCRIPTION | PULL_COMMIT_OFFSET, commit_offset=0,
-                suspend_timeout_millis=15_000, subscription="*", sub_version=0, expression_type="TAG")
-            channel.send(RemotingCommand.request(RequestCode.PULL_MESSAGE, header))
+        for request in requests:
+            channel.send(request)
         await asyncio.sleep(0.2)
     finally:
         await client.close()
+
+
+async def _abandoned_pull(broker: str, group: str) -> None:
+    """Long polls on the idle topic's queues; the connection closes while they are held."""
+    polls = [PullMessageRequestHeader(
+        consumer_group=group, topic=IDLE, queue_id=queue, queue_offset=0, max_msg_nums=32,
+        sys_flag=PULL_SUSPEND | PULL_SUBSCRIPTION | PULL_COMMIT_OFFSET, commit_offset=0,
+        suspend_timeout_millis=15_000, subscription="*", sub_version=0, expression_type="TAG")
+        for queue in range(QUEUES)]
+    await _held_then_hung_up(broker, [RemotingCommand.request(RequestCode.PULL_MESSAGE, h) for h in polls])
 
 
 async def _pop(namesrv: str, broker: str, end: float, rate: float, tally: Tally,
@@ -223,16 +230,10 @@ async def _pop(namesrv: str, broker: str, end: float, rate: float, tally: Tally,
 
 async def _abandoned_pop(broker: str, group: str) -> None:
     """A pop held on the idle topic (poll time 15 s); the connection closes while it is held."""
-    client = RemotingClient()
-    try:
-        channel = await client.get_channel(broker)
-        header = PopMessageRequestHeader(
-            consumer_group=group, topic=IDLE, queue_id=-1, max_msg_nums=16, invisible_time=10_000,
-            poll_time=15_000, born_time=int(time.time() * 1000), init_mode=0, exp_type="TAG", exp="*")
-        channel.send(RemotingCommand.request(RequestCode.POP_MESSAGE, header))
-        await asyncio.sleep(0.2)
-    finally:
-        await client.close()
+    header = PopMessageRequestHeader(
+        consumer_group=group, topic=IDLE, queue_id=-1, max_msg_nums=16, invisible_time=10_000,
+        poll_time=15_000, born_time=int(time.time() * 1000), init_mode=0, exp_type="TAG", exp="*")
+    await _held_then_hung_up(broker, [RemotingCommand.request(RequestCode.POP_MESSAGE, header)])
 
 
 async def _admin(namesrv: str, broker: str, end: float, rate: float, tally: Tally,
