@@ -8,7 +8,8 @@ every connection; this module reads the same headers and refuses the same malfor
     header.length                   # bytes of the header; what follows is the connection's own
     header.client                   # ("203.0.113.7", 41000), or None: use the socket's peer
 
-:func:`starts_header` tells from a connection's first bytes whether a header begins there.
+:func:`starts_header` tells from a connection's first bytes whether a header begins there;
+:class:`HeaderReader` takes a header off a connection whose bytes come in pieces.
 Refusals raise :class:`ProxyHeaderError` naming the cause. :func:`encode_v1` and
 :func:`encode_v2` build headers as HAProxy sends them (for tests and forwarders).
 """
@@ -99,6 +100,43 @@ def parse_header(data: bytes | bytearray | memoryview, *,
     if data[0] == V1_PREFIX[0]:
         return _parse_v1(bytes(data[:V1_MAX_LENGTH]))
     return _parse_v2(data, max_v2_length)
+
+
+class HeaderReader:
+    """Reads a PROXY header off the start of a connection whose bytes come in pieces::
+
+        rest = reader.feed(data)   # None: more of the header is to come
+        reader.header              # the header, or None when the connection began with none
+
+    :meth:`feed` raises ProxyHeaderError for a malformed header. Once it has returned bytes,
+    the header is read and :attr:`pending` is 0; feed it nothing more.
+    """
+
+    __slots__ = ("_head", "header")
+
+    def __init__(self) -> None:
+        self._head = bytearray()
+        self.header: ProxyHeader | None = None
+
+    @property
+    def pending(self) -> int:
+        """Bytes of an unfinished header read so far."""
+        return len(self._head)
+
+    def feed(self, data: bytes) -> bytes | None:
+        """The connection's own bytes after the header (all of ``data`` when it begins none),
+        or None while more of the header is to come."""
+        head = self._head
+        if not head and starts_header(data) is False:  # the usual case: no header
+            return data
+        head += data
+        header = parse_header(head)
+        if header is None:
+            return None
+        self.header = header
+        rest = bytes(head[header.length:])
+        head.clear()
+        return rest
 
 
 def _parse_v1(data: bytes) -> ProxyHeader | None:

@@ -35,7 +35,7 @@ from bolide.protocol.codec import decode_command, encode_command
 from bolide.protocol.codes import code_name
 from bolide.protocol.command import next_opaque
 from bolide.protocol.frame import Buffer, FrameDecoder
-from bolide.protocol.haproxy import ProxyHeader, ProxyHeaderError, parse_header, starts_header
+from bolide.protocol.haproxy import HeaderReader, ProxyHeader, ProxyHeaderError, starts_header
 from bolide.remoting.processor import HOOKS_RAN, NOT_NOW, ProcessorTable, RequestContext, error_remark
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ class Channel(asyncio.Protocol):
         self.peer_address = "?"
         self.local_address = "?"
         self.proxy = proxy  # the PROXY protocol header the connection began with, if any
-        self._proxy_head: bytearray | None = bytearray() if accept_proxy else None  # read so far
+        self._proxy_reader = HeaderReader() if accept_proxy else None  # until its header is read
         self.attrs: dict[str, Any] = {}
         self.activity = 0  # bumped by every read and write: a server closes channels it stops moving
 
@@ -168,7 +168,7 @@ class Channel(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.activity += 1
-        if self._proxy_head is not None:  # the connection's first bytes: a PROXY header?
+        if self._proxy_reader is not None:  # the connection's first bytes: a PROXY header?
             rest = self._read_proxy_header(data)
             if rest is None:
                 return
@@ -200,28 +200,26 @@ class Channel(asyncio.Protocol):
     def _read_proxy_header(self, data: bytes) -> bytes | None:
         """The bytes after a PROXY header at the start of the connection (all of ``data`` when
         it starts none), or None while more of the header is to come or after a bad one."""
-        head = self._proxy_head
-        assert head is not None
-        if not head and starts_header(data) is False:  # the usual case: no header
-            self._proxy_head = None
-            return data
-        head += data
+        reader = self._proxy_reader
+        assert reader is not None
         try:
-            header = parse_header(head)
+            rest = reader.feed(data)
         except ProxyHeaderError as exc:
-            self._proxy_head = None
+            self._proxy_reader = None
             self._drop(exc)
             return None
-        if header is None:
+        if rest is None:
             return None
-        self._proxy_head = None
-        self.proxy = header
-        client = header.client
+        self._proxy_reader = None
+        header = reader.header
+        client = header.client if header is not None else None
+        if header is not None:
+            self.proxy = header
         if client is not None:
             self.remote_address = format_address(client)
             log.debug("connection from %s through the proxy at %s", self.remote_address,
                       self.peer_address)
-        return bytes(head[header.length:])
+        return rest
 
     def eof_received(self) -> bool | None:
         return None  # close our side too, as Netty does
@@ -229,9 +227,9 @@ class Channel(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._closed is None or self._closed.done():
             return
-        if self._proxy_head:
+        if self._proxy_reader is not None and self._proxy_reader.pending:
             log.warning("the connection from %s ended within its PROXY protocol header (%d bytes "
-                        "of it read)", self.peer_address, len(self._proxy_head))
+                        "of it read)", self.peer_address, self._proxy_reader.pending)
         reason = f": {exc}" if exc else ""
         for opaque, (fut, code) in self._pending.items():
             if not fut.done():

@@ -7,6 +7,7 @@ import pytest
 
 from bolide.protocol.haproxy import (
     V1_MAX_LENGTH,
+    HeaderReader,
     ProxyHeader,
     ProxyHeaderError,
     encode_v1,
@@ -101,3 +102,20 @@ def test_a_v2_header_over_the_limit_is_refused_before_it_arrives() -> None:
     with pytest.raises(ProxyHeaderError, match=f"header of {len(raw)} bytes, over the 512 allowed"):
         parse_header(raw[:16], max_v2_length=512)
     assert parse_header(raw[:16]) is None  # the default: Netty's 16 + 65535
+
+
+def test_a_header_read_off_a_connection_in_pieces() -> None:
+    frame = b"\x00\x00\x00\x10rest-of-the-frame"
+    plain = HeaderReader()
+    assert plain.feed(frame) == frame and plain.header is None  # no header: all of it at once
+    header = encode_v2(("203.0.113.7", 41000), ("10.0.0.1", 10911), tlvs=((0xE0, b"vpc"),))
+    reader = HeaderReader()
+    for i in range(len(header) - 1):  # one byte at a time: nothing until the header is whole
+        assert reader.feed(header[i:i + 1]) is None
+        assert reader.pending == i + 1
+    assert reader.feed(header[-1:] + frame) == frame and reader.pending == 0
+    assert reader.header is not None and reader.header.client == ("203.0.113.7", 41000)
+    whole = HeaderReader()
+    assert whole.feed(encode_v1(("198.51.100.7", 40001), ("10.0.0.1", 9876)) + frame) == frame
+    with pytest.raises(ProxyHeaderError):
+        HeaderReader().feed(b"PROXY TCP4 not-an-address\r\n")

@@ -47,7 +47,7 @@ def header_bytes_held(server: RemotingServer) -> int:
     waiting = getattr(listener, "_waiting", None)
     if waiting is not None:  # TLS: the listener reads headers
         return sum(len(p.read) for p in waiting.values())
-    return sum(len(ch._proxy_head or b"") for ch in server.channels)
+    return sum(ch._proxy_reader.pending for ch in server.channels if ch._proxy_reader is not None)
 
 
 async def served_channel(server: RemotingServer, peer: RawPeer) -> Channel:

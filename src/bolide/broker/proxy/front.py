@@ -21,7 +21,7 @@ import asyncio
 import logging
 from typing import Any
 
-from bolide.protocol.haproxy import ProxyHeaderError, parse_header, starts_header
+from bolide.protocol.haproxy import HeaderReader, ProxyHeaderError
 from bolide.remoting.tls import TLS_HANDSHAKE
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ class _Backend(_Side):
 class _Client(_Side):
     """A client's connection to the public port: relayed once its first bytes are read."""
 
-    __slots__ = ("front", "head", "held", "peer", "timer")
+    __slots__ = ("front", "held", "peer", "proxy", "timer")
 
     def __init__(self, front: GrpcFront) -> None:
         super().__init__()
@@ -105,8 +105,7 @@ class _Client(_Side):
         self.held: list[bytes] = []  # read before the relay is connected
         self.peer = "?"
         self.timer: asyncio.TimerHandle | None = None
-        # the bytes of a PROXY protocol header read so far (None: none is expected any more)
-        self.head: bytearray | None = bytearray() if front.accept_proxy else None
+        self.proxy = HeaderReader() if front.accept_proxy else None  # until its header is read
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -120,7 +119,7 @@ class _Client(_Side):
         if self.other is not None:
             self.other.transport.write(data)
             return
-        if self.head is not None:
+        if self.proxy is not None:
             rest = self._after_proxy_header(data)
             if not rest:
                 return
@@ -138,26 +137,22 @@ class _Client(_Side):
         """The bytes after a PROXY protocol header at the start of the connection (all of
         ``data`` when it starts none); None while more of the header is to come or after a
         malformed one (the connection is then closed)."""
-        head = self.head
-        assert head is not None
-        if not head and starts_header(data) is False:  # the usual case: no header
-            self.head = None
-            return data
-        head += data
+        reader = self.proxy
+        assert reader is not None
         try:
-            header = parse_header(head)
+            rest = reader.feed(data)
         except ProxyHeaderError as exc:
-            self.head = None
+            self.proxy = None
             log.warning("gRPC port: closing the connection from %s: %s", self.peer, exc)
             self.transport.close()
             return None
-        if header is None:
+        if rest is None:
             return None
-        self.head = None
-        if header.client is not None:
-            host, port = header.client
-            self.peer = f"{host}:{port}"
-        return bytes(head[header.length:])
+        self.proxy = None
+        client = reader.header.client if reader.header is not None else None
+        if client is not None:
+            self.peer = f"{client[0]}:{client[1]}"
+        return rest
 
     def eof_received(self) -> bool:
         if self.other is None:
