@@ -10,7 +10,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 # gRPC's fork handlers crash a forked child while the process's gRPC threads are busy (a worker
 # that has served gRPC): the tests fork (os.fork, preexec_fn), so they are off for the suite
@@ -181,6 +181,23 @@ def run_with_servers(tmp_path: Path, test: Callable[[Servers], Awaitable[None]],
             await asyncio.wait_for(test(servers), timeout)
 
     asyncio.run(main())
+
+
+T = TypeVar("T")
+
+
+async def until(probe: Callable[[], T | Awaitable[T]], what: str, timeout: float = 40.0) -> T:
+    """Poll ``probe`` (sync or async) until it returns something truthy; return that. Fails
+    naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if isinstance(value, Awaitable):
+            value = await value
+        if value:
+            return value  # type: ignore[return-value]
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
+        await asyncio.sleep(0.05)
 
 
 async def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> None:

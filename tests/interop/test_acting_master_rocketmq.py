@@ -50,7 +50,7 @@ from bolide.protocol.headers import DeleteTopicRequestHeader, QueryConsumerOffse
 from bolide.remoting import RemotingClient
 from bolide.testing import rocketmq as rmqmod
 from bolide.testing.rocketmq import BrokerSettings, RocketMQ, RocketMQUnavailable
-from conftest import unavailable
+from conftest import unavailable, until
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
@@ -86,19 +86,6 @@ def settings(store: Path, slave: bool) -> BrokerSettings:
     if slave:
         extra |= {"brokerId": "1", "brokerRole": "SLAVE"}
     return BrokerSettings(store, broker_name=BROKER_NAME, extra=extra)
-
-
-async def until(probe: Callable[[], T | Awaitable[T]], what: str, timeout: float = 30.0) -> T:
-    """Poll ``probe`` (sync or async) until it returns something truthy; return that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if isinstance(value, Awaitable):
-            value = await value
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 async def route(admin: Admin, topic: str = TOPIC) -> tuple[dict[int, str], int] | None:

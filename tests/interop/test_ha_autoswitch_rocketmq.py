@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 from client_roundtrip import unavailable
@@ -31,7 +29,7 @@ from bolide.client.errors import BrokerSystemError
 from bolide.store import BrokerRole, MessageStore, StoreConfig
 from bolide.store.epoch_file import EpochFile
 from bolide.testing.rocketmq import BrokerSettings, RocketMQ, RocketMQUnavailable, classpath, free_port
-from conftest import assert_consistent
+from conftest import assert_consistent, until
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
 
@@ -41,19 +39,6 @@ CONSUME_QUEUE = 300 * 20
 TOPIC = "AutoSwitchInterop"
 GROUP = "broker-as"
 COUNT = 200  # ~1.6 KiB records: the master spans two segments
-T = TypeVar("T")
-
-
-async def until(probe: Callable[[], T | Awaitable[T]], what: str, timeout: float = 40.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if isinstance(value, Awaitable):
-            value = await value
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
-        await asyncio.sleep(0.1)
 
 
 async def max_offset(admin: Admin, addr: str) -> int:

@@ -25,7 +25,6 @@ import time
 from collections.abc import Awaitable, Callable, Set
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 from client_roundtrip import unavailable
@@ -53,7 +52,7 @@ from bolide.store import BrokerRole, StoreConfig
 from bolide.store.consume_queue import ENTRY_SIZE
 from bolide.testing import rocketmq as rmqmod
 from bolide.testing.rocketmq import BrokerSettings, RocketMQ, RocketMQUnavailable, free_port
-from conftest import assert_consistent
+from conftest import assert_consistent, until
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
@@ -68,8 +67,6 @@ HEARTBEAT_MS = 500  # the masters' idle heartbeat (RocketMQ: 5 s)
 # one reports 5 s after it connects, and a 5.x broker first registers 10 s after its start
 TIMEOUT = 90.0
 
-T = TypeVar("T")
-
 
 @pytest.fixture(params=rmqmod.VERSIONS, ids=lambda v: f"rocketmq-{v}")
 def version(request: pytest.FixtureRequest) -> str:
@@ -82,19 +79,6 @@ def version(request: pytest.FixtureRequest) -> str:
 
 def run(test: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(asyncio.wait_for(test(), TIMEOUT))
-
-
-async def until(probe: Callable[[], T | Awaitable[T]], what: str, timeout: float = 40.0) -> T:
-    """Poll ``probe`` (sync or async) until it returns something truthy; return that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if isinstance(value, Awaitable):
-            value = await value
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
-        await asyncio.sleep(0.1)
 
 
 # -- both sides -------------------------------------------------------------------------------
