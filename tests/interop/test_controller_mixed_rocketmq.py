@@ -110,6 +110,8 @@ async def _scenario(tmp_path: Path) -> None:
                     await asyncio.sleep(0.2)
             last = await _send(ns_addr, "last", 5)
             assert set(last) == {BROKER_NAME}
+            # acknowledged when stored: in its queues once dispatched
+            assert await asyncio.to_thread(back.store.wait_dispatched, TIMEOUT)
             bodies: list[str] = []
             for mq, _addr in await admin.queues(TOPIC):
                 bodies += [m.body.decode() for m in await admin.read_messages(mq, 0, 200)]
