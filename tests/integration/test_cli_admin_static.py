@@ -5,7 +5,9 @@ at their logic offsets through the logic queues."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,25 @@ class TwoBrokers(ServerThread):
 
     def stop_b(self) -> None:
         self.run(self.b_cm.__aexit__(None, None, None))
+
+
+@contextlib.contextmanager
+def two_brokers(tmp_path: Path) -> Iterator[tuple[TwoBrokers, str, Path]]:
+    """broker-a and broker-b registered with the NameServer; (servers, its address, a directory
+    for the mapping files). Both stopped at the end."""
+    st = TwoBrokers(tmp_path / "a")
+    st.thread.start()
+    assert st.ready.wait(30) and st.error is None, st.error
+    st.start_b(tmp_path / "b")
+    try:
+        assert st.servers is not None
+        ns, files = st.servers.namesrv_addr, tmp_path / "files"
+        files.mkdir()
+        wait_for(lambda: len(Admin(ns).cluster_info().broker_addr_table) == 2)
+        yield st, ns, files
+    finally:
+        st.stop_b()
+        st.stop()
 
 
 def leaders(st: TwoBrokers) -> dict[str, dict[int, int]]:
@@ -76,15 +97,7 @@ def consume_all(ns: str, group: str, n: int) -> dict[int, list[tuple[int, bytes]
 
 
 def test_update_and_remap_a_static_topic(tmp_path: Path) -> None:
-    st = TwoBrokers(tmp_path / "a")
-    st.thread.start()
-    assert st.ready.wait(30) and st.error is None, st.error
-    st.start_b(tmp_path / "b")
-    try:
-        assert st.servers is not None
-        ns, files = st.servers.namesrv_addr, tmp_path / "files"
-        files.mkdir()
-        wait_for(lambda: len(Admin(ns).cluster_info().broker_addr_table) == 2)
+    with two_brokers(tmp_path) as (st, ns, files):
 
         # create: every logic queue on broker-a; broker-b gets the topic without queues
         made = admin_json(ns, "updateStaticTopic", "-t", TOPIC, "-qn", str(QUEUES), "-b", "broker-a",
@@ -152,9 +165,6 @@ def test_update_and_remap_a_static_topic(tmp_path: Path) -> None:
         assert detail_a is not None and detail_a.epoch > spread["epoch"]
         assert sorted(g for g, items in detail_a.hosted_queues.items() if items[-1].bname == "broker-a") == [
             q["queueId"] for q in back]
-    finally:
-        st.stop_b()
-        st.stop()
 
 
 def test_bad_arguments_are_refused_with_the_fix(tmp_path: Path) -> None:
@@ -194,15 +204,7 @@ def test_an_interrupted_remapping_is_finished_by_its_mapping_file(
     broker-b took the queues in, or after broker-a gave them away too) is finished by the
     command its error names (``-mf`` with the ``.after`` file): every queue ends on broker-b at
     logic offset 10000, and every message is read at its logic offset."""
-    st = TwoBrokers(tmp_path / "a")
-    st.thread.start()
-    assert st.ready.wait(30) and st.error is None, st.error
-    st.start_b(tmp_path / "b")
-    try:
-        assert st.servers is not None
-        ns, files = st.servers.namesrv_addr, tmp_path / "files"
-        files.mkdir()
-        wait_for(lambda: len(Admin(ns).cluster_info().broker_addr_table) == 2)
+    with two_brokers(tmp_path) as (st, ns, files):
         admin_json(ns, "updateStaticTopic", "-t", TOPIC, "-qn", str(QUEUES), "-b", "broker-a",
                    "--tmp-dir", str(files))
         wait_for(lambda: leaders(st).get("broker-a") == {q: q for q in range(QUEUES)})
@@ -240,6 +242,3 @@ def test_an_interrupted_remapping_is_finished_by_its_mapping_file(
         for q in range(QUEUES):
             assert [o for o, _ in sorted(got[q])] == [0, 1, 10000], (q, got[q])
             assert sorted(b for _, b in got[q]) == sorted(b"m%d" % i for i in range(12) if i % QUEUES == q)
-    finally:
-        st.stop_b()
-        st.stop()
