@@ -54,7 +54,8 @@ def two_brokers(tmp_path: Path) -> Iterator[tuple[TwoBrokers, str, Path]]:
         assert st.servers is not None
         ns, files = st.servers.namesrv_addr, tmp_path / "files"
         files.mkdir()
-        wait_for(lambda: len(Admin(ns).cluster_info().broker_addr_table) == 2)
+        with Admin(ns) as admin:
+            wait_for(lambda: len(admin.cluster_info().broker_addr_table) == 2)
         yield st, ns, files
     finally:
         st.stop_b()
