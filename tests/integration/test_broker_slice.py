@@ -117,26 +117,33 @@ def test_send_v1_v2_batch_then_pull(tmp_path: Path) -> None:
             RequestCode.SEND_BATCH_MESSAGE, send_header("Orders", props="").to_v2(), batch))
         assert r.code == ResponseCode.SUCCESS, r
         assert r.ext_fields["queueOffset"] == "2" and len(r.ext_fields["msgId"].split(",")) == 2
+        flagged = send_header("Orders", props="").to_v2()  # a batch by its flag, as C++ sends one
+        flagged.batch = True
+        r = await client.invoke(s.broker_addr, RemotingCommand.request(
+            RequestCode.SEND_MESSAGE_V2, flagged,
+            encode_batch_body([Message("Orders", b"c1"), Message("Orders", b"c2")])))
+        assert r.code == ResponseCode.SUCCESS, r
+        assert r.ext_fields["queueOffset"] == "4" and len(r.ext_fields["msgId"].split(",")) == 2
 
         pulled: list = []
         offset = 0
-        while len(pulled) < 4:  # dispatch is asynchronous: a long poll waits for it
+        while len(pulled) < 6:  # dispatch is asynchronous: a long poll waits for it
             p = await client.invoke(s.broker_addr,
                                     pull_request("Orders", offset, suspend_ms=5000, sys_flag=6))
             assert p.code == ResponseCode.SUCCESS, p
             pulled += records(p.body_bytes())
             offset = int(p.ext_fields["nextBeginOffset"])
             assert {"minOffset", "maxOffset", "suggestWhichBrokerId"} <= p.ext_fields.keys()
-        assert [m.body for m in pulled] == [b"body10", b"body310", b"b1", b"b2"]
+        assert [m.body for m in pulled] == [b"body10", b"body310", b"b1", b"b2", b"c1", b"c2"]
         assert pulled[0].tags == "TagA" and pulled[0].properties["CLUSTER"] == "DefaultCluster"
         assert "WAIT" not in pulled[1].properties and pulled[2].properties["CLUSTER"] == "DefaultCluster"
-        assert [m.queue_offset for m in pulled] == [0, 1, 2, 3]
-        assert r.ext_fields["msgId"].split(",")[1] == pulled[3].offset_msg_id
+        assert [m.queue_offset for m in pulled] == [0, 1, 2, 3, 4, 5]
+        assert r.ext_fields["msgId"].split(",")[1] == pulled[5].offset_msg_id
 
-        at_end = await client.invoke(s.broker_addr, pull_request("Orders", 4))
-        assert at_end.code == ResponseCode.PULL_NOT_FOUND and at_end.ext_fields["nextBeginOffset"] == "4"
+        at_end = await client.invoke(s.broker_addr, pull_request("Orders", 6))
+        assert at_end.code == ResponseCode.PULL_NOT_FOUND and at_end.ext_fields["nextBeginOffset"] == "6"
         beyond = await client.invoke(s.broker_addr, pull_request("Orders", 9))
-        assert beyond.code == ResponseCode.PULL_OFFSET_MOVED and beyond.ext_fields["nextBeginOffset"] == "4"
+        assert beyond.code == ResponseCode.PULL_OFFSET_MOVED and beyond.ext_fields["nextBeginOffset"] == "6"
         empty = await client.invoke(s.broker_addr, pull_request("Orders", 3, queue_id=1))
         assert empty.code == ResponseCode.PULL_OFFSET_MOVED
         unknown = await client.invoke(s.broker_addr, pull_request("NoSuchTopic", 0))
@@ -209,6 +216,39 @@ def test_consumer_offsets(tmp_path: Path) -> None:
         assert r.code == ResponseCode.SUCCESS and r.ext_fields["offset"] == "0"
 
     run_with_servers(tmp_path, test)
+
+
+def offset_of_new_group(topic: str, queue_id: int, set_zero: bool | None = None) -> RemotingCommand:
+    return RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, QueryConsumerOffsetRequestHeader(
+        consumer_group="new_cg", topic=topic, queue_id=queue_id, set_zero_if_not_found=set_zero))
+
+
+def test_a_new_group_reads_a_young_queue_from_its_start(tmp_path: Path) -> None:
+    """As RocketMQ: a group without an offset gets 0 when the queue starts at 0 and that message
+    is still in memory (so it reads what was sent before it started, whatever its
+    consume-from-where), unless the client asks not to (setZeroIfNotFound=false)."""
+    async def test(s: Servers, client: RemotingClient) -> None:
+        store = s.broker.store
+        assert store.put_message(Message("Young", b"old"), 1).ok
+        assert store.put_message(Message("Young", b"p" * 1000), 2).ok
+        for body in (b"first", b"second"):
+            assert store.put_message(Message("Young", body), 0).ok
+        assert store.wait_dispatched(5)
+        r = await client.invoke(s.broker_addr, offset_of_new_group("Young", 0))
+        assert r.code == ResponseCode.SUCCESS and r.ext_fields["offset"] == "0", r
+        r = await client.invoke(s.broker_addr, offset_of_new_group("Young", 0, set_zero=False))
+        assert r.code == ResponseCode.QUERY_NOT_FOUND, r
+        r = await client.invoke(s.broker_addr, offset_of_new_group("Young", 3))  # no message yet
+        assert r.code == ResponseCode.QUERY_NOT_FOUND, r
+        # the memory the store counts with is 40 % of 1,500 bytes: queue 1's message lies further
+        # back, behind queue 2's 1,000 bytes
+        r = await client.invoke(s.broker_addr, offset_of_new_group("Young", 1))
+        assert r.code == ResponseCode.QUERY_NOT_FOUND, r
+        assert store.put_message(Message("Young", b"y"), 3).ok and store.wait_dispatched(5)
+        r = await client.invoke(s.broker_addr, offset_of_new_group("Young", 3))
+        assert r.code == ResponseCode.SUCCESS and r.ext_fields["offset"] == "0", r
+
+    run_with_servers(tmp_path, test, total_physical_memory_bytes=1500)
 
 
 def test_auto_create_topic_on_send(tmp_path: Path) -> None:

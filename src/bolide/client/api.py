@@ -139,8 +139,12 @@ class ClientAPI:
 
     # -- broker: offsets --------------------------------------------------------------------
     async def query_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int) -> int | None:
-        """The committed offset, or None when none is stored (any error answer, as in Java)."""
-        header = QueryConsumerOffsetRequestHeader(consumer_group=group, topic=topic, queue_id=queue_id)
+        """The committed offset, or None when none is stored (any error answer, as in Java).
+        Asks the broker not to answer 0 for a group without an offset on a young queue
+        (``setZeroIfNotFound=false``; RocketMQ 4.x brokers do not read it): where a new group
+        starts is the consumer's consume-from setting."""
+        header = QueryConsumerOffsetRequestHeader(consumer_group=group, topic=topic, queue_id=queue_id,
+                                                  set_zero_if_not_found=False)
         response = await self.remoting.invoke(addr, request(RequestCode.QUERY_CONSUMER_OFFSET, header),
                                               self.timeout_ms)
         if response.code != ResponseCode.SUCCESS:

@@ -1570,6 +1570,18 @@ class MessageStore:
         return self.commit_log.min_offset
 
 
+    def in_memory_at(self, topic: str, queue_id: int, offset: int) -> bool:
+        """Whether the queue has a message at ``offset`` that still counts as in memory: no
+        further behind the CommitLog's end than accessMessageInMemoryMaxRatio percent of the
+        machine's memory (RocketMQ's rule for choosing how much a pull may carry)."""
+        entries = self.queue_entries(topic, queue_id, offset, 1)
+        if not entries:
+            return False
+        cfg = self.config
+        memory_limit = ((cfg.total_physical_memory_bytes or _TOTAL_RAM)
+                        * cfg.access_message_in_memory_max_ratio // 100)
+        return self.commit_log.max_offset - entries[0][0] <= memory_limit
+
     # -- cold data (RocketMQ 5's checkInColdAreaByCommitOffset) ---------------------------------
     def hot_area_bytes(self) -> int:
         """How far behind the CommitLog's end data still counts as hot (in the page cache):

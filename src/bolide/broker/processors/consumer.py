@@ -137,10 +137,23 @@ class ConsumerProcessor:
             if isinstance(found, sr.Refusal):
                 return request.make_response(*found)
             offset = found
+        if offset is None and lq is None and self._young_queue(header):
+            offset = 0
         if offset is None:
             return request.make_response(ResponseCode.QUERY_NOT_FOUND,
                                          "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
         return request.make_response(header=h.QueryConsumerOffsetResponseHeader(offset=offset))
+
+    def _young_queue(self, header: h.QueryConsumerOffsetRequestHeader) -> bool:
+        """RocketMQ's answer for a group without an offset: 0 when the queue still starts at
+        offset 0 and that message is in memory, so that a new group reads a young queue from
+        its start whatever its consume-from-where (unless the client set
+        ``setZeroIfNotFound=false``)."""
+        if header.set_zero_if_not_found is False:
+            return False
+        store = self.broker.store
+        return (store.get_min_offset_in_queue(header.topic, header.queue_id) <= 0
+                and store.in_memory_at(header.topic, header.queue_id, 0))
 
     async def update_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = request.read_header(h.UpdateConsumerOffsetRequestHeader)

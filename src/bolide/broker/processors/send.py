@@ -208,7 +208,10 @@ class SendProcessor:
         waits = False
         half = False
         group = group_of_retry_topic(topic)
-        if group is not None and request.code != RequestCode.SEND_BATCH_MESSAGE:
+        # a batch by its header's flag, as RocketMQ decides (the C++ client sends its batches as
+        # SEND_MESSAGE_V2 with batch=true)
+        batch = header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE
+        if group is not None and not batch:
             settings = self.broker.subscription_groups.find(group)
             if settings is None:
                 return request.make_response(
@@ -237,7 +240,7 @@ class SendProcessor:
         store = self.broker.store
         body = request.body_bytes()
         born = born_host(ctx.peer_address)  # the socket's peer, as RocketMQ
-        if request.code == RequestCode.SEND_BATCH_MESSAGE:
+        if batch:
             props = P.decode_properties(header.properties) if header.properties else {}
             props.pop(P.WAIT_STORE_MSG_OK, None)
             props[P.CLUSTER] = cluster
