@@ -58,15 +58,16 @@ lint: $(STAMP)
 		src/bolide/protocol/static_topic_plan.py src/bolide/cli/admin_static.py \
 		src/bolide/broker/acting_master.py src/bolide/broker/escape.py src/bolide/broker/processors/acting.py \
 		src/bolide/namesrv/acting.py src/bolide/protocol/haproxy.py src/bolide/remoting/listener.py src/bolide/testing/proxy_forwarder.py \
-		src/bolide/remoting/selfsigned.py src/bolide/remoting/tls.py
+		src/bolide/remoting/selfsigned.py src/bolide/remoting/tls.py \
+		src/bolide/testing/pyvenv.py src/bolide/testing/cppclient.py src/bolide/testing/pyclient5.py
 
 # Real Apache RocketMQ (namesrv, broker, mqadmin) for tests/interop: the jars come from Maven
 # Central into interop/.m2 the first time, then from that cache. Without java/javac/mvn this
 # only warns and the interop tests are skipped; with CI set it fails.
 # The Node.js client (ali-ons) is installed by npm ci into interop/.cache/node-client, likewise,
-# and the RocketMQ 5 Python client (gRPC) by uv (pip without it) into the venv
-# interop/.cache/python5-client.
-# The three run side by side (bolide.testing.prepare), and need only the standard library, so
+# and the RocketMQ 5 Python client (gRPC) and the C++ client (the `rocketmq` wheel) by uv (pip
+# without it) into the venvs interop/.cache/python5-client and interop/.cache/cpp-client.
+# The four run side by side (bolide.testing.prepare), and need only the standard library, so
 # `make test` runs them while the venv is being installed.
 interop-deps: | $(UV)
 	PYTHONPATH=src $(BIN)/python -m bolide.testing.prepare

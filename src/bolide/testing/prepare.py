@@ -1,10 +1,11 @@
 """``python -m bolide.testing.prepare``: every interop toolchain's ``prepare`` at once (``make
 interop-deps``).
 
-The RocketMQ jars and the Go driver (Maven, the Go module proxy), the Node.js clients (npm) and
-the RocketMQ 5 Python client (PyPI) share no files, and each mostly waits on a registry, so
-they run side by side; each one's output is printed whole when it ends, and the exit status is
-the first failure's (each decides on its own whether a missing tool fails, as under ``CI``).
+The RocketMQ jars and the Go driver (Maven, the Go module proxy), the Node.js clients (npm), the
+RocketMQ 5 Python client and the C++ client (PyPI) share no files, and each mostly waits on a
+registry, so they run side by side; each one's output is printed whole when it ends, and the
+exit status is the first failure's (each decides on its own whether a missing tool fails, as
+under ``CI``).
 Only the standard library is used, so this runs before the project's own dependencies are
 installed (``PYTHONPATH=src``).
 """
@@ -16,7 +17,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-STEPS = ("bolide.testing.rocketmq", "bolide.testing.nodeclient", "bolide.testing.pyclient5")
+STEPS = ("bolide.testing.rocketmq", "bolide.testing.nodeclient", "bolide.testing.pyclient5",
+         "bolide.testing.cppclient")
 
 
 def run_all(modules: Sequence[str] = STEPS) -> int:
