@@ -5,7 +5,8 @@ master of broker-b to escape to.
 The master stops: the NameServer shows the slave as broker-a's brokerId 0, read-only; the
 slave acts as master (its schedule delivers a delayed message left by the master, escaped to
 broker-b); a consumer reads on from it and commits its offsets there; producers cannot write to
-it. The master comes back: the slave stops acting and the route is the master's again.
+it. The master comes back: it takes the slave's consumer and delay offsets before it registers
+(pre-online), the slave stops acting and the route is the master's again.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from bolide.remoting import RemotingClient
 from bolide.store import BrokerRole
 
 TOPIC = "ActingTopic"
-ACTING = {"enable_slave_acting_master": True, "enable_remote_escape": True,
+ACTING = {"enable_slave_acting_master": True, "enable_remote_escape": True, "total_replicas": 2,
           "broker_heartbeat_interval_ms": 200, "sync_broker_member_group_period_ms": 200,
           "ha_reconnect_interval_ms": 100}
 STORE = {"message_delay_level": "1s 4s"}  # level 2: due 4 s after the send
@@ -95,6 +96,12 @@ def test_slave_acts_while_the_master_is_stopped(tmp_path: Path) -> None:
             for b in started:
                 await b.start()
             await create_topic(client, master, slave, other)
+            # what a starting RocketMQ slave asks its master (EXCHANGE_BROKER_HA_INFO, no fields)
+            r = await invoke(client, master.broker_addr, RequestCode.EXCHANGE_BROKER_HA_INFO)
+            assert r.code == ResponseCode.SUCCESS, r
+            assert r.ext_fields["masterHaAddress"].endswith(f":{master.ha_master.port}")  # type: ignore[union-attr]
+            assert r.ext_fields["masterAddress"] == master.broker_addr
+            assert int(r.ext_fields["masterFlushOffset"]) == master.init_max_offset
             for i in range(20):
                 assert (await send(client, master.broker_addr, i)).code == ResponseCode.SUCCESS
             # a delayed message the master will not live to deliver
@@ -138,11 +145,19 @@ def test_slave_acts_while_the_master_is_stopped(tmp_path: Path) -> None:
                 await wait_until(lambda: sum(other.store.get_max_offset_in_queue(TOPIC, q)
                                              for q in (0, 1)) == 1)
 
-                # the master comes back: the slave stops acting, the route is the master's
+                delivered = slave.delay_offsets.get(2)
+                assert delivered == 1  # the slave's schedule is past the delayed message
+
+                # the master comes back: before it registers it takes the slave's consumer and
+                # delay offsets (pre-online), then the slave stops acting and the route is the
+                # master's again
                 master = broker(namesrv.port, tmp_path / "a0", BrokerRole.ASYNC_MASTER, STORE,
                                 listen_port=master_port, ha_listen_port=master_ha, **ACTING)
                 await master.start()
                 started.append(master)
+                await wait_until(lambda: master.online)
+                assert all(master.offsets.query("cg", TOPIC, q) == 10 for q in (0, 1))
+                assert master.delay_offsets.get(2) == delivered  # not delivered a second time
                 await wait_until(lambda: not slave.acting)
                 await wait_until_async(lambda: route(client, ns),
                                        ({0: master.broker_addr, 1: slave.broker_addr}, 6))

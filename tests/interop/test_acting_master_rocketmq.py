@@ -10,7 +10,12 @@ the master is SIGKILLed. Through the Bolide NameServer the slave is then broker-
 with read-only queues; RocketMQ's slave reports ``brokerActive=true`` (its schedule,
 transaction check and pop revive services run); Bolide's push consumer reads every message
 from it and commits its offsets there. The master
-restarts on its store: the route is the master's again and the slave stops acting.
+restarts on its store: it takes those offsets from the slave before it registers (RocketMQ's
+pre-online step), the route is the master's again and the slave stops acting.
+
+A Bolide master with a RocketMQ 5.3.3 slave: the slave asks the master for its HA address
+before it goes online (EXCHANGE_BROKER_HA_INFO), acts while the master is away, and the Bolide
+master back tells it its HA address and takes the offsets committed on it before it registers.
 
 Needs java and the cached RocketMQ 5.3.3 jars (``make interop-deps``): without them the
 module is skipped, or fails when ``CI`` is set.
@@ -26,6 +31,7 @@ from typing import TypeVar
 
 import pytest
 
+from bolide.broker import BrokerConfig, BrokerController
 from bolide.client import (
     Admin,
     ClientConfig,
@@ -48,8 +54,9 @@ from bolide.protocol import RemotingCommand
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.protocol.headers import DeleteTopicRequestHeader, QueryConsumerOffsetRequestHeader
 from bolide.remoting import RemotingClient
+from bolide.store import BrokerRole, StoreConfig
 from bolide.testing import rocketmq as rmqmod
-from bolide.testing.rocketmq import BrokerSettings, RocketMQ, RocketMQUnavailable
+from bolide.testing.rocketmq import BrokerSettings, RocketMQ, RocketMQUnavailable, free_port
 from conftest import unavailable, until
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
@@ -71,7 +78,7 @@ def classpath() -> None:
         unavailable(f"real RocketMQ unavailable: {exc}")
 
 
-def settings(store: Path, slave: bool) -> BrokerSettings:
+def settings(store: Path, slave: bool, total_replicas: int = 1) -> BrokerSettings:
     extra = {
         "enableSlaveActingMaster": "true",
         # heartbeats every 500 ms, dropped by the NameServer after 3 s of silence; the group's
@@ -83,6 +90,8 @@ def settings(store: Path, slave: bool) -> BrokerSettings:
         # acting or not
         "slaveReadEnable": "true",
     }
+    if total_replicas > 1:  # the broker starts isolated and goes online after its pre-online step
+        extra["totalReplicas"] = str(total_replicas)
     if slave:
         extra |= {"brokerId": "1", "brokerRole": "SLAVE"}
     return BrokerSettings(store, broker_name=BROKER_NAME, extra=extra)
@@ -172,6 +181,99 @@ class Collector:
     async def __call__(self, msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus:
         self.bodies.update(m.body for m in msgs)
         return ConsumeStatus.CONSUME_SUCCESS
+
+
+def bolide_master(ns: str, store: Path, port: int) -> BrokerController:
+    """broker-a's master as a Bolide broker, with the RocketMQ brokers' acting-master settings."""
+    config = BrokerConfig(namesrv_addr=ns, listen_port=port, bind_address="127.0.0.1",
+                          broker_ip1="127.0.0.1", broker_name=BROKER_NAME,
+                          enable_slave_acting_master=True, total_replicas=2, broker_heartbeat_interval_ms=500,
+                          broker_not_active_timeout_ms=3000, sync_broker_member_group_period_ms=500)
+    return BrokerController(config, StoreConfig(store_path_root_dir=str(store),
+                                                broker_role=BrokerRole.ASYNC_MASTER))
+
+
+def test_bolide_master_returns_to_an_acting_rocketmq_slave(tmp_path: Path, classpath: None) -> None:
+    """A RocketMQ 5.3.3 slave of a Bolide master: it asks the master where it replicates from
+    before it goes online (EXCHANGE_BROKER_HA_INFO), acts while the master is away, and the
+    master back takes the consumer offsets committed on it before it registers (pre-online)."""
+    asyncio.run(asyncio.wait_for(bolide_master_scenario(tmp_path), TIMEOUT))
+
+
+async def bolide_master_scenario(tmp_path: Path) -> None:
+    namesrv = NamesrvController(NamesrvConfig(kv_config_path=str(tmp_path / "kv.json"),
+                                              support_acting_master=True,
+                                              notify_min_broker_id_changed=True),
+                                host="127.0.0.1", port=0)
+    await namesrv.start()
+    ns = f"127.0.0.1:{namesrv.port}"
+    port = free_port((-2, 0, 1))
+    master = bolide_master(ns, tmp_path / "store-0", port)
+    slave = RocketMQ(VERSION, tmp_path / "rmq-1", namesrv_port=namesrv.port)
+    client = RemotingClient()
+    try:
+        await master.start()
+        # a 5.x slave of a group of two (totalReplicas=2) starts isolated: it asks its master
+        # where its HA service is (EXCHANGE_BROKER_HA_INFO), connects there and only then
+        # registers; without the answer it would never go online
+        await asyncio.to_thread(slave.start_broker, settings(tmp_path / "store-1", slave=True,
+                                                             total_replicas=2))
+        live = namesrv.processor.routes.broker_live_info
+        await until(lambda: live(slave.broker_addr) is not None, "the slave online", timeout=30)
+        async with Admin(ns) as admin, Producer(ns, "acting_bolide_pg") as producer:
+            for addr in (master.broker_addr, slave.broker_addr):
+                await admin.create_topic(TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES,
+                                         broker_addr=addr)
+            normal = ({0: master.broker_addr, 1: slave.broker_addr}, 6)
+            assert await until(lambda: _is(route(admin), normal), "both brokers in the route")
+            for i in range(COUNT):
+                sent = await producer.send(Message(TOPIC, b"acting-%d" % i),
+                                           queue=MessageQueue(TOPIC, BROKER_NAME, i % QUEUES))
+                assert sent.status is SendStatus.SEND_OK, sent
+
+            async def replicated() -> bool:
+                for queue_id in range(QUEUES):
+                    mq = MessageQueue(TOPIC, BROKER_NAME, queue_id)
+                    if (await admin.min_max_offset(mq, slave.broker_addr))[1] != COUNT // QUEUES:
+                        return False
+                return True
+
+            await until(replicated, "the slave to hold every message")
+            await master.close()
+            acting = ({0: slave.broker_addr}, 4)
+            assert await until(lambda: _is(route(admin), acting), "the slave routed as brokerId 0")
+            await until(lambda: _active(runtime(admin, slave.broker_addr), "true"),
+                        "the slave to report brokerActive=true")
+
+            collector = Collector()
+            config = ClientConfig(ns, poll_name_server_interval_ms=200, heartbeat_broker_interval_ms=500)
+            push = PushConsumer(config, GROUP, listener=collector, consume_from=ConsumeFrom.FIRST_OFFSET,
+                                rebalance_interval_ms=200, suspend_ms=1000, pull_timeout_ms=3000,
+                                pull_retry_delay_ms=100, persist_offset_interval_ms=200)
+            push.subscribe(TOPIC)
+            async with push:
+                await until(lambda: len(collector.bodies) == COUNT, "the consumer to read every message")
+                await until(lambda: _equal(committed(client, slave.broker_addr), COUNT),
+                            "the offsets committed on the slave")
+
+            # the master comes back on its store and port: it tells the slave its HA address,
+            # takes the slave's offsets, then registers
+            master = bolide_master(ns, tmp_path / "store-0", port)
+            await master.start()
+            await until(lambda: master.online, "the master's pre-online step")
+            assert sum(master.offsets.query(GROUP, TOPIC, q) or 0 for q in range(QUEUES)) == COUNT
+            await until(lambda: _is(route(admin), normal), "the master routed again")
+            await until(lambda: _active(runtime(admin, slave.broker_addr), "false"),
+                        "the slave to stop acting")
+            ha = master.ha_master
+            assert ha is not None
+            await until(lambda: any(c.request_offset >= 0 for c in ha.connections),
+                        "the slave replicating from the master again")
+    finally:
+        await client.close()
+        await asyncio.to_thread(slave.kill_broker)
+        await master.close()
+        await namesrv.close()
 
 
 def test_rocketmq_slave_acts_as_master_under_bolide_namesrv(tmp_path: Path, classpath: None) -> None:

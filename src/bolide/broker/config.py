@@ -161,7 +161,10 @@ class BrokerConfig(PropertiesConfig):
     # heartbeats as QUERY_DATA_VERSION and the member group from a route (any NameServer), as
     # RocketMQ's default; false: BROKER_HEARTBEAT and GET_BROKER_MEMBER_GROUP (5.x NameServers)
     compatible_with_old_name_srv: bool = _key("compatibleWithOldNameSrv", True)
-    skip_pre_online: bool = _key("skipPreOnline", False)  # read: Bolide has no pre-online phase
+    # with totalReplicas > 1, a returning master takes its slaves' offsets before it registers
+    # (bolide.broker.pre_online)
+    skip_pre_online: bool = _key("skipPreOnline", False)
+    total_replicas: int = _key("totalReplicas", 1)  # the group's brokers, master included
 
     def metrics_exporter(self) -> str:
         """metricsExporterType by name (RocketMQ takes its ordinal too)."""

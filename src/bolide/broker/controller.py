@@ -32,6 +32,7 @@ from bolide.broker.metrics.collect import BrokerMetrics
 from bolide.broker.persistence import ConfigPersister
 from bolide.broker.pop import PopService
 from bolide.broker.pop_takeover import ReviveTakeoverMark, ReviveTakeoverReport, take_over_pop_revive
+from bolide.broker.pre_online import go_online
 from bolide.broker.processors.acl_admin import AclAdminProcessor
 from bolide.broker.processors.acting import ActingMasterProcessor
 from bolide.broker.processors.admin import AdminProcessor
@@ -83,11 +84,13 @@ from bolide.broker.topic_config import TopicConfigManager
 from bolide.broker.transaction import TransactionalMessages, TransactionCheckService
 from bolide.common.recall_handle import RecallError, decode_recall_handle
 from bolide.common.sql92 import SelectorCache
+from bolide.common.waiting import cancel_and_wait
 from bolide.errors import ConfigError
 from bolide.metrics.exposition import render
 from bolide.metrics.http import MetricsEndpoint
 from bolide.metrics.settings import serves_prometheus
 from bolide.protocol.bodies.broker import TopicConfig
+from bolide.protocol.bodies.route import MASTER_ID
 from bolide.protocol.command import RemotingCommand
 from bolide.remoting import Channel, RemotingClient, RemotingServer
 from bolide.remoting.tls import TlsServerConfig, client_context
@@ -221,6 +224,8 @@ class BrokerController:
         # enableSlaveActingMaster: the group's lowest live id, and (a slave) whether it acts
         self.acting_master: ActingMaster | None = None
         self.acting = False  # a slave serving as its group's master (bolide.broker.acting_master)
+        self._online: asyncio.Task[None] | None = None  # a returning master's pre-online step
+        self.init_max_offset = 0  # the CommitLog's end when the store opened
         self.escape = EscapeBridge(self)  # what an acting master's services write
 
     # -- state available once started --------------------------------------------------------
@@ -283,6 +288,7 @@ class BrokerController:
                 await self.fast_server.close()
             raise
         self._store = store
+        self.init_max_offset = store.max_phy_offset  # EXCHANGE_BROKER_HA_INFO's flush offset
         self._topics_persister.start()
         self._static_persister.start()
         self.static_topics.on_change.append(lambda _topic: self._static_persister.request())
@@ -309,9 +315,14 @@ class BrokerController:
                                                 self.config.flush_delay_offset_interval_ms / 1000)
         self._delay_persister.start()
         controller_mode = self.config.enable_controller_mode
+        # a returning master of an acting-master group first takes its slaves' offsets
+        cfg = self.config
+        pre_online = (cfg.enable_slave_acting_master and cfg.broker_id == MASTER_ID
+                      and cfg.total_replicas > 1 and not cfg.skip_pre_online)
         if self.role is not BrokerRole.SLAVE:  # a slave replays the master's deliveries
             await self._take_over_timer_wheel(store)
-            self.schedule.start()
+            if not pre_online:
+                self.schedule.start()
         # controller mode: replication starts with the role (bolide.broker.replicas.roles)
         ha_addr = "" if controller_mode else await self._start_ha(store)
         for processor in (SendProcessor(self), PullProcessor(self), ConsumerProcessor(self),
@@ -362,12 +373,15 @@ class BrokerController:
             self._apply_topic_retention(tc)
         self.topics.on_change.append(self._topic_changed)
         self.static_topics.on_change.append(lambda _topic: self._register_soon())
-        if controller_mode:  # registers with the NameServers once the role is known
-            await self._start_replicas()
-        else:
-            await self.registration.start()
         if self.config.enable_slave_acting_master:
             self.acting_master = ActingMaster(self)
+        if controller_mode:  # registers with the NameServers once the role is known
+            await self._start_replicas()
+        elif pre_online:
+            self._online = loop.create_task(self._go_online(), name="bolide-pre-online")
+        else:
+            await self.registration.start()
+        if self.acting_master is not None:
             self.acting_master.start()
         if self.ha_slave is not None:
             self.ha_slave.start()
@@ -378,6 +392,21 @@ class BrokerController:
         if self.role is not BrokerRole.SLAVE:  # the master checks half messages
             self.transaction_check.start()
         return self
+
+    async def _go_online(self) -> None:
+        """The pre-online step (:mod:`bolide.broker.pre_online`), then the schedule and the
+        registrations start."""
+        await go_online(self)
+        assert self.schedule is not None and self.registration is not None
+        self.schedule.start()
+        await self.registration.start()
+        log.info("%s is online", self.config.broker_name)
+
+    @property
+    def online(self) -> bool:
+        """Registered with the NameServers (a returning master is not until its pre-online
+        step is done)."""
+        return self.registration is not None and self.registration.started
 
     async def set_special_services(self, on: bool) -> None:
         """A slave with enableSlaveActingMaster starts (``on``) or stops acting as its group's
@@ -605,6 +634,8 @@ class BrokerController:
     async def close(self) -> None:
         """Stop registering, answer held pulls, close the server, write the config files, then
         close the store."""
+        if self._online is not None:
+            await cancel_and_wait([self._online])
         if self.replicas is not None:
             await self.replicas.close()
         if self.acting_master is not None:

@@ -187,6 +187,7 @@ class RequestCode(IntEnum):
     GET_BROKER_MEMBER_GROUP = 901  # 5.x NameServer: the brokers of a broker group
     BROKER_HEARTBEAT = 904  # 5.x
     NOTIFY_MIN_BROKER_ID_CHANGE = 905  # 5.x NameServer -> broker: its group's lowest live id changed
+    EXCHANGE_BROKER_HA_INFO = 906  # 5.x: a master's HA address to its slave, or asked of it
     CONTROLLER_ALTER_SYNC_STATE_SET = 1001  # 5.x controller mode: a master reports its in-sync replicas
     CONTROLLER_ELECT_MASTER = 1002
     CONTROLLER_REGISTER_BROKER = 1003

@@ -195,6 +195,16 @@ class ConsumerOffsetManager(JsonConfigFile):
                 del self._table[key]
             return [k.partition(TOPIC_GROUP_SEPARATOR)[0] for k in keys]
 
+    def take(self, other: ConsumerOffsetManager) -> None:
+        """Take ``other``'s offsets of every ``topic@group`` it has, each replacing ours as a
+        whole (ours of pairs it lacks stay), and its data version when it has one (RocketMQ's
+        ``offsetTable.putAll``, as a slave copies its master and a master its acting slave)."""
+        taken = other.snapshot()
+        with self._lock:
+            self._table.update(taken)
+            if other.data_version is not None:
+                self.data_version = other.data_version
+
     def topics_of_group(self, group: str) -> set[str]:
         with self._lock:
             return {t for t, _, g in (k.partition(TOPIC_GROUP_SEPARATOR) for k in self._table) if g == group}

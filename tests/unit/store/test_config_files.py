@@ -145,6 +145,22 @@ def test_consumer_offsets_commit_query_remove(tmp_path: Path) -> None:
     assert m.snapshot() == {}
 
 
+def test_consumer_offsets_take_another_table_per_topic_and_group(tmp_path: Path) -> None:
+    ours = ConsumerOffsetManager(tmp_path / "ours.json")
+    ours.commit("g1", "T", 0, 5)
+    ours.commit("g1", "T", 1, 7)
+    ours.commit("g2", "T", 0, 9)
+    theirs = ConsumerOffsetManager(tmp_path / "theirs.json")
+    theirs.commit("g1", "T", 0, 12)  # g1 on T as a whole: queue 1 is not theirs, so it goes
+    theirs.data_version = DataVersion(counter=3, timestamp=1000, state_version=0)
+    ours.take(theirs)
+    assert ours.query_all("g1", "T") == {0: 12}
+    assert ours.query_all("g2", "T") == {0: 9}  # a pair they lack stays
+    assert ours.data_version == DataVersion(counter=3, timestamp=1000, state_version=0)
+    ours.take(ConsumerOffsetManager(tmp_path / "empty.json"))  # no version: ours stays
+    assert ours.data_version is not None and ours.data_version.counter == 3
+
+
 def test_consumer_offsets_round_trip_in_java_shape(tmp_path: Path) -> None:
     m = ConsumerOffsetManager.in_store(tmp_path)
     m.commit("please_rename_unique_group_name", "TopicTest", 1, 30)

@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TIMEOUT_MS = 3000  # per call, as RocketMQ's BrokerOuterAPI
-_SEPARATOR = config_files.TOPIC_GROUP_SEPARATOR
 
 
 class SlaveSyncError(BolideError):
@@ -155,15 +154,8 @@ class SlaveSync(LoopService):
         body = await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
         master = ConsumerOffsetManager(self.broker.offsets.path)  # a scratch table: not written
         master.decode(body)
-        offsets = self.broker.offsets
-        for key, queues in master.snapshot().items():
-            topic, _, group = key.partition(_SEPARATOR)
-            offsets.remove(group, topic)
-            for queue_id, offset in queues.items():
-                offsets.commit(group, topic, queue_id, offset)
-        if master.data_version is not None:
-            offsets.data_version = master.data_version
-        await asyncio.to_thread(offsets.persist)
+        self.broker.offsets.take(master)
+        await asyncio.to_thread(self.broker.offsets.persist)
 
     async def _sync_delay_offsets(self, addr: str) -> None:
         body = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET)

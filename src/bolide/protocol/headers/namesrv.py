@@ -148,6 +148,26 @@ class NotifyMinBrokerIdChangeRequestHeader(Header):
 
 
 @header
+class ExchangeHAInfoRequestHeader(Header):
+    """EXCHANGE_BROKER_HA_INFO (906, 5.x, slave acting master): a returning master tells a
+    slave where it is (the three fields set), or a starting slave asks its master (none set)."""
+
+    master_ha_address: str | None = None
+    master_flush_offset: int | None = None
+    master_address: str | None = None
+
+
+@header
+class ExchangeHAInfoResponseHeader(Header):
+    """A master's answer to EXCHANGE_BROKER_HA_INFO without a ``masterHaAddress``: its HA
+    address, its CommitLog's end when its store opened and its broker address."""
+
+    master_ha_address: str | None = None
+    master_flush_offset: int | None = None
+    master_address: str | None = None
+
+
+@header
 class GetBrokerMemberGroupRequestHeader(Header):
     """GET_BROKER_MEMBER_GROUP (901, 5.x NameServer); the answer's body is a
     GetBrokerMemberGroupResponseBody."""
