@@ -96,6 +96,23 @@ public final class BolideClient {
         return "bolide-" + role + "-" + ProcessHandle.current().pid() + "-" + System.nanoTime();
     }
 
+    /**
+     * Wait (10 s at most) until no message a listener was handed is still in its process queue:
+     * the listener saw the last message before the client removed it, and the offsets the
+     * shutdown commits are those of the messages removed.
+     */
+    private static void awaitProcessed(DefaultMQPushConsumer consumer) throws InterruptedException {
+        long deadline = System.currentTimeMillis() + 10_000;
+        while (System.currentTimeMillis() < deadline) {
+            boolean idle = consumer.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable()
+                .values().stream().allMatch(pq -> pq.getMsgCount().get() == 0);
+            if (idle) {
+                return;
+            }
+            Thread.sleep(10);
+        }
+    }
+
     /** With TRACE: wait until the broker serves a trace of TYPE for each id (30 s at most). */
     private static void awaitTraces(MQAdmin client, Set<String> ids, String type) throws Exception {
         if (!TRACE) {
@@ -195,6 +212,7 @@ public final class BolideClient {
             ok = done.await(timeoutSec, TimeUnit.SECONDS);
             if (ok) {
                 awaitTraces(consumer, seen, "SubAfter");
+                awaitProcessed(consumer);
             }
         } finally {
             consumer.shutdown();
