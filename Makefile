@@ -57,6 +57,7 @@ lint: $(STAMP)
 		src/bolide/protocol/static_topic_wrapper.py src/bolide/protocol/static_topic_checks.py \
 		src/bolide/protocol/static_topic_plan.py src/bolide/cli/admin_static.py \
 		src/bolide/broker/acting_master.py src/bolide/broker/escape.py src/bolide/broker/processors/acting.py src/bolide/broker/pre_online.py \
+		src/bolide/broker/strict_locks.py src/bolide/broker/processors/lock.py \
 		src/bolide/namesrv/acting.py src/bolide/protocol/haproxy.py src/bolide/remoting/listener.py src/bolide/testing/proxy_forwarder.py \
 		src/bolide/remoting/selfsigned.py src/bolide/remoting/tls.py \
 		src/bolide/testing/pyvenv.py src/bolide/testing/cppclient.py src/bolide/testing/pyclient5.py

@@ -2,8 +2,8 @@
 ``rocketmq`` 0.4.4 wheel on PyPI, through that wheel's ctypes binding) against Bolide: sync,
 async, oneway, orderly and batched sends, a compressed body and a delayed message; push
 consumers (concurrent with retries, orderly, two sharing a group in clustering and broadcasting
-mode, their queues read back through GET_CONSUMER_RUNNING_INFO), the pull consumer, and
-requests signed for a broker with plain ACL.
+mode, their queues read back through GET_CONSUMER_RUNNING_INFO, a group reset while offline),
+the pull consumer, and requests signed for a broker with plain ACL.
 
 The driver is ``interop/cpp-client/driver.py``; its consumers run until their standard input
 closes, so a test starts them, acts on the broker, and stops them once they printed what it
@@ -280,6 +280,33 @@ def test_cpp_two_consumers_in_one_group(tmp_path: Path, model: str) -> None:
         assert held == [2, 2] and got_a and got_b and got_a | got_b == everything
     else:
         assert held == [4, 4] and got_a == got_b == everything
+
+
+def test_cpp_consumer_resumes_from_an_offset_reset(tmp_path: Path) -> None:
+    """resetOffsetByTime to the start while the group is offline: a C++ consumer started after
+    reads every message again. (A running one cannot take a reset: it fails to parse the body
+    the broker hands it, RocketMQ's ResetOffsetBody, a map keyed by queue objects, where it
+    expects a list; the same against a RocketMQ broker.)"""
+    n, topic, group = 6, "CppReset", "cpp_reset_cg"
+
+    def committed(s: Servers) -> int:
+        return sum(s.broker.offsets.query(group, topic, q) or 0 for q in range(2))
+
+    async def test(s: Servers) -> tuple[list[str], list[str]]:
+        await create_topic(s, topic, queues=2)
+        await produce(s, topic, [f"r-{i}" for i in range(n)])
+        async with consumer(tmp_path, s, topic, group) as first:
+            await until(lambda: len(set(first.bodies())) == n, "every message")
+        await until(lambda: committed(s) == n, "the offsets committed at its shutdown")
+        async with Admin(s.namesrv_addr) as admin:
+            await admin.reset_offset_by_time(group, topic, 0)
+        assert committed(s) == 0
+        async with consumer(tmp_path, s, topic, group, instance="b") as again:
+            await until(lambda: len(set(again.bodies())) == n, "every message again")
+        return first.bodies(), again.bodies()
+
+    first, again = with_servers(tmp_path, test)
+    assert sorted(set(first)) == sorted(set(again)) == sorted(f"r-{i}" for i in range(n))
 
 
 def test_cpp_pull_consumer(tmp_path: Path) -> None:

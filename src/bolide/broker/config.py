@@ -165,6 +165,8 @@ class BrokerConfig(PropertiesConfig):
     # (bolide.broker.pre_online)
     skip_pre_online: bool = _key("skipPreOnline", False)
     total_replicas: int = _key("totalReplicas", 1)  # the group's brokers, master included
+    # queue locks taken on a quorum of the group's live brokers (bolide.broker.strict_locks)
+    lock_in_strict_mode: bool = _key("lockInStrictMode", False)
 
     def metrics_exporter(self) -> str:
         """metricsExporterType by name (RocketMQ takes its ordinal too)."""
