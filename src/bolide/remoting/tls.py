@@ -109,6 +109,23 @@ class TlsServerConfig(PropertiesConfig):
                                   f"tls.server.keyPassword: {exc}") from None
         return key, cert
 
+    def required_client_roots(self) -> bytes | None:
+        """With ``tls.server.need.client.auth=require``: the CA certificates (PEM) clients'
+        certificates must chain to, read from ``trustCertPath``; None otherwise. ConfigError
+        when it is not set or cannot be read."""
+        cfg = self.resolved()
+        if cfg.need_client_auth != "require":
+            return None
+        if not cfg.trust_cert_path:
+            raise ConfigError("tls.server.need.client.auth=require on the gRPC port needs "
+                              "tls.server.trustCertPath: set it to the PEM file of the CA that "
+                              "signs the clients' certificates")
+        try:
+            return Path(cfg.trust_cert_path).read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"cannot read tls.server.trustCertPath={cfg.trust_cert_path}: "
+                              f"{exc.strerror or exc}") from None
+
     def server_context(self) -> ssl.SSLContext | None:
         """The SSL context a remoting server accepts TLS with; None when its mode is
         ``disabled``. Without ``certPath`` / ``keyPath``, a self-signed certificate."""

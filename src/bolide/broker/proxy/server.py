@@ -309,9 +309,14 @@ def _offer(outbox: asyncio.Queue[pb.TelemetryCommand], command: pb.TelemetryComm
 
 def _credentials(tls: TlsServerConfig) -> grpc.ServerCredentials:
     """The gRPC server credentials of the ``tls.server.*`` certificate and key, or of a
-    self-signed certificate when none is configured (clients are not asked for one)."""
+    self-signed certificate when none is configured. With ``tls.server.need.client.auth=require``
+    a client must present a certificate that ``trustCertPath``'s CA signed; with ``optional``
+    or ``none`` none is asked for (grpcio cannot ask for one without requiring it)."""
     key, cert = tls.key_and_cert() or self_signed()
-    return grpc.ssl_server_credentials([(key, cert)])
+    roots = tls.required_client_roots()
+    if roots is None:
+        return grpc.ssl_server_credentials([(key, cert)])
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=roots, require_client_auth=True)
 
 
 def _decoder(message: Any) -> Callable[[bytes], Any]:
