@@ -30,6 +30,8 @@ from bolide.client import (
     PushConsumer,
     create_reply_message,
 )
+from bolide.namesrv.config import NamesrvConfig
+from bolide.namesrv.controller import NamesrvController
 from bolide.store import MessageStore, StoreConfig, retention
 from bolide.store.verify import verify_store
 from bolide.testing.servers import Servers, running_servers
@@ -198,6 +200,17 @@ async def until(probe: Callable[[], T | Awaitable[T]], what: str, timeout: float
             return value  # type: ignore[return-value]
         assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
         await asyncio.sleep(0.05)
+
+
+async def acting_namesrv(tmp_path: Path, notify: bool = True) -> NamesrvController:
+    """A started in-process NameServer for slave acting master (``supportActingMaster``, and
+    ``notifyMinBrokerIdChanged`` with ``notify``) on a free port; close it at the end."""
+    namesrv = NamesrvController(NamesrvConfig(kv_config_path=str(tmp_path / "kv.json"),
+                                              support_acting_master=True,
+                                              notify_min_broker_id_changed=notify),
+                                host="127.0.0.1", port=0)
+    await namesrv.start()
+    return namesrv
 
 
 async def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> None:

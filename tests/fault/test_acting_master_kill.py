@@ -12,8 +12,6 @@ from pathlib import Path
 
 from test_ha_master_kill import free_port, start_broker
 
-from bolide.namesrv.config import NamesrvConfig
-from bolide.namesrv.controller import NamesrvController
 from bolide.protocol import RemotingCommand
 from bolide.protocol.bodies import TopicRouteData
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -24,6 +22,7 @@ from bolide.protocol.headers import (
     SendMessageRequestHeader,
 )
 from bolide.remoting import RemotingClient, RemotingError
+from conftest import acting_namesrv
 
 TOPIC = "ActingKill"
 
@@ -44,10 +43,7 @@ async def until(check: object, timeout: float = 20.0) -> None:
 
 def test_slave_acts_when_its_master_is_killed(tmp_path: Path) -> None:
     async def main() -> None:
-        namesrv = NamesrvController(NamesrvConfig(kv_config_path=str(tmp_path / "kv.json"),
-                                                  support_acting_master=True),
-                                    host="127.0.0.1", port=0)
-        await namesrv.start()
+        namesrv = await acting_namesrv(tmp_path, notify=False)
         ns = f"127.0.0.1:{namesrv.port}"
         port, ha_port, slave_port = free_port(), free_port(), free_port()
         common = {"namesrvAddr": ns, "enableSlaveActingMaster": "true",

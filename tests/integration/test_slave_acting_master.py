@@ -20,8 +20,6 @@ from test_ha_slave_reads import Collector, wait_until_async
 
 from bolide.broker import BrokerController
 from bolide.client import ClientConfig, ConsumeFrom, PushConsumer
-from bolide.namesrv.config import NamesrvConfig
-from bolide.namesrv.controller import NamesrvController
 from bolide.protocol import RemotingCommand
 from bolide.protocol.bodies import TopicRouteData
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -32,6 +30,7 @@ from bolide.protocol.headers import (
 )
 from bolide.remoting import RemotingClient
 from bolide.store import BrokerRole
+from conftest import acting_namesrv
 
 TOPIC = "ActingTopic"
 ACTING = {"enable_slave_acting_master": True, "enable_remote_escape": True, "total_replicas": 2,
@@ -80,11 +79,7 @@ async def broker_active(client: RemotingClient, b: BrokerController) -> str:
 
 def test_slave_acts_while_the_master_is_stopped(tmp_path: Path) -> None:
     async def main() -> None:
-        namesrv = NamesrvController(NamesrvConfig(kv_config_path=str(tmp_path / "kv.json"),
-                                                  support_acting_master=True,
-                                                  notify_min_broker_id_changed=True),
-                                    host="127.0.0.1", port=0)
-        await namesrv.start()
+        namesrv = await acting_namesrv(tmp_path)
         ns = f"127.0.0.1:{namesrv.port}"
         master = broker(namesrv.port, tmp_path / "a0", BrokerRole.ASYNC_MASTER, STORE, **ACTING)
         slave = broker(namesrv.port, tmp_path / "a1", BrokerRole.SLAVE, STORE, **ACTING)

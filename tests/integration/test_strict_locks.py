@@ -28,6 +28,7 @@ from bolide.protocol.bodies.client import (
 from bolide.protocol.codes import RequestCode, ResponseCode
 from bolide.remoting import RemotingClient
 from bolide.store import BrokerRole
+from conftest import acting_namesrv
 
 GROUP, TOPIC = "orderly_cg", "StrictTopic"
 QUEUES = {MessageQueue(TOPIC, "broker-a", q) for q in range(2)}
@@ -51,11 +52,7 @@ def owners(b: BrokerController) -> set[str | None]:
 
 def test_locks_are_taken_on_a_quorum_of_the_group(tmp_path: Path) -> None:
     async def main() -> None:
-        namesrv = NamesrvController(NamesrvConfig(kv_config_path=str(tmp_path / "kv.json"),
-                                                  support_acting_master=True,
-                                                  notify_min_broker_id_changed=True),
-                                    host="127.0.0.1", port=0)
-        await namesrv.start()
+        namesrv = await acting_namesrv(tmp_path)
         master = broker(namesrv.port, tmp_path / "a0", BrokerRole.ASYNC_MASTER, **STRICT)
         slave = broker(namesrv.port, tmp_path / "a1", BrokerRole.SLAVE, **STRICT)
         client = RemotingClient()

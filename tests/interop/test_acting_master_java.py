@@ -14,8 +14,6 @@ import pytest
 from client_roundtrip import run_driver, unavailable
 
 from bolide.broker import BrokerConfig, BrokerController
-from bolide.namesrv.config import NamesrvConfig
-from bolide.namesrv.controller import NamesrvController
 from bolide.protocol import RemotingCommand
 from bolide.protocol.bodies import TopicRouteData
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -27,7 +25,7 @@ from bolide.protocol.headers import (
 from bolide.remoting import RemotingClient
 from bolide.store import BrokerRole, StoreConfig
 from bolide.testing.rocketmq import RocketMQUnavailable, java_client_command
-from conftest import wait_until
+from conftest import acting_namesrv, wait_until
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
@@ -56,9 +54,7 @@ def test_java_push_consumer_reads_from_the_acting_master(tmp_path: Path) -> None
         unavailable(f"real RocketMQ unavailable: {exc}")
 
     async def main() -> list[list[str]]:
-        namesrv = NamesrvController(NamesrvConfig(kv_config_path=str(tmp_path / "kv.json"),
-                                                  support_acting_master=True), host="127.0.0.1", port=0)
-        await namesrv.start()
+        namesrv = await acting_namesrv(tmp_path, notify=False)
         ns = f"127.0.0.1:{namesrv.port}"
         master = broker(namesrv.port, tmp_path / "a0", False)
         slave = broker(namesrv.port, tmp_path / "a1", True)

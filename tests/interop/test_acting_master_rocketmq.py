@@ -47,7 +47,6 @@ from bolide.client import (
     SendStatus,
 )
 from bolide.client.errors import BrokerSystemError
-from bolide.namesrv.config import NamesrvConfig
 from bolide.namesrv.controller import NamesrvController
 from bolide.namesrv.route_info import BrokerLiveInfo
 from bolide.protocol import RemotingCommand
@@ -57,7 +56,7 @@ from bolide.remoting import RemotingClient
 from bolide.store import BrokerRole, StoreConfig
 from bolide.testing import rocketmq as rmqmod
 from bolide.testing.rocketmq import BrokerSettings, RocketMQ, RocketMQUnavailable, free_port
-from conftest import unavailable, until
+from conftest import acting_namesrv, unavailable, until
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
@@ -174,6 +173,23 @@ async def heartbeats_outlive_a_changed_version(namesrv: NamesrvController, admin
     pytest.fail("the broker registered during each try")
 
 
+async def send_and_replicate(admin: Admin, producer: Producer, slave_addr: str) -> None:
+    """COUNT messages round the queues of TOPIC on broker-a; wait until the slave holds them."""
+    for i in range(COUNT):
+        sent = await producer.send(Message(TOPIC, b"acting-%d" % i),
+                                   queue=MessageQueue(TOPIC, BROKER_NAME, i % QUEUES))
+        assert sent.status is SendStatus.SEND_OK, sent
+
+    async def replicated() -> bool:
+        for queue_id in range(QUEUES):
+            mq = MessageQueue(TOPIC, BROKER_NAME, queue_id)
+            if (await admin.min_max_offset(mq, slave_addr))[1] != COUNT // QUEUES:
+                return False
+        return True
+
+    await until(replicated, "the slave to hold every message")
+
+
 class Collector:
     def __init__(self) -> None:
         self.bodies: set[bytes] = set()
@@ -201,11 +217,7 @@ def test_bolide_master_returns_to_an_acting_rocketmq_slave(tmp_path: Path, class
 
 
 async def bolide_master_scenario(tmp_path: Path) -> None:
-    namesrv = NamesrvController(NamesrvConfig(kv_config_path=str(tmp_path / "kv.json"),
-                                              support_acting_master=True,
-                                              notify_min_broker_id_changed=True),
-                                host="127.0.0.1", port=0)
-    await namesrv.start()
+    namesrv = await acting_namesrv(tmp_path)
     ns = f"127.0.0.1:{namesrv.port}"
     port = free_port((-2, 0, 1))
     master = bolide_master(ns, tmp_path / "store-0", port)
@@ -226,19 +238,7 @@ async def bolide_master_scenario(tmp_path: Path) -> None:
                                          broker_addr=addr)
             normal = ({0: master.broker_addr, 1: slave.broker_addr}, 6)
             assert await until(lambda: _is(route(admin), normal), "both brokers in the route")
-            for i in range(COUNT):
-                sent = await producer.send(Message(TOPIC, b"acting-%d" % i),
-                                           queue=MessageQueue(TOPIC, BROKER_NAME, i % QUEUES))
-                assert sent.status is SendStatus.SEND_OK, sent
-
-            async def replicated() -> bool:
-                for queue_id in range(QUEUES):
-                    mq = MessageQueue(TOPIC, BROKER_NAME, queue_id)
-                    if (await admin.min_max_offset(mq, slave.broker_addr))[1] != COUNT // QUEUES:
-                        return False
-                return True
-
-            await until(replicated, "the slave to hold every message")
+            await send_and_replicate(admin, producer, slave.broker_addr)
             await master.close()
             acting = ({0: slave.broker_addr}, 4)
             assert await until(lambda: _is(route(admin), acting), "the slave routed as brokerId 0")
@@ -281,11 +281,7 @@ def test_rocketmq_slave_acts_as_master_under_bolide_namesrv(tmp_path: Path, clas
 
 
 async def scenario(tmp_path: Path) -> None:
-    namesrv = NamesrvController(NamesrvConfig(kv_config_path=str(tmp_path / "kv.json"),
-                                              support_acting_master=True,
-                                              notify_min_broker_id_changed=True),
-                                host="127.0.0.1", port=0)
-    await namesrv.start()
+    namesrv = await acting_namesrv(tmp_path)
     ns = f"127.0.0.1:{namesrv.port}"
     master = RocketMQ(VERSION, tmp_path / "rmq-0", namesrv_port=namesrv.port)
     slave = RocketMQ(VERSION, tmp_path / "rmq-1", namesrv_port=namesrv.port)
@@ -302,19 +298,7 @@ async def scenario(tmp_path: Path) -> None:
             await registered(admin, [master, slave], lambda: _is(route(admin), normal),
                              "both brokers in the route")
             await heartbeats_outlive_a_changed_version(namesrv, admin, client, slave)
-            for i in range(COUNT):
-                sent = await producer.send(Message(TOPIC, b"acting-%d" % i),
-                                           queue=MessageQueue(TOPIC, BROKER_NAME, i % QUEUES))
-                assert sent.status is SendStatus.SEND_OK, sent
-
-            async def replicated() -> bool:
-                for queue_id in range(QUEUES):
-                    mq = MessageQueue(TOPIC, BROKER_NAME, queue_id)
-                    if (await admin.min_max_offset(mq, slave.broker_addr))[1] != COUNT // QUEUES:
-                        return False
-                return True
-
-            await until(replicated, "the slave to hold every message")
+            await send_and_replicate(admin, producer, slave.broker_addr)
             info = await until(lambda: runtime(admin, slave.broker_addr), "the slave's runtime info")
             assert info["brokerActive"] == "false"
 

@@ -50,7 +50,8 @@ from bolide.client.errors import MQBrokerError
 from bolide.common import sysflag
 from bolide.protocol.bodies.batch import iter_batch_body
 from bolide.protocol.bodies.client import MessageQueue
-from bolide.testing.cppclient import cpp_command, cpp_env
+from bolide.testing.cppclient import cpp_command
+from bolide.testing.pyvenv import driver_env
 from bolide.testing.rocketmq import RocketMQUnavailable, interop_dir
 from bolide.testing.servers import Servers
 
@@ -62,7 +63,7 @@ WAIT = 60.0  # seconds for what a test waits on
 def cppclient(tmp_path: Path, name: str = "cpp") -> tuple[list[str], dict[str, str]]:
     """The driver's command line and its environment (HOME in ``tmp_path/name-home``)."""
     try:
-        return cpp_command(), cpp_env(tmp_path / f"{name}-home")
+        return cpp_command(), driver_env(tmp_path / f"{name}-home")
     except RocketMQUnavailable as exc:
         unavailable(f"C++ client unavailable: {exc}")
 

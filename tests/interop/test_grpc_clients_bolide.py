@@ -36,7 +36,8 @@ from bolide.remoting.tls import TlsServerConfig
 from bolide.store.topic_config import SubscriptionGroupConfig
 from bolide.testing.goclient import GO5_CLIENT, go_client_binary, go_env
 from bolide.testing.nodeclient import node_client_command, node_env
-from bolide.testing.pyclient5 import python5_command, python5_env
+from bolide.testing.pyclient5 import python5_command
+from bolide.testing.pyvenv import driver_env
 from bolide.testing.rocketmq import RocketMQProxy, RocketMQUnavailable, grpc_java_client_command
 from bolide.testing.servers import Servers, another_broker, running_servers
 from conftest import unavailable, wait_until
@@ -179,7 +180,7 @@ def check_scenario(result: dict[str, Any]) -> None:
 
 def test_the_python_client_speaks_bolides_wire_definitions(tmp_path: Path) -> None:
     client = python_client()
-    env = python5_env(tmp_path / "home")
+    env = driver_env(tmp_path / "home")
 
     def dump(cmd: list[str]) -> dict[str, Any]:
         return json.loads(
@@ -194,7 +195,7 @@ def test_the_python_client_speaks_bolides_wire_definitions(tmp_path: Path) -> No
 
 
 def test_python_client_producer_simple_and_push_consumers(tmp_path: Path) -> None:
-    out = run_scenario(tmp_path, python_client(), python5_env(tmp_path / "home"))
+    out = run_scenario(tmp_path, python_client(), driver_env(tmp_path / "home"))
     check_scenario(json.loads(out.strip().splitlines()[-1]))
 
 
@@ -226,7 +227,7 @@ def across_two_brokers(tmp_path: Path, command: list[str], env: dict[str, str] |
 
 def test_python_client_uses_every_broker_from_one_endpoint(tmp_path: Path) -> None:
     """Sends go to the queues of both brokers, a simple consumer receives from both."""
-    out = across_two_brokers(tmp_path, python_client(), python5_env(tmp_path / "home"), 24)
+    out = across_two_brokers(tmp_path, python_client(), driver_env(tmp_path / "home"), 24)
     result = json.loads(out.strip().splitlines()[-1])
     assert sorted(result["sent"]) == sorted(f"c{i}" for i in range(24))
     assert set(result["received"]) == set(result["sent"])
@@ -323,7 +324,7 @@ def test_java_and_python_clients_as_they_are_against_bolide_start_as_it_is(tmp_p
         rows = [line.split("\t") for line in out.splitlines()]
         assert {row[1] for row in rows if row[0] == "CGOT"} == {f"c{i}" for i in range(8)}
         out = asyncio.run(drive([*python, "cluster", endpoint, "StartP", "8"], tmp_path / "python.log",
-                                python5_env(tmp_path / "home")))
+                                driver_env(tmp_path / "home")))
         received = json.loads(out.strip().splitlines()[-1])["received"]
         assert sorted(set(received)) == [f"c{i}" for i in range(8)]
     finally:

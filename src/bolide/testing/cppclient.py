@@ -10,7 +10,6 @@ The wheel holds a Linux x86-64 library only.
 
 from __future__ import annotations
 
-import os
 import platform
 import sys
 from collections.abc import Sequence
@@ -38,19 +37,12 @@ def install_cpp_client() -> Path:
 
 
 def cpp_command() -> list[str]:
-    """Install the client if needed; the driver's command line (run it with :func:`cpp_env`)."""
+    """Install the client if needed; the driver's command line (run it with
+    :func:`bolide.testing.pyvenv.driver_env`)."""
     python = install_cpp_client()
     src, _ = client_dirs()
     return [str(python), str(src / "driver.py")]
 
-
-def cpp_env(home: Path) -> dict[str, str]:
-    """The driver's environment: ``HOME`` (the client writes its log and, for broadcasting
-    consumers, its offsets under it) in ``home``."""
-    home.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    env["HOME"] = str(home)
-    return env
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,7 +10,6 @@ creates ``interop/.cache/python5-client`` once and again when the requirements c
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,18 +31,12 @@ def install_python5_client() -> Path:
 
 
 def python5_command() -> list[str]:
-    """Install the client if needed; the driver's command line (run it with :func:`python5_env`)."""
+    """Install the client if needed; the driver's command line (run it with
+    :func:`bolide.testing.pyvenv.driver_env`)."""
     python = install_python5_client()
     src, _ = client_dirs()
     return [str(python), str(src / "driver.py")]
 
-
-def python5_env(home: Path) -> dict[str, str]:
-    """The driver's environment: ``HOME`` (the client writes its log under it) in ``home``."""
-    home.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    env["HOME"] = str(home)
-    return env
 
 
 def main(argv: Sequence[str] | None = None) -> int:

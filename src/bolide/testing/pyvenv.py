@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -64,3 +65,12 @@ def install_requirements_venv(requirements: Path, venv: Path, what: str) -> Path
             return python
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def driver_env(home: Path) -> dict[str, str]:
+    """A driver's environment: this one without ``PYTHON*`` variables (the driver runs in its
+    own virtual environment), ``HOME`` (where clients write their logs) in ``home``."""
+    home.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["HOME"] = str(home)
+    return env
