@@ -199,6 +199,22 @@ class Collector:
         return ConsumeStatus.CONSUME_SUCCESS
 
 
+async def consume_on(ns: str, client: RemotingClient, addr: str) -> None:
+    """Bolide's push consumer reads every message of TOPIC through the broker routed as
+    broker-a's brokerId 0 (``addr``, the acting slave) and commits its offsets there."""
+    collector = Collector()
+    config = ClientConfig(ns, poll_name_server_interval_ms=200, heartbeat_broker_interval_ms=500)
+    push = PushConsumer(config, GROUP, listener=collector, consume_from=ConsumeFrom.FIRST_OFFSET,
+                        rebalance_interval_ms=200, suspend_ms=1000, pull_timeout_ms=3000,
+                        pull_retry_delay_ms=100, persist_offset_interval_ms=200)
+    push.subscribe(TOPIC)
+    async with push:
+        await until(lambda: len(collector.bodies) == COUNT, "the consumer to read every message")
+        await until(lambda: _equal(committed(client, addr), COUNT), "the offsets committed on the slave")
+    assert collector.bodies == {b"acting-%d" % i for i in range(COUNT)}
+
+
+
 def bolide_master(ns: str, store: Path, port: int) -> BrokerController:
     """broker-a's master as a Bolide broker, with the RocketMQ brokers' acting-master settings."""
     config = BrokerConfig(namesrv_addr=ns, listen_port=port, bind_address="127.0.0.1",
@@ -245,16 +261,7 @@ async def bolide_master_scenario(tmp_path: Path) -> None:
             await until(lambda: _active(runtime(admin, slave.broker_addr), "true"),
                         "the slave to report brokerActive=true")
 
-            collector = Collector()
-            config = ClientConfig(ns, poll_name_server_interval_ms=200, heartbeat_broker_interval_ms=500)
-            push = PushConsumer(config, GROUP, listener=collector, consume_from=ConsumeFrom.FIRST_OFFSET,
-                                rebalance_interval_ms=200, suspend_ms=1000, pull_timeout_ms=3000,
-                                pull_retry_delay_ms=100, persist_offset_interval_ms=200)
-            push.subscribe(TOPIC)
-            async with push:
-                await until(lambda: len(collector.bodies) == COUNT, "the consumer to read every message")
-                await until(lambda: _equal(committed(client, slave.broker_addr), COUNT),
-                            "the offsets committed on the slave")
+            await consume_on(ns, client, slave.broker_addr)
 
             # the master comes back on its store and port: it tells the slave its HA address,
             # takes the slave's offsets, then registers
@@ -317,18 +324,7 @@ async def scenario(tmp_path: Path) -> None:
                                "the slave's new topic routed read-only")
             assert await route(admin) == acting
 
-            collector = Collector()
-            config = ClientConfig(ns, poll_name_server_interval_ms=200, heartbeat_broker_interval_ms=500)
-            push = PushConsumer(config, GROUP, listener=collector, consume_from=ConsumeFrom.FIRST_OFFSET,
-                                rebalance_interval_ms=200, suspend_ms=1000, pull_timeout_ms=3000,
-                                pull_retry_delay_ms=100, persist_offset_interval_ms=200)
-            push.subscribe(TOPIC)
-            async with push:
-                await until(lambda: len(collector.bodies) == COUNT, "the consumer to read every message")
-                # the consumer commits its offsets on the acting slave
-                await until(lambda: _equal(committed(client, slave.broker_addr), COUNT),
-                            "the offsets committed on the slave")
-            assert collector.bodies == {b"acting-%d" % i for i in range(COUNT)}
+            await consume_on(ns, client, slave.broker_addr)
 
             # the master comes back on its store: the route is the master's, the slave stops acting
             await asyncio.to_thread(master.start_broker, settings(tmp_path / "store-0", slave=False))
