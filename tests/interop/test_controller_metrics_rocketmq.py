@@ -22,7 +22,7 @@ from bolide.controller import ControllerConfig, ControllerServer
 from bolide.errors import RemotingError
 from bolide.protocol.codes import ResponseCode as RC
 from bolide.testing import rocketmq as rmqmod
-from bolide.testing.controller import ControllerBroker
+from bolide.testing.controller import ControllerBroker, ControllerRefused
 from bolide.testing.rocketmq import RocketMQ, RocketMQUnavailable, free_port
 from conftest import unavailable
 
@@ -46,16 +46,17 @@ def scrape(url: str) -> Found:
 
 
 async def scenario(controller: str, metrics_url: str) -> Found:
-    """A broker joins (retrying while the controller starts), beats, is elected; the scrape."""
+    """A broker joins (retrying while the controller starts: not listening yet, or not the
+    leader yet), beats, is elected; the scrape."""
     deadline = time.monotonic() + 30
     while True:
         broker = ControllerBroker(controller, "broker-a", "C1")
         try:
             await broker.join()
             break
-        except RemotingError:
+        except (RemotingError, ControllerRefused) as exc:
             await broker.close()
-            assert time.monotonic() < deadline, f"the controller at {controller} never answered"
+            assert time.monotonic() < deadline, f"the controller at {controller} never took the broker: {exc}"
             await asyncio.sleep(0.2)
     try:
         await broker.beat(timeout_ms=30_000)
