@@ -2,22 +2,28 @@
 on the gRPC port a TLS client must present a certificate the trusted CA signed, and is refused
 without one or with another CA's; plain-text clients of a permissive port are not asked. On a
 remoting port the same. ``require`` on the gRPC port without ``trustCertPath`` is refused at
-start, naming the key."""
+start, naming the key. With NameServer and broker enforcing TLS and requiring certificates, the
+broker registers with its ``tls.client.certPath`` certificate, and Bolide's client and ``bolide
+admin`` connect with theirs (``tls_cert_file`` / ``--tls-cert``)."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import ssl
 from pathlib import Path
 
 import grpc
 import pytest
+from click.testing import CliRunner
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from bolide.cli.main import cli
+from bolide.client import Admin, ClientConfig, Message, Producer, SendStatus
 from bolide.errors import BolideError, ConfigError
 from bolide.protocol import RemotingCommand
 from bolide.protocol.codes import RequestCode, ResponseCode
@@ -153,6 +159,32 @@ def test_a_remoting_port_requires_a_certificate_the_trusted_ca_signed(tmp_path: 
                     await client.invoke(s.broker_addr, request, 5000)
 
     run(tmp_path, test, pki.tls("permissive"))
+
+
+def test_servers_and_clients_that_all_require_certificates(tmp_path: Path) -> None:
+    pki = Pki(tmp_path / "pki")
+    cert, key = (str(f) for f in pki.client)
+    tls = dataclasses.replace(pki.tls("enforcing"), client_cert_path=cert, client_key_path=key)
+
+    async def test(s: Servers) -> None:
+        # the broker registered over TLS with its own certificate
+        assert s.namesrv.processor.routes.broker_live_info(s.broker_addr) is not None
+        config = ClientConfig(s.namesrv_addr, use_tls=True, tls_cert_file=cert, tls_key_file=key)
+        async with Admin(config) as admin:
+            await admin.create_topic("MtlsTopic", read_queue_nums=1, write_queue_nums=1)
+        async with Producer(config, "mtls_pg") as producer:
+            sent = await producer.send(Message("MtlsTopic", b"signed"))
+        assert sent.status is SendStatus.SEND_OK
+        async with Admin(ClientConfig(s.namesrv_addr, use_tls=True)) as admin:
+            with pytest.raises(BolideError):
+                await admin.cluster_info()
+        result = await asyncio.to_thread(CliRunner().invoke, cli, [
+            "admin", "--tls-cert", cert, "--tls-key", key, "clusterList", "-n", s.namesrv_addr,
+            "--output", "json"])
+        assert result.exit_code == 0, result.output
+        assert s.broker_addr in result.output
+
+    run(tmp_path, test, tls, use_tls=True)
 
 
 def test_require_on_the_grpc_port_needs_a_trusted_ca(tmp_path: Path) -> None:

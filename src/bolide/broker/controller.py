@@ -93,7 +93,7 @@ from bolide.protocol.bodies.broker import TopicConfig
 from bolide.protocol.bodies.route import MASTER_ID
 from bolide.protocol.command import RemotingCommand
 from bolide.remoting import Channel, RemotingClient, RemotingServer
-from bolide.remoting.tls import TlsServerConfig, client_context
+from bolide.remoting.tls import TlsServerConfig
 from bolide.store import BrokerRole, MessageStore, StoreConfig
 from bolide.store.config_files import ConsumerOffsetManager, DelayOffsetManager
 from bolide.store.timer_metrics import TimerMetrics
@@ -204,7 +204,7 @@ class BrokerController:
         self.housekeeping = ClientHousekeeping(self.clients, self.config.channel_expired_timeout_ms)
         self.loop_lag = LoopLagMonitor()
         # useTLS: the broker's own connections (NameServers, a slave's master) start with TLS
-        self.namesrv_client = RemotingClient(tls=client_context() if self.config.use_tls else None,
+        self.namesrv_client = RemotingClient(tls=tls.outbound_context() if self.config.use_tls else None,
                                              hooks=inner_hooks(self.config))
         self.broker_directory = BrokerDirectory(self)  # static topic requests forwarded
         self._store: MessageStore | None = None

@@ -62,10 +62,18 @@ def _remember(ctx: click.Context, param: click.Parameter, value: str | bool | No
 
 
 def connection_options(fn: F) -> F:
-    """``--tls``, ``--access-key`` and ``--secret-key``, kept for :func:`client_config`."""
+    """``--tls`` (with ``--tls-cert`` and ``--tls-key``), ``--access-key`` and ``--secret-key``,
+    kept for :func:`client_config`."""
     fn = click.option("--tls", is_flag=True, envvar="BOLIDE_TLS", expose_value=False,
                       callback=_remember, help="Connect over TLS (servers with tls.server.mode "
                       "permissive or enforcing); env BOLIDE_TLS=1.")(fn)
+    fn = click.option("--tls-cert", envvar="BOLIDE_TLS_CERT", expose_value=False, callback=_remember,
+                      type=click.Path(exists=True, dir_okay=False),
+                      help="Present this PEM certificate (servers with "
+                           "tls.server.need.client.auth=require); implies --tls; env BOLIDE_TLS_CERT.")(fn)
+    fn = click.option("--tls-key", envvar="BOLIDE_TLS_KEY", expose_value=False, callback=_remember,
+                      type=click.Path(exists=True, dir_okay=False),
+                      help="The private key of --tls-cert (PEM); env BOLIDE_TLS_KEY.")(fn)
     fn = click.option("--secret-key", envvar="BOLIDE_SECRET_KEY", expose_value=False,
                       callback=_remember, help="Secret key of that account; env BOLIDE_SECRET_KEY.")(fn)
     return click.option("--access-key", envvar="BOLIDE_ACCESS_KEY", expose_value=False,
@@ -81,14 +89,18 @@ def client_config(namesrv: str) -> str | ClientConfig:
     ctx = click.get_current_context(silent=True)
     meta = ctx.meta if ctx is not None else {}
     access_key, secret_key = meta.get("bolide.access_key"), meta.get("bolide.secret_key")
-    use_tls = bool(meta.get("bolide.tls"))
+    cert, key = meta.get("bolide.tls_cert"), meta.get("bolide.tls_key")
+    use_tls = bool(meta.get("bolide.tls")) or bool(cert)
     if not access_key and not secret_key and not use_tls:
         return namesrv
     if bool(access_key) != bool(secret_key):
         raise click.UsageError("give both --access-key and --secret-key (or BOLIDE_ACCESS_KEY "
                                "and BOLIDE_SECRET_KEY) to sign requests for ACL")
+    if bool(cert) != bool(key):
+        raise click.UsageError("give both --tls-cert and --tls-key (or BOLIDE_TLS_CERT and "
+                               "BOLIDE_TLS_KEY): the client's certificate and its private key")
     return ClientConfig(namesrv, access_key=access_key or None, secret_key=secret_key or None,
-                        use_tls=use_tls)
+                        use_tls=use_tls, tls_cert_file=cert or None, tls_key_file=key or None)
 
 
 def target_options(fn: F) -> F:

@@ -22,7 +22,8 @@ class ClientConfig:
     client's AclClientRPCHook does. ``use_tls`` connects to NameServers and brokers over TLS
     (servers with ``tls.server.mode`` permissive or enforcing), checking their certificate
     against ``tls_ca_file`` when given, else not checking it (the Java client's default test
-    mode). ``enable_trace`` makes producers and push consumers write message traces to
+    mode), and presenting ``tls_cert_file`` / ``tls_key_file`` to servers that require a client
+    certificate. ``enable_trace`` makes producers and push consumers write message traces to
     ``trace_topic`` (default ``RMQ_SYS_TRACE_TOPIC``), as the Java client's ``enableTrace``
     (:mod:`bolide.client.tracing`).
     """
@@ -38,6 +39,8 @@ class ClientConfig:
     security_token: str | None = dataclasses.field(default=None, repr=False)
     use_tls: bool = False
     tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
     enable_trace: bool = False
     trace_topic: str | None = None
 
@@ -51,9 +54,12 @@ class ClientConfig:
         if bool(self.access_key) != bool(self.secret_key):
             raise ClientConfigError("give both access_key and secret_key (an account of the broker's "
                                     "plain_acl.yml), or neither")
-        if self.tls_ca_file and not self.use_tls:
-            raise ClientConfigError("tls_ca_file is set but use_tls is not: set use_tls=True to "
+        if (self.tls_ca_file or self.tls_cert_file or self.tls_key_file) and not self.use_tls:
+            raise ClientConfigError("TLS files are set but use_tls is not: set use_tls=True to "
                                     "connect over TLS")
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ClientConfigError("give both tls_cert_file and tls_key_file (the client's PEM "
+                                    "certificate and key), or neither")
 
     @property
     def namesrv_addrs(self) -> list[str]:

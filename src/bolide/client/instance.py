@@ -38,7 +38,8 @@ class ClientInstance:
         self.client_id = config.make_client_id()
         hooks = ([AclClientRPCHook(config.access_key, config.secret_key, config.security_token)]
                  if config.access_key and config.secret_key else [])
-        tls = client_context(config.tls_ca_file) if config.use_tls else None
+        tls = (client_context(config.tls_ca_file, config.tls_cert_file, config.tls_key_file)
+               if config.use_tls else None)
         self.remoting = RemotingClient(hooks=hooks, connect_timeout_ms=config.api_timeout_ms, tls=tls)
         self.api = ClientAPI(self.remoting, config.namesrv_addrs, config.api_timeout_ms)
         self.routes: dict[str, TopicRoute] = {}

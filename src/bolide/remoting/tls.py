@@ -43,7 +43,8 @@ _CLIENT_AUTH = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "require":
 
 @dataclass(frozen=True, slots=True)
 class TlsServerConfig(PropertiesConfig):
-    """A server's TLS settings (RocketMQ's ``tls.server.*`` keys)."""
+    """A server's TLS settings (RocketMQ's ``tls.server.*`` keys, and ``tls.client.*`` for the
+    server's own connections)."""
 
     mode: str = config_field("tls.server.mode", "")  # "": not set (see tls_mode, grpc_mode)
     cert_path: str = config_field("tls.server.certPath", "")
@@ -51,6 +52,10 @@ class TlsServerConfig(PropertiesConfig):
     key_password: str = config_field("tls.server.keyPassword", "")
     need_client_auth: str = config_field("tls.server.need.client.auth", "none")
     trust_cert_path: str = config_field("tls.server.trustCertPath", "")
+    # the server's own connections (a broker's to NameServers and other brokers, with useTLS)
+    client_cert_path: str = config_field("tls.client.certPath", "")
+    client_key_path: str = config_field("tls.client.keyPath", "")
+    client_trust_cert_path: str = config_field("tls.client.trustCertPath", "")
     config_file: str = config_field("tls.config.file", "")
 
     def __post_init__(self) -> None:
@@ -126,6 +131,17 @@ class TlsServerConfig(PropertiesConfig):
             raise ConfigError(f"cannot read tls.server.trustCertPath={cfg.trust_cert_path}: "
                               f"{exc.strerror or exc}") from None
 
+    def outbound_context(self) -> ssl.SSLContext:
+        """The SSL context of the server's own TLS connections: presenting the
+        ``tls.client.certPath`` / ``keyPath`` certificate when set (to servers that require
+        client certificates), checking the peer against ``tls.client.trustCertPath`` when set."""
+        cfg = self.resolved()
+        if bool(cfg.client_cert_path) != bool(cfg.client_key_path):
+            raise ConfigError("tls.client.certPath and tls.client.keyPath go together (a PEM "
+                              "certificate and its private key): set both, or neither")
+        return client_context(cfg.client_trust_cert_path or None, cfg.client_cert_path or None,
+                              cfg.client_key_path or None)
+
     def server_context(self) -> ssl.SSLContext | None:
         """The SSL context a remoting server accepts TLS with; None when its mode is
         ``disabled``. Without ``certPath`` / ``keyPath``, a self-signed certificate."""
@@ -148,14 +164,23 @@ class TlsServerConfig(PropertiesConfig):
         return context
 
 
-def client_context(ca_file: str | None = None) -> ssl.SSLContext:
+def client_context(ca_file: str | None = None, cert_file: str | None = None,
+                   key_file: str | None = None) -> ssl.SSLContext:
     """The SSL context of a client: the server's certificate is checked against ``ca_file``
-    when given, else not checked at all (RocketMQ clients' default ``tls.test.mode.enable``)."""
-    if ca_file:
-        context = ssl.create_default_context(cafile=ca_file)
-        context.check_hostname = False  # brokers are addressed by IP, as registered
-        return context
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
+    when given, else not checked at all (RocketMQ clients' default ``tls.test.mode.enable``);
+    with ``cert_file`` and ``key_file`` (PEM) the client presents that certificate, for servers
+    that require one (``tls.server.need.client.auth``). ConfigError when a file cannot be read."""
+    try:
+        if ca_file:
+            context = ssl.create_default_context(cafile=ca_file)
+            context.check_hostname = False  # brokers are addressed by IP, as registered
+        else:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        if cert_file or key_file:
+            context.load_cert_chain(cert_file or "", key_file or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"cannot load the client's TLS files (CA {ca_file}, certificate "
+                          f"{cert_file}, key {key_file}): {exc}") from None
     return context
