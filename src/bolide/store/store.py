@@ -1010,8 +1010,7 @@ class MessageStore:
         cfg = self.config
         cl = self.commit_log
         cl_max = cl.max_offset
-        memory_limit = ((cfg.total_physical_memory_bytes or _TOTAL_RAM)
-                        * cfg.access_message_in_memory_max_ratio // 100)
+        memory_limit = self.memory_area_bytes()
         buffers: list[memoryview] | bytearray = bytearray() if joined else []
         qoffsets: list[int] = []
         total_bytes = 0
@@ -1569,18 +1568,17 @@ class MessageStore:
     def min_phy_offset(self) -> int:
         return self.commit_log.min_offset
 
+    def memory_area_bytes(self) -> int:
+        """How far behind the CommitLog's end data still counts as in memory:
+        accessMessageInMemoryMaxRatio percent of the machine's memory (RocketMQ's rule for how
+        much a pull may carry)."""
+        cfg = self.config
+        return (cfg.total_physical_memory_bytes or _TOTAL_RAM) * cfg.access_message_in_memory_max_ratio // 100
 
     def in_memory_at(self, topic: str, queue_id: int, offset: int) -> bool:
-        """Whether the queue has a message at ``offset`` that still counts as in memory: no
-        further behind the CommitLog's end than accessMessageInMemoryMaxRatio percent of the
-        machine's memory (RocketMQ's rule for choosing how much a pull may carry)."""
+        """Whether the queue has a message at ``offset`` within :meth:`memory_area_bytes`."""
         entries = self.queue_entries(topic, queue_id, offset, 1)
-        if not entries:
-            return False
-        cfg = self.config
-        memory_limit = ((cfg.total_physical_memory_bytes or _TOTAL_RAM)
-                        * cfg.access_message_in_memory_max_ratio // 100)
-        return self.commit_log.max_offset - entries[0][0] <= memory_limit
+        return bool(entries) and self.commit_log.max_offset - entries[0][0] <= self.memory_area_bytes()
 
     # -- cold data (RocketMQ 5's checkInColdAreaByCommitOffset) ---------------------------------
     def hot_area_bytes(self) -> int:
