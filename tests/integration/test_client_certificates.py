@@ -3,8 +3,9 @@ on the gRPC port a TLS client must present a certificate the trusted CA signed, 
 without one or with another CA's; plain-text clients of a permissive port are not asked. On a
 remoting port the same. ``require`` on the gRPC port without ``trustCertPath`` is refused at
 start, naming the key. With NameServer and broker enforcing TLS and requiring certificates, the
-broker registers with its ``tls.client.certPath`` certificate, and Bolide's client and ``bolide
-admin`` connect with theirs (``tls_cert_file`` / ``--tls-cert``)."""
+broker registers with its ``tls.client.certPath`` certificate, and Bolide's client, ``bolide
+admin`` and the Spark source connect with theirs (``tls_cert_file``, ``--tls-cert``,
+``tlsCertFile``)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ from bolide.protocol.v5 import messaging_pb2 as pb
 from bolide.remoting import RemotingClient
 from bolide.remoting.selfsigned import self_signed
 from bolide.remoting.tls import TlsServerConfig
+from bolide.spark.cluster import Cluster
+from bolide.spark.options import SparkOptionError, read_options
 from bolide.testing.servers import Servers, running_servers
 from bolide.testing.v5calls import V5Calls
 
@@ -178,6 +181,17 @@ def test_servers_and_clients_that_all_require_certificates(tmp_path: Path) -> No
         async with Admin(ClientConfig(s.namesrv_addr, use_tls=True)) as admin:
             with pytest.raises(BolideError):
                 await admin.cluster_info()
+        # the Spark source's options: its broker calls present the certificate too
+        base = {"nameserver": s.namesrv_addr, "topic": "MtlsTopic", "usetls": "true"}
+
+        def stored_by_spark_source(options: dict[str, str]) -> int:  # blocking: off the loop
+            with Cluster(read_options(options, streaming=False).nameserver) as cluster:
+                return sum(hi for _, hi in cluster.bounds(cluster.queues(["MtlsTopic"])).values())
+
+        assert await asyncio.to_thread(stored_by_spark_source,
+                                       {**base, "tlscertfile": cert, "tlskeyfile": key}) == 1
+        with pytest.raises(SparkOptionError, match="tlsKeyFile"):
+            read_options({**base, "tlscertfile": cert}, streaming=False)
         result = await asyncio.to_thread(CliRunner().invoke, cli, [
             "admin", "--tls-cert", cert, "--tls-key", key, "clusterList", "-n", s.namesrv_addr,
             "--output", "json"])

@@ -22,11 +22,11 @@ READ_OPTIONS = {
     "nameserver", "topic", "startingoffsets", "endingoffsets", "startingtimestamp", "endingtimestamp",
     "subexpression", "tags", "minpartitions", "failondataloss", "maxoffsetspertrigger",
     "minoffsetspertrigger", "maxtriggerdelay", "consumergroup", "readbatchsize", "pullbatchsize",
-    "timeoutms", "path", "accesskey", "secretkey", "usetls", "tlscafile",
+    "timeoutms", "path", "accesskey", "secretkey", "usetls", "tlscafile", "tlscertfile", "tlskeyfile",
 }
 WRITE_OPTIONS = {"nameserver", "topic", "producergroup", "sendtimeoutms", "retrytimes", "batchsize",
                  "timeoutms", "path", "checkpointlocation", "accesskey", "secretkey", "usetls",
-                 "tlscafile"}
+                 "tlscafile", "tlscertfile", "tlskeyfile"}
 
 # Offsets given in JSON: topic -> broker -> queue id -> offset, or topic -> queue id -> offset
 # (every broker's queue with that id).
@@ -146,22 +146,28 @@ def _check_known(options: Mapping[str, str], known: set[str], what: str) -> None
 
 def _nameserver(options: Mapping[str, str]) -> str | ClientConfig:
     """The NameServers, with the plain-ACL keys (options accessKey and secretKey) and TLS
-    (useTLS, tlsCaFile) when given."""
+    (useTLS, tlsCaFile, and tlsCertFile with tlsKeyFile for servers that require a client
+    certificate) when given."""
     ns = _get(options, "nameserver")
     if ns is None:
         raise SparkOptionError('option nameserver is required: .option("nameserver", "127.0.0.1:9876") '
                                "(several NameServers joined by ';')")
     access_key, secret_key = _get(options, "accessKey"), _get(options, "secretKey")
     use_tls, ca_file = _bool(options, "useTLS", False), _get(options, "tlsCaFile")
-    if access_key is None and secret_key is None and not use_tls and ca_file is None:
+    cert_file, key_file = _get(options, "tlsCertFile"), _get(options, "tlsKeyFile")
+    if access_key is None and secret_key is None and not use_tls and ca_file is None and cert_file is None:
         return ns
     if (access_key is None) != (secret_key is None):
         raise SparkOptionError("give both accessKey and secretKey (an account of the brokers' "
                                "plain_acl.yml), or neither")
-    if ca_file is not None and not use_tls:
-        raise SparkOptionError('option tlsCaFile needs .option("useTLS", "true")')
+    for name, value in (("tlsCaFile", ca_file), ("tlsCertFile", cert_file), ("tlsKeyFile", key_file)):
+        if value is not None and not use_tls:
+            raise SparkOptionError(f'option {name} needs .option("useTLS", "true")')
+    if (cert_file is None) != (key_file is None):
+        raise SparkOptionError("give both tlsCertFile and tlsKeyFile (the client's PEM certificate "
+                               "and key), or neither")
     return ClientConfig(ns, access_key=access_key, secret_key=secret_key, use_tls=use_tls,
-                        tls_ca_file=ca_file)
+                        tls_ca_file=ca_file, tls_cert_file=cert_file, tls_key_file=key_file)
 
 
 def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
